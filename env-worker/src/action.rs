@@ -1,0 +1,107 @@
+//! Actions as the worker executes them: already in pixels and already validated by the
+//! caller against the screen (the worker re-checks bounds, since it owns the screen).
+
+/// A mouse button, numbered as X numbers them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Button {
+    /// Button 1.
+    Left,
+    /// Button 2.
+    Middle,
+    /// Button 3.
+    Right,
+}
+
+impl Button {
+    /// The X button number.
+    pub fn x_button(self) -> u8 {
+        match self {
+            Button::Left => 1,
+            Button::Middle => 2,
+            Button::Right => 3,
+        }
+    }
+}
+
+/// A point in screen pixels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Point {
+    /// Column.
+    pub x: i32,
+    /// Row.
+    pub y: i32,
+}
+
+/// One input action.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Move to `at`, then press and release `button` `count` times.
+    Click {
+        /// Where.
+        at: Point,
+        /// Which button.
+        button: Button,
+        /// How many clicks (1..=3).
+        count: u32,
+    },
+    /// Move the pointer.
+    Move {
+        /// Where.
+        to: Point,
+    },
+    /// Move to `at`, then turn the wheel; positive `dy` scrolls down, positive `dx` right.
+    Scroll {
+        /// Where.
+        at: Point,
+        /// Horizontal clicks.
+        dx: i32,
+        /// Vertical clicks.
+        dy: i32,
+    },
+    /// Press at `from`, move to `to` in steps, release.
+    Drag {
+        /// Press position.
+        from: Point,
+        /// Release position.
+        to: Point,
+        /// Which button.
+        button: Button,
+    },
+    /// Press a button (after moving to `at` when given).
+    MouseDown {
+        /// Optional position.
+        at: Option<Point>,
+        /// Which button.
+        button: Button,
+    },
+    /// Release a button (after moving to `at` when given).
+    MouseUp {
+        /// Optional position.
+        at: Option<Point>,
+        /// Which button.
+        button: Button,
+    },
+    /// Type Unicode text.
+    TypeText(String),
+    /// Press a chord such as `ctrl+s`.
+    Key(String),
+    /// Let `ms` milliseconds pass.
+    Wait(u32),
+    /// Do nothing.
+    Noop,
+}
+
+impl Action {
+    /// The points this action touches, with the field name each came from.
+    pub fn points(&self) -> Vec<(&'static str, Point)> {
+        match self {
+            Action::Click { at, .. } | Action::Scroll { at, .. } => vec![("target", *at)],
+            Action::Move { to } => vec![("target", *to)],
+            Action::Drag { from, to, .. } => vec![("from", *from), ("to", *to)],
+            Action::MouseDown { at, .. } | Action::MouseUp { at, .. } => {
+                at.iter().map(|p| ("target", *p)).collect()
+            }
+            Action::TypeText(_) | Action::Key(_) | Action::Wait(_) | Action::Noop => vec![],
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! Typed errors of one desktop. The server maps them to gRPC codes in one place.
+
+use std::io;
+
+/// Why a desktop operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DesktopError {
+    /// Xvfb could not be started (missing binary, bad size, no display number).
+    #[error("could not start Xvfb: {0}")]
+    XvfbStart(String),
+    /// The X server went away (killed, crashed) or the connection broke.
+    #[error("X display {display} is gone: {reason}")]
+    DisplayGone {
+        /// The display number, e.g. 5 for `:5`.
+        display: u32,
+        /// What was observed.
+        reason: String,
+    },
+    /// The task app could not be started or stopped answering.
+    #[error("task app failed: {0}")]
+    App(String),
+    /// The action cannot be performed as given (out-of-screen point, unknown key...).
+    #[error("invalid action: {field}: {message}")]
+    InvalidAction {
+        /// The offending field, e.g. `action.click.target.point_px.x`.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An X protocol request failed in a way that does not mean the display is gone.
+    #[error("X request failed: {0}")]
+    X11(String),
+    /// An operating system call failed.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl DesktopError {
+    /// Shorthand for [`DesktopError::InvalidAction`].
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self::InvalidAction { field: field.into(), message: message.into() }
+    }
+
+    /// True when the desktop must be restarted before it can be used again.
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, Self::DisplayGone { .. } | Self::App(_) | Self::XvfbStart(_))
+    }
+}
+
+/// Result alias of this crate.
+pub type Result<T, E = DesktopError> = std::result::Result<T, E>;

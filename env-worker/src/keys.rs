@@ -1,0 +1,147 @@
+//! X keysym names, aliases and chord parsing.
+//!
+//! x11rb has no `XStringToKeysym`, so the names a user is likely to type live here.
+//! Anything with a single character (`"s"`, `"/"`, `"é"`) maps through [`char_keysym`].
+
+/// An X keysym value.
+pub type Keysym = u32;
+
+/// `Shift_L`, used to reach the second level of a key.
+pub const SHIFT_L: Keysym = 0xffe1;
+/// `Return`.
+pub const RETURN: Keysym = 0xff0d;
+/// `Tab`.
+pub const TAB: Keysym = 0xff09;
+/// `BackSpace`.
+pub const BACKSPACE: Keysym = 0xff08;
+/// `Escape`.
+pub const ESCAPE: Keysym = 0xff1b;
+
+/// Named keysyms (exact X names, case-sensitive).
+const NAMED: &[(&str, Keysym)] = &[
+    ("BackSpace", 0xff08), ("Tab", 0xff09), ("Linefeed", 0xff0a), ("Clear", 0xff0b),
+    ("Return", 0xff0d), ("Pause", 0xff13), ("Scroll_Lock", 0xff14), ("Sys_Req", 0xff15),
+    ("Escape", 0xff1b), ("Delete", 0xffff), ("Home", 0xff50), ("Left", 0xff51),
+    ("Up", 0xff52), ("Right", 0xff53), ("Down", 0xff54), ("Prior", 0xff55),
+    ("Page_Up", 0xff55), ("Next", 0xff56), ("Page_Down", 0xff56), ("End", 0xff57),
+    ("Begin", 0xff58), ("Select", 0xff60), ("Print", 0xff61), ("Execute", 0xff62),
+    ("Insert", 0xff63), ("Undo", 0xff65), ("Redo", 0xff66), ("Menu", 0xff67),
+    ("Find", 0xff68), ("Cancel", 0xff69), ("Help", 0xff6a), ("Break", 0xff6b),
+    ("Num_Lock", 0xff7f), ("KP_Enter", 0xff8d), ("KP_Add", 0xffab),
+    ("KP_Subtract", 0xffad), ("KP_Multiply", 0xffaa), ("KP_Divide", 0xffaf),
+    ("Shift_L", 0xffe1), ("Shift_R", 0xffe2), ("Control_L", 0xffe3),
+    ("Control_R", 0xffe4), ("Caps_Lock", 0xffe5), ("Meta_L", 0xffe7), ("Meta_R", 0xffe8),
+    ("Alt_L", 0xffe9), ("Alt_R", 0xffea), ("Super_L", 0xffeb), ("Super_R", 0xffec),
+    ("space", 0x20), ("exclam", 0x21), ("quotedbl", 0x22), ("numbersign", 0x23),
+    ("dollar", 0x24), ("percent", 0x25), ("ampersand", 0x26), ("apostrophe", 0x27),
+    ("parenleft", 0x28), ("parenright", 0x29), ("asterisk", 0x2a), ("plus", 0x2b),
+    ("comma", 0x2c), ("minus", 0x2d), ("period", 0x2e), ("slash", 0x2f),
+    ("colon", 0x3a), ("semicolon", 0x3b), ("less", 0x3c), ("equal", 0x3d),
+    ("greater", 0x3e), ("question", 0x3f), ("at", 0x40), ("bracketleft", 0x5b),
+    ("backslash", 0x5c), ("bracketright", 0x5d), ("asciicircum", 0x5e),
+    ("underscore", 0x5f), ("grave", 0x60), ("braceleft", 0x7b), ("bar", 0x7c),
+    ("braceright", 0x7d), ("asciitilde", 0x7e),
+];
+
+/// Friendly aliases (matched case-insensitively) for the names people actually type.
+const ALIASES: &[(&str, Keysym)] = &[
+    ("ctrl", 0xffe3), ("control", 0xffe3), ("alt", 0xffe9), ("shift", 0xffe1),
+    ("super", 0xffeb), ("win", 0xffeb), ("cmd", 0xffeb), ("meta", 0xffe7),
+    ("enter", 0xff0d), ("return", 0xff0d), ("esc", 0xff1b), ("escape", 0xff1b),
+    ("backspace", 0xff08), ("del", 0xffff), ("delete", 0xffff), ("pageup", 0xff55),
+    ("pgup", 0xff55), ("pagedown", 0xff56), ("pgdn", 0xff56), ("left", 0xff51),
+    ("right", 0xff53), ("up", 0xff52), ("down", 0xff54), ("home", 0xff50),
+    ("end", 0xff57), ("tab", 0xff09), ("space", 0x20), ("insert", 0xff63),
+    ("capslock", 0xffe5), ("printscreen", 0xff61), ("menu", 0xff67),
+];
+
+/// The keysym that types `c`: Latin-1 maps to itself, everything else to the Unicode
+/// keysym range (`0x0100_0000 | codepoint`), which X servers accept on remapped keys.
+pub fn char_keysym(c: char) -> Keysym {
+    match c {
+        '\n' | '\r' => RETURN,
+        '\t' => TAB,
+        '\u{8}' => BACKSPACE,
+        ' '..='~' | '\u{a0}'..='\u{ff}' => c as u32,
+        _ => 0x0100_0000 | c as u32,
+    }
+}
+
+/// Looks up one key name: an exact X name, an alias, `F1`..`F35`, or a single character.
+pub fn keysym_from_name(name: &str) -> Option<Keysym> {
+    if let Some(&(_, k)) = NAMED.iter().find(|(n, _)| *n == name) {
+        return Some(k);
+    }
+    let lower = name.to_ascii_lowercase();
+    if let Some(&(_, k)) = ALIASES.iter().find(|(n, _)| *n == lower) {
+        return Some(k);
+    }
+    if let Some(n) = name.strip_prefix(['F', 'f']).and_then(|d| d.parse::<u32>().ok()) {
+        if (1..=35).contains(&n) {
+            return Some(0xffbe + n - 1);
+        }
+    }
+    let mut chars = name.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) if !c.is_control() => Some(char_keysym(c)),
+        _ => None,
+    }
+}
+
+/// Parses a chord such as `"ctrl+shift+t"` into keysyms, modifiers first as written.
+///
+/// A literal plus is written `"plus"` (or `"ctrl++"`, where the final `+` is the key).
+/// The error names the first unknown key.
+pub fn parse_chord(chord: &str) -> Result<Vec<Keysym>, String> {
+    let chord = chord.trim();
+    if chord.is_empty() {
+        return Err("key chord is empty".into());
+    }
+    let mut parts: Vec<&str> = chord.split('+').collect();
+    // "ctrl++" splits into ["ctrl", "", ""]: the trailing empty pair is a literal '+'.
+    if chord.ends_with("++") || chord == "+" {
+        parts.retain(|p| !p.is_empty());
+        parts.push("plus");
+    }
+    parts
+        .iter()
+        .map(|p| {
+            let p = p.trim();
+            if p.is_empty() {
+                return Err(format!("key chord {chord:?} has an empty key name"));
+            }
+            keysym_from_name(p).ok_or_else(|| format!("unknown key name {p:?} in {chord:?}"))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chords_parse() {
+        assert_eq!(parse_chord("ctrl+s"), Ok(vec![0xffe3, 's' as u32]));
+        assert_eq!(parse_chord("Return"), Ok(vec![RETURN]));
+        assert_eq!(parse_chord("shift+Tab"), Ok(vec![SHIFT_L, TAB]));
+        assert_eq!(parse_chord("F12"), Ok(vec![0xffc9]));
+        assert_eq!(parse_chord("ctrl++"), Ok(vec![0xffe3, 0x2b]));
+        assert_eq!(parse_chord("ENTER"), Ok(vec![RETURN]));
+    }
+
+    #[test]
+    fn unknown_names_are_named_in_the_error() {
+        let e = parse_chord("ctrl+nosuchkey").unwrap_err();
+        assert!(e.contains("nosuchkey"), "{e}");
+        assert!(parse_chord("").is_err());
+        assert!(parse_chord("ctrl+").is_err());
+        assert!(parse_chord("F99").is_err());
+    }
+
+    #[test]
+    fn unicode_chars_use_the_unicode_range() {
+        assert_eq!(char_keysym('a'), 0x61);
+        assert_eq!(char_keysym('é'), 0xe9);
+        assert_eq!(char_keysym('€'), 0x0100_20ac);
+    }
+}

@@ -1,0 +1,31 @@
+//! One deskgym desktop, with no knowledge of gRPC.
+//!
+//! # Layout
+//! - [`xvfb`]: the Xvfb process (`-displayfd`, process group, reaping, stale locks).
+//! - [`x11`]: the client session: XTEST input, MIT-SHM capture, XDamage settle.
+//! - [`keys`]: keysym names and chord parsing.
+//! - [`frame`]: RGB frames and their XXH3-128 content hash.
+//! - [`action`]: actions in pixels, as the worker executes them.
+//! - [`tasks`]: the bundled tasks' pure logic (layout, input, scene).
+//! - [`app`]: the task app program that draws a task with x11rb (binary `deskgym-task-app`).
+//! - [`task_app`]: the worker's handle on a running task app.
+//! - [`desktop`]: Xvfb + session + app as one unit.
+
+pub mod action;
+pub mod app;
+pub mod desktop;
+pub mod error;
+pub mod frame;
+pub mod keys;
+pub mod task_app;
+pub mod tasks;
+pub mod x11;
+pub mod xvfb;
+
+pub use action::{Action, Button, Point};
+pub use desktop::{Desktop, DesktopConfig, Outcome};
+pub use error::{DesktopError, Result};
+pub use frame::{frame_hash, hash_hex, Frame};
+pub use task_app::AppState;
+pub use tasks::{task_spec, TaskSpec, TASKS};
+pub use x11::{Settle, SettleReport};

@@ -1,0 +1,504 @@
+//! One X11 client connection per desktop: XTEST input, MIT-SHM capture of the root
+//! window (GetImage fallback) and XDamage-based settling.
+
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::time::{Duration, Instant};
+
+use x11rb::connection::{Connection, RequestConnection};
+use x11rb::errors::{ConnectionError, ReplyError, ReplyOrIdError};
+use x11rb::protocol::damage::{self, ConnectionExt as _};
+use x11rb::protocol::shm::{self, ConnectionExt as _};
+use x11rb::protocol::xfixes::ConnectionExt as _;
+use x11rb::protocol::xproto::{self, ConnectionExt as _, ImageFormat};
+use x11rb::protocol::xtest::ConnectionExt as _;
+use x11rb::protocol::Event;
+use x11rb::rust_connection::RustConnection;
+
+use crate::action::{Action, Button, Point};
+use crate::error::{DesktopError, Result};
+use crate::frame::{bgrx_to_rgb, Frame};
+use crate::keys::{self, Keysym};
+
+/// How the screen is judged quiet after an action.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Settle {
+    /// Quiet window in milliseconds (0: drain pending damage and return).
+    pub settle_ms: u32,
+    /// Cap on the whole wait in milliseconds.
+    pub settle_max_ms: u32,
+}
+
+impl Default for Settle {
+    fn default() -> Self {
+        Self { settle_ms: 10, settle_max_ms: 2000 }
+    }
+}
+
+/// What a settle wait did.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SettleReport {
+    /// Milliseconds spent.
+    pub waited_ms: f64,
+    /// True when the quiet window was reached before the cap.
+    pub quiesced: bool,
+    /// DamageNotify events seen.
+    pub damage_events: u32,
+}
+
+/// Number of intermediate pointer positions in a drag, so apps see real motion.
+const DRAG_STEPS: i32 = 8;
+
+/// An attached MIT-SHM segment, detached and freed on drop.
+struct ShmSegment {
+    seg: shm::Seg,
+    addr: *mut u8,
+    size: usize,
+}
+
+/// A live connection to one display.
+pub struct XSession {
+    conn: RustConnection,
+    display: u32,
+    root: xproto::Window,
+    width: u16,
+    height: u16,
+    shm: Option<ShmSegment>,
+    damage: damage::Damage,
+    min_keycode: u8,
+    per_keycode: u8,
+    keymap: Vec<Keysym>,
+    /// Keycodes with no symbols, borrowed round-robin to type characters that are not
+    /// on the keymap. Kept mapped so an app that re-reads the mapping late still agrees.
+    scratch: Vec<u8>,
+    next_scratch: usize,
+    remapped: HashMap<Keysym, u8>,
+    pointer: Point,
+    held: Vec<Button>,
+    bgrx: Vec<u8>,
+}
+
+// SAFETY: the raw SHM pointer is owned exclusively by this session and only touched
+// through `&mut self`; moving the session between threads is sound.
+unsafe impl Send for XSession {}
+
+impl XSession {
+    /// Connects to `:display` and sets up XTEST, SHM (when available) and DAMAGE.
+    pub fn connect(display: u32) -> Result<Self> {
+        let name = format!(":{display}");
+        let (conn, screen_num) = x11rb::connect(Some(&name))
+            .map_err(|e| DesktopError::DisplayGone { display, reason: format!("connect: {e}") })?;
+        let screen = &conn.setup().roots[screen_num];
+        let (root, width, height) = (screen.root, screen.width_in_pixels, screen.height_in_pixels);
+        let gone = |e: &dyn std::fmt::Display| DesktopError::DisplayGone {
+            display,
+            reason: e.to_string(),
+        };
+        for ext in [x11rb::protocol::xtest::X11_EXTENSION_NAME, damage::X11_EXTENSION_NAME] {
+            if conn.extension_information(ext).map_err(|e| gone(&e))?.is_none() {
+                return Err(DesktopError::X11(format!("X server lacks the {ext} extension")));
+            }
+        }
+        conn.xtest_get_version(2, 2).map_err(|e| gone(&e))?.reply().map_err(|e| gone(&e))?;
+        conn.xfixes_query_version(5, 0).map_err(|e| gone(&e))?.reply().map_err(|e| gone(&e))?;
+        conn.damage_query_version(1, 1).map_err(|e| gone(&e))?.reply().map_err(|e| gone(&e))?;
+        let damage = conn.generate_id().map_err(|e| gone(&e))?;
+        conn.damage_create(damage, root, damage::ReportLevel::NON_EMPTY)
+            .map_err(|e| gone(&e))?;
+
+        let setup = conn.setup();
+        let (min_keycode, max_keycode) = (setup.min_keycode, setup.max_keycode);
+        let km = conn
+            .get_keyboard_mapping(min_keycode, max_keycode - min_keycode + 1)
+            .map_err(|e| gone(&e))?
+            .reply()
+            .map_err(|e| gone(&e))?;
+        let per_keycode = km.keysyms_per_keycode;
+        let scratch = km
+            .keysyms
+            .chunks(usize::from(per_keycode.max(1)))
+            .enumerate()
+            .filter(|(_, syms)| syms.iter().all(|&s| s == x11rb::NO_SYMBOL))
+            .map(|(i, _)| min_keycode + i as u8)
+            .rev()
+            .take(16)
+            .collect();
+
+        let mut s = Self {
+            conn,
+            display,
+            root,
+            width,
+            height,
+            shm: None,
+            damage,
+            min_keycode,
+            per_keycode,
+            keymap: km.keysyms,
+            scratch,
+            next_scratch: 0,
+            remapped: HashMap::new(),
+            pointer: Point::default(),
+            held: Vec::new(),
+            bgrx: Vec::new(),
+        };
+        s.shm = s.attach_shm();
+        s.sync()?;
+        Ok(s)
+    }
+
+    /// Screen size in pixels.
+    pub fn size(&self) -> (u32, u32) {
+        (u32::from(self.width), u32::from(self.height))
+    }
+
+    /// True when captures go through MIT-SHM rather than GetImage.
+    pub fn uses_shm(&self) -> bool {
+        self.shm.is_some()
+    }
+
+    /// Where the pointer is (as last placed by this session).
+    pub fn pointer(&self) -> Point {
+        self.pointer
+    }
+
+    fn gone(&self, e: impl std::fmt::Display) -> DesktopError {
+        DesktopError::DisplayGone { display: self.display, reason: e.to_string() }
+    }
+
+    fn conn_err(&self, e: ConnectionError) -> DesktopError {
+        self.gone(e)
+    }
+
+    fn reply_err(&self, e: ReplyError) -> DesktopError {
+        match e {
+            ReplyError::ConnectionError(c) => self.gone(c),
+            ReplyError::X11Error(x) => DesktopError::X11(format!("{x:?}")),
+        }
+    }
+
+    /// Tries to set up MIT-SHM. Needs the same IPC namespace as the X server; any
+    /// failure falls back to GetImage, which is slower but always works.
+    fn attach_shm(&mut self) -> Option<ShmSegment> {
+        self.conn.extension_information(shm::X11_EXTENSION_NAME).ok()??;
+        self.conn.shm_query_version().ok()?.reply().ok()?;
+        let size = usize::from(self.width) * usize::from(self.height) * 4;
+        // SAFETY: plain SysV calls; the pointer is checked before use and released in
+        // Drop. IPC_RMID right after attach means the kernel frees the segment when both
+        // sides detach, even if we crash.
+        unsafe {
+            let id = libc::shmget(libc::IPC_PRIVATE, size, libc::IPC_CREAT | 0o600);
+            if id < 0 {
+                return None;
+            }
+            let addr = libc::shmat(id, std::ptr::null(), 0);
+            if addr as isize == -1 {
+                libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+                return None;
+            }
+            let seg = self.conn.generate_id().ok();
+            let attached = seg.and_then(|seg| {
+                self.conn.shm_attach(seg, id as u32, false).ok()?.check().ok()?;
+                Some(seg)
+            });
+            libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+            match attached {
+                Some(seg) => Some(ShmSegment { seg, addr: addr.cast(), size }),
+                None => {
+                    libc::shmdt(addr);
+                    tracing::warn!(display = self.display, "MIT-SHM unavailable, using GetImage");
+                    None
+                }
+            }
+        }
+    }
+
+    /// One round trip: afterwards the server has processed every request sent so far.
+    pub fn sync(&self) -> Result<()> {
+        self.conn
+            .get_input_focus()
+            .map_err(|e| self.conn_err(e))?
+            .reply()
+            .map(|_| ())
+            .map_err(|e| self.reply_err(e))
+    }
+
+    fn fake(&self, kind: u8, detail: u8, x: i16, y: i16) -> Result<()> {
+        self.conn
+            .xtest_fake_input(kind, detail, x11rb::CURRENT_TIME, self.root, x, y, 0)
+            .map_err(|e| self.conn_err(e))?;
+        Ok(())
+    }
+
+    fn check_point(&self, field: &str, p: Point) -> Result<()> {
+        let (w, h) = (i32::from(self.width), i32::from(self.height));
+        if p.x < 0 || p.y < 0 || p.x >= w || p.y >= h {
+            return Err(DesktopError::invalid(
+                field,
+                format!("point ({}, {}) is outside the {w}x{h} screen", p.x, p.y),
+            ));
+        }
+        Ok(())
+    }
+
+    fn move_to(&mut self, p: Point) -> Result<()> {
+        self.fake(xproto::MOTION_NOTIFY_EVENT, 0, p.x as i16, p.y as i16)?;
+        self.pointer = p;
+        Ok(())
+    }
+
+    fn press(&mut self, b: Button) -> Result<()> {
+        self.fake(xproto::BUTTON_PRESS_EVENT, b.x_button(), 0, 0)?;
+        if !self.held.contains(&b) {
+            self.held.push(b);
+        }
+        Ok(())
+    }
+
+    fn release(&mut self, b: Button) -> Result<()> {
+        self.fake(xproto::BUTTON_RELEASE_EVENT, b.x_button(), 0, 0)?;
+        self.held.retain(|&h| h != b);
+        Ok(())
+    }
+
+    fn wheel(&self, button: u8, clicks: i32) -> Result<()> {
+        for _ in 0..clicks.unsigned_abs() {
+            self.fake(xproto::BUTTON_PRESS_EVENT, button, 0, 0)?;
+            self.fake(xproto::BUTTON_RELEASE_EVENT, button, 0, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Performs `action` and waits until the X server has processed all of its input.
+    /// Validates every point first, so a bad action sends nothing.
+    pub fn perform(&mut self, action: &Action) -> Result<()> {
+        for (field, p) in action.points() {
+            self.check_point(field, p)?;
+        }
+        match action {
+            Action::Click { at, button, count } => {
+                self.move_to(*at)?;
+                for _ in 0..(*count).clamp(1, 3) {
+                    self.press(*button)?;
+                    self.release(*button)?;
+                }
+            }
+            Action::Move { to } => self.move_to(*to)?,
+            Action::Scroll { at, dx, dy } => {
+                self.move_to(*at)?;
+                self.wheel(if *dy > 0 { 5 } else { 4 }, *dy)?;
+                self.wheel(if *dx > 0 { 7 } else { 6 }, *dx)?;
+            }
+            Action::Drag { from, to, button } => {
+                self.move_to(*from)?;
+                self.press(*button)?;
+                for i in 1..=DRAG_STEPS {
+                    let x = from.x + (to.x - from.x) * i / DRAG_STEPS;
+                    let y = from.y + (to.y - from.y) * i / DRAG_STEPS;
+                    self.move_to(Point { x, y })?;
+                }
+                self.release(*button)?;
+            }
+            Action::MouseDown { at, button } => {
+                if let Some(p) = at {
+                    self.move_to(*p)?;
+                }
+                self.press(*button)?;
+            }
+            Action::MouseUp { at, button } => {
+                if let Some(p) = at {
+                    self.move_to(*p)?;
+                }
+                self.release(*button)?;
+            }
+            Action::TypeText(text) => self.type_text(text)?,
+            Action::Key(chord) => self.key_chord(chord)?,
+            Action::Wait(ms) => std::thread::sleep(Duration::from_millis(u64::from(*ms))),
+            Action::Noop => {}
+        }
+        self.sync()
+    }
+
+    /// Releases every button this session holds and parks the pointer at the origin, so
+    /// an episode never starts with a drag left over from the previous one.
+    pub fn release_all(&mut self) -> Result<()> {
+        for b in std::mem::take(&mut self.held) {
+            self.fake(xproto::BUTTON_RELEASE_EVENT, b.x_button(), 0, 0)?;
+        }
+        self.move_to(Point::default())?;
+        self.sync()
+    }
+
+    /// Finds a keycode (and whether Shift is needed) that produces `sym`, remapping a
+    /// spare keycode when the keymap has none.
+    fn keycode_for(&mut self, sym: Keysym) -> Result<(u8, bool)> {
+        let per = usize::from(self.per_keycode.max(1));
+        for (i, syms) in self.keymap.chunks(per).enumerate() {
+            for (level, &s) in syms.iter().take(2).enumerate() {
+                if s == sym {
+                    return Ok((self.min_keycode + i as u8, level == 1));
+                }
+            }
+        }
+        if let Some(&kc) = self.remapped.get(&sym) {
+            return Ok((kc, false));
+        }
+        if self.scratch.is_empty() {
+            return Err(DesktopError::invalid("key", format!("no spare keycode to type keysym {sym:#x}")));
+        }
+        let kc = self.scratch[self.next_scratch % self.scratch.len()];
+        self.next_scratch += 1;
+        self.remapped.retain(|_, &mut k| k != kc);
+        let syms = vec![sym; per];
+        self.conn
+            .change_keyboard_mapping(1, kc, self.per_keycode, &syms)
+            .map_err(|e| self.conn_err(e))?;
+        self.remapped.insert(sym, kc);
+        Ok((kc, false))
+    }
+
+    fn tap(&mut self, sym: Keysym) -> Result<()> {
+        let (kc, shift) = self.keycode_for(sym)?;
+        let (shift_kc, _) = if shift { self.keycode_for(keys::SHIFT_L)? } else { (0, false) };
+        if shift {
+            self.fake(xproto::KEY_PRESS_EVENT, shift_kc, 0, 0)?;
+        }
+        self.fake(xproto::KEY_PRESS_EVENT, kc, 0, 0)?;
+        self.fake(xproto::KEY_RELEASE_EVENT, kc, 0, 0)?;
+        if shift {
+            self.fake(xproto::KEY_RELEASE_EVENT, shift_kc, 0, 0)?;
+        }
+        Ok(())
+    }
+
+    fn type_text(&mut self, text: &str) -> Result<()> {
+        for c in text.chars() {
+            self.tap(keys::char_keysym(c))?;
+        }
+        Ok(())
+    }
+
+    fn key_chord(&mut self, chord: &str) -> Result<()> {
+        let syms = keys::parse_chord(chord).map_err(|m| DesktopError::invalid("key.keys", m))?;
+        let mut codes = Vec::with_capacity(syms.len() + 1);
+        for &sym in &syms {
+            let (kc, shift) = self.keycode_for(sym)?;
+            if shift {
+                let (skc, _) = self.keycode_for(keys::SHIFT_L)?;
+                if !codes.contains(&skc) {
+                    codes.push(skc);
+                }
+            }
+            codes.push(kc);
+        }
+        for &kc in &codes {
+            self.fake(xproto::KEY_PRESS_EVENT, kc, 0, 0)?;
+        }
+        for &kc in codes.iter().rev() {
+            self.fake(xproto::KEY_RELEASE_EVENT, kc, 0, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until XDamage has been quiet for `settle.settle_ms` (at most
+    /// `settle.settle_max_ms`), re-arming the damage object after each notification.
+    pub fn settle(&mut self, settle: Settle) -> Result<SettleReport> {
+        let start = Instant::now();
+        let quiet = Duration::from_millis(u64::from(settle.settle_ms));
+        let cap = Duration::from_millis(u64::from(settle.settle_max_ms.max(settle.settle_ms)));
+        // A round trip first: damage caused by everything processed so far is then
+        // already in our input buffer.
+        self.sync()?;
+        let mut last_change = start;
+        let mut events = 0u32;
+        loop {
+            let mut saw = false;
+            while let Some(ev) = self.conn.poll_for_event().map_err(|e| self.conn_err(e))? {
+                if let Event::DamageNotify(_) = ev {
+                    saw = true;
+                    events += 1;
+                }
+            }
+            let now = Instant::now();
+            if saw {
+                last_change = now;
+                self.conn
+                    .damage_subtract(self.damage, x11rb::NONE, x11rb::NONE)
+                    .map_err(|e| self.conn_err(e))?;
+                self.conn.flush().map_err(|e| self.conn_err(e))?;
+            }
+            let waited = now - start;
+            let report = |quiesced| SettleReport {
+                waited_ms: waited.as_secs_f64() * 1e3,
+                quiesced,
+                damage_events: events,
+            };
+            if now - last_change >= quiet {
+                return Ok(report(true));
+            }
+            if waited >= cap {
+                return Ok(report(false));
+            }
+            let until = (last_change + quiet).min(start + cap);
+            self.wait_readable(until.saturating_duration_since(now))?;
+        }
+    }
+
+    fn wait_readable(&self, timeout: Duration) -> Result<()> {
+        let fd = self.conn.stream().as_raw_fd();
+        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd on a descriptor the connection keeps open.
+        let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if r > 0 && pfd.revents & (libc::POLLHUP | libc::POLLERR) != 0 {
+            return Err(self.gone("connection closed"));
+        }
+        Ok(())
+    }
+
+    /// Captures the root window as RGB (no cursor: X servers leave it out of images).
+    pub fn capture(&mut self) -> Result<Frame> {
+        let (w, h) = (self.width, self.height);
+        let mut rgb = Vec::new();
+        if let Some(shm) = &self.shm {
+            let reply = self
+                .conn
+                .shm_get_image(self.root, 0, 0, w, h, !0, ImageFormat::Z_PIXMAP.into(), shm.seg, 0)
+                .map_err(|e| self.conn_err(e))?
+                .reply()
+                .map_err(|e| self.reply_err(e))?;
+            let len = (reply.size as usize).min(shm.size);
+            // SAFETY: the segment is `shm.size` bytes, mapped for the session's lifetime,
+            // and the server finished writing before it sent the reply.
+            let px = unsafe { std::slice::from_raw_parts(shm.addr, len) };
+            bgrx_to_rgb(px, &mut rgb);
+        } else {
+            let reply = self
+                .conn
+                .get_image(ImageFormat::Z_PIXMAP, self.root, 0, 0, w, h, !0)
+                .map_err(|e| self.conn_err(e))?
+                .reply()
+                .map_err(|e| self.reply_err(e))?;
+            self.bgrx = reply.data;
+            bgrx_to_rgb(&self.bgrx, &mut rgb);
+        }
+        Ok(Frame::from_rgb(u32::from(w), u32::from(h), rgb))
+    }
+}
+
+impl Drop for XSession {
+    fn drop(&mut self) {
+        if let Some(shm) = self.shm.take() {
+            let _ = self.conn.shm_detach(shm.seg);
+            let _ = self.conn.flush();
+            // SAFETY: the address came from shmat and is detached exactly once.
+            unsafe { libc::shmdt(shm.addr.cast()) };
+        }
+    }
+}
+
+impl From<ReplyOrIdError> for DesktopError {
+    fn from(e: ReplyOrIdError) -> Self {
+        DesktopError::X11(e.to_string())
+    }
+}

@@ -1,0 +1,128 @@
+//! Real Xvfb, real task app: start, reset, act, capture.
+
+use deskgym_worker::{Action, Button, Desktop, DesktopConfig, Point, Settle};
+
+const RED: u32 = 0xd62828;
+const ORANGE: u32 = 0xf77f00;
+const GREEN: u32 = 0x2a9d8f;
+
+fn desktop(task: &str, w: u32, h: u32) -> Desktop {
+    Desktop::start(DesktopConfig {
+        task: task.into(),
+        width: w,
+        height: h,
+        settle: Settle { settle_ms: 0, settle_max_ms: 1000 },
+    })
+    .expect("desktop starts (needs the Debian package `xvfb`)")
+}
+
+fn click(x: i32, y: i32) -> Action {
+    Action::Click { at: Point { x, y }, button: Button::Left, count: 1 }
+}
+
+#[test]
+fn click_target_pixels_to_reward() {
+    let mut d = desktop("click-target", 640, 480);
+    assert!(d.uses_shm(), "MIT-SHM should work against a local Xvfb");
+    let out = d.reset(42).unwrap();
+    assert!(!out.app.done);
+    assert!(out.app.instruction.contains("red circle"));
+    let frame = d.capture().unwrap();
+    assert_eq!((frame.width, frame.height), (640, 480));
+    let (x, y) = frame.find_color(RED).expect("red target visible");
+    let miss = d.step(&click(2, 470)).unwrap();
+    assert_eq!((miss.app.reward, miss.app.done), (0.0, false));
+    let hit = d.step(&click(x, y)).unwrap();
+    assert_eq!((hit.app.reward, hit.app.done), (1.0, true));
+}
+
+#[test]
+fn same_seed_same_pixels_on_two_displays() {
+    let mut a = desktop("click-button", 320, 240);
+    let mut b = desktop("click-button", 320, 240);
+    assert_ne!(a.display(), b.display());
+    a.reset(9).unwrap();
+    b.reset(9).unwrap();
+    let (fa, fb) = (a.capture().unwrap(), b.capture().unwrap());
+    assert_eq!(fa.hash, fb.hash);
+    b.reset(10).unwrap();
+    assert_ne!(fa.hash, b.capture().unwrap().hash);
+}
+
+#[test]
+fn drag_moves_the_item_into_the_zone() {
+    let mut d = desktop("drag-to-zone", 640, 480);
+    d.reset(3).unwrap();
+    let f = d.capture().unwrap();
+    let from = f.find_color(ORANGE).unwrap();
+    let zone = f.find_color(GREEN).unwrap();
+    let out = d
+        .step(&Action::Drag {
+            from: Point { x: from.0, y: from.1 },
+            to: Point { x: zone.0, y: zone.1 },
+            button: Button::Left,
+        })
+        .unwrap();
+    assert_eq!(out.app.reward, 1.0);
+    assert_ne!(d.capture().unwrap().hash, f.hash);
+}
+
+#[test]
+fn typing_a_word_with_unicode_and_enter() {
+    let mut d = desktop("type-word", 640, 480);
+    let out = d.reset(1).unwrap();
+    let word = out.app.instruction.split('"').nth(1).unwrap().to_string();
+    let before = d.capture().unwrap();
+    let field = before.find_color(0xfcfcfc).unwrap();
+    d.step(&click(field.0, field.1)).unwrap();
+    // A non-keymap character goes through a remapped spare keycode, then is erased.
+    d.step(&Action::TypeText("é€".into())).unwrap();
+    d.step(&Action::Key("BackSpace".into())).unwrap();
+    d.step(&Action::Key("backspace".into())).unwrap();
+    d.step(&Action::TypeText(word)).unwrap();
+    let out = d.step(&Action::Key("Return".into())).unwrap();
+    assert_eq!((out.app.reward, out.app.done), (1.0, true));
+}
+
+#[test]
+fn bad_actions_are_rejected_before_anything_is_sent() {
+    let mut d = desktop("click-target", 320, 240);
+    d.reset(0).unwrap();
+    let e = d.step(&click(320, 10)).unwrap_err();
+    assert!(e.to_string().contains("outside"), "{e}");
+    let e = d.step(&Action::Key("ctrl+bogus".into())).unwrap_err();
+    assert!(e.to_string().contains("bogus"), "{e}");
+    let e = d.step(&Action::TypeText(String::new())).unwrap_err();
+    assert!(e.to_string().contains("empty"), "{e}");
+    assert!(!e.is_fatal());
+}
+
+#[test]
+fn killed_xvfb_is_reported_and_cleaned_up() {
+    let mut d = desktop("click-target", 320, 240);
+    d.reset(0).unwrap();
+    let display = d.display();
+    // SAFETY: plain kill of the Xvfb we started.
+    unsafe { libc::kill(d.xvfb_pid() as i32, libc::SIGKILL) };
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let e = d.step(&Action::Noop).unwrap_err();
+    assert!(e.is_fatal(), "{e}");
+    drop(d);
+    assert!(!std::path::Path::new(&format!("/tmp/.X{display}-lock")).exists());
+}
+
+#[test]
+fn settle_reports_quiet_window() {
+    let mut d = Desktop::start(DesktopConfig {
+        task: "click-target".into(),
+        width: 320,
+        height: 240,
+        settle: Settle { settle_ms: 20, settle_max_ms: 500 },
+    })
+    .unwrap();
+    let out = d.reset(0).unwrap();
+    assert!(out.settle.quiesced);
+    assert!(out.settle.waited_ms >= 20.0, "{:?}", out.settle);
+    let out = d.step(&Action::Noop).unwrap();
+    assert!(out.settle.quiesced);
+}

@@ -1,0 +1,15 @@
+//! Compiles `deskgym/v1/*.proto` with the pure-Rust `protox` compiler, so a fresh machine
+//! builds without a system `protoc`.
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = ["deskgym/v1/deskgym.proto"];
+    for f in &files {
+        println!("cargo:rerun-if-changed={f}");
+    }
+    let fds = protox::compile(files, ["."])?;
+    tonic_prost_build::configure()
+        .build_server(true)
+        .build_client(true)
+        .compile_fds(fds)?;
+    Ok(())
+}
