@@ -15,8 +15,8 @@ use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 
 use x11rb::connection::Connection;
-use x11rb::protocol::xproto::{self, ConnectionExt as _, EventMask};
 use x11rb::protocol::Event;
+use x11rb::protocol::xproto::{self, ConnectionExt as _, EventMask};
 use x11rb::rust_connection::RustConnection;
 
 use crate::tasks::{Draw, Episode, FontMetrics, Input};
@@ -78,7 +78,11 @@ impl Ui {
             descent: i32::from(q.font_descent),
         };
         let gc = conn.generate_id()?;
-        conn.create_gc(gc, window, &xproto::CreateGCAux::new().font(font).graphics_exposures(0))?;
+        conn.create_gc(
+            gc,
+            window,
+            &xproto::CreateGCAux::new().font(font).graphics_exposures(0),
+        )?;
         conn.map_window(window)?;
         let mut ui = Self {
             conn,
@@ -100,7 +104,10 @@ impl Ui {
     fn reload_keymap(&mut self) -> Result<(), AppError> {
         let setup = self.conn.setup();
         let (min, max) = (setup.min_keycode, setup.max_keycode);
-        let km = self.conn.get_keyboard_mapping(min, max - min + 1)?.reply()?;
+        let km = self
+            .conn
+            .get_keyboard_mapping(min, max - min + 1)?
+            .reply()?;
         self.min_keycode = min;
         self.per_keycode = km.keysyms_per_keycode;
         self.keymap = km.keysyms;
@@ -139,12 +146,15 @@ impl Ui {
                     x: i32::from(e.event_x),
                     y: i32::from(e.event_y),
                 }),
-                Event::MotionNotify(e) => {
-                    inputs.push(Input::Motion { x: i32::from(e.event_x), y: i32::from(e.event_y) })
-                }
+                Event::MotionNotify(e) => inputs.push(Input::Motion {
+                    x: i32::from(e.event_x),
+                    y: i32::from(e.event_y),
+                }),
                 Event::KeyPress(e) => {
                     let shift = u16::from(e.state) & u16::from(xproto::KeyButMask::SHIFT) != 0;
-                    inputs.push(Input::Key { keysym: self.keysym(e.detail, shift) });
+                    inputs.push(Input::Key {
+                        keysym: self.keysym(e.detail, shift),
+                    });
                 }
                 Event::MappingNotify(_) => self.reload_keymap()?,
                 _ => {}
@@ -154,7 +164,8 @@ impl Ui {
     }
 
     fn color(&self, c: u32) -> Result<(), AppError> {
-        self.conn.change_gc(self.gc, &xproto::ChangeGCAux::new().foreground(c))?;
+        self.conn
+            .change_gc(self.gc, &xproto::ChangeGCAux::new().foreground(c))?;
         Ok(())
     }
 
@@ -174,10 +185,21 @@ impl Ui {
                     self.color(color)?;
                     self.conn.poly_fill_rectangle(p, gc, &[rect(x, y, w, h)])?;
                 }
-                Draw::Frame { x, y, w, h, color, width: t } => {
+                Draw::Frame {
+                    x,
+                    y,
+                    w,
+                    h,
+                    color,
+                    width: t,
+                } => {
                     self.color(color)?;
-                    let sides =
-                        [rect(x, y, w, t), rect(x, y + h - t, w, t), rect(x, y, t, h), rect(x + w - t, y, t, h)];
+                    let sides = [
+                        rect(x, y, w, t),
+                        rect(x, y + h - t, w, t),
+                        rect(x, y, t, h),
+                        rect(x + w - t, y, t, h),
+                    ];
                     self.conn.poly_fill_rectangle(p, gc, &sides)?;
                 }
                 Draw::Circle { cx, cy, r, color } => {
@@ -193,7 +215,10 @@ impl Ui {
                     self.conn.poly_fill_arc(p, gc, &[arc])?;
                 }
                 Draw::Text { x, y, text, fg, bg } => {
-                    self.conn.change_gc(gc, &xproto::ChangeGCAux::new().foreground(fg).background(bg))?;
+                    self.conn.change_gc(
+                        gc,
+                        &xproto::ChangeGCAux::new().foreground(fg).background(bg),
+                    )?;
                     let bytes: Vec<u8> = text
                         .chars()
                         .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
@@ -203,7 +228,8 @@ impl Ui {
                 }
             }
         }
-        self.conn.copy_area(p, self.window, gc, 0, 0, 0, 0, self.width, self.height)?;
+        self.conn
+            .copy_area(p, self.window, gc, 0, 0, 0, 0, self.width, self.height)?;
         self.round_trip()
     }
 }
@@ -212,10 +238,10 @@ impl Ui {
 pub fn run(task: &str, width: u16, height: u16, ctl: UnixStream) -> Result<(), AppError> {
     let mut ui = Ui::open(width, height)?;
     let mut out = ctl.try_clone()?;
-    let mut lines = BufReader::new(ctl).lines();
+    let lines = BufReader::new(ctl).lines();
     let mut episode: Option<Episode> = None;
     out.write_all(b"ready\n")?;
-    while let Some(line) = lines.next() {
+    for line in lines {
         let line = line?;
         let mut words = line.split_whitespace();
         let reply = match (words.next(), words.next()) {
@@ -225,7 +251,11 @@ pub fn run(task: &str, width: u16, height: u16, ctl: UnixStream) -> Result<(), A
                     ui.drain()?;
                     let ep = Episode::new(task, seed, u32::from(width), u32::from(height))
                         .ok_or_else(|| format!("unknown task {task:?}"))?;
-                    ui.conn.set_input_focus(xproto::InputFocus::POINTER_ROOT, ui.window, x11rb::CURRENT_TIME)?;
+                    ui.conn.set_input_focus(
+                        xproto::InputFocus::POINTER_ROOT,
+                        ui.window,
+                        x11rb::CURRENT_TIME,
+                    )?;
                     ui.draw(&ep)?;
                     episode = Some(ep);
                     None
@@ -249,7 +279,12 @@ pub fn run(task: &str, width: u16, height: u16, ctl: UnixStream) -> Result<(), A
             _ => Some(format!("err unknown request {line:?}")),
         };
         let reply = reply.unwrap_or_else(|| match &episode {
-            Some(ep) => format!("ok {} {} {}", ep.reward(), u8::from(ep.done()), ep.instruction()),
+            Some(ep) => format!(
+                "ok {} {} {}",
+                ep.reward(),
+                u8::from(ep.done()),
+                ep.instruction()
+            ),
             None => "err no episode: send reset first".to_string(),
         });
         out.write_all(reply.as_bytes())?;

@@ -1,13 +1,13 @@
 //! One desktop: an Xvfb, a client session on it and the task app, started and stopped
 //! together.
 
+use crate::Point;
 use crate::action::Action;
 use crate::error::{DesktopError, Result};
 use crate::frame::Frame;
 use crate::task_app::{AppState, TaskApp};
 use crate::x11::{Settle, SettleReport, XSession};
 use crate::xvfb::Xvfb;
-use crate::Point;
 
 /// What a desktop runs and how.
 #[derive(Clone, Debug, PartialEq)]
@@ -41,7 +41,10 @@ pub struct Desktop {
 
 impl std::fmt::Debug for Desktop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Desktop").field("display", &self.xvfb.display()).field("config", &self.config).finish()
+        f.debug_struct("Desktop")
+            .field("display", &self.xvfb.display())
+            .field("config", &self.config)
+            .finish()
     }
 }
 
@@ -51,7 +54,12 @@ impl Desktop {
         let xvfb = Xvfb::start(config.width, config.height)?;
         let x = XSession::connect(xvfb.display())?;
         let app = TaskApp::spawn(xvfb.display(), &config.task, config.width, config.height)?;
-        Ok(Self { app, x, xvfb, config })
+        Ok(Self {
+            app,
+            x,
+            xvfb,
+            config,
+        })
     }
 
     /// The display number.
@@ -104,10 +112,10 @@ impl Desktop {
 
     /// Performs one action, lets the app handle it, and waits for the screen to settle.
     pub fn step(&mut self, action: &Action) -> Result<Outcome> {
-        if let Action::TypeText(t) = action {
-            if t.is_empty() {
-                return Err(DesktopError::invalid("type_text.text", "text is empty"));
-            }
+        if let Action::TypeText(t) = action
+            && t.is_empty()
+        {
+            return Err(DesktopError::invalid("type_text.text", "text is empty"));
         }
         self.check_alive()?;
         self.x.perform(action)?;

@@ -38,12 +38,18 @@ pub enum DesktopError {
 impl DesktopError {
     /// Shorthand for [`DesktopError::InvalidAction`].
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::InvalidAction { field: field.into(), message: message.into() }
+        Self::InvalidAction {
+            field: field.into(),
+            message: message.into(),
+        }
     }
 
     /// True when the desktop must be restarted before it can be used again.
     pub fn is_fatal(&self) -> bool {
-        matches!(self, Self::DisplayGone { .. } | Self::App(_) | Self::XvfbStart(_))
+        matches!(
+            self,
+            Self::DisplayGone { .. } | Self::App(_) | Self::XvfbStart(_)
+        )
     }
 }
 

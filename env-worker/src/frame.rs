@@ -20,7 +20,12 @@ impl Frame {
     pub fn from_rgb(width: u32, height: u32, rgb: Vec<u8>) -> Self {
         debug_assert_eq!(rgb.len(), width as usize * height as usize * 3);
         let hash = frame_hash(width, height, &rgb);
-        Self { width, height, rgb, hash }
+        Self {
+            width,
+            height,
+            rgb,
+            hash,
+        }
     }
 
     /// The hash as the wire shows it: 32 lowercase hex characters.
@@ -93,7 +98,10 @@ mod tests {
     fn hex_is_32_lowercase_chars() {
         let h = hash_hex(frame_hash(2, 2, &[255; 12]));
         assert_eq!(h.len(), 32);
-        assert!(h.chars().all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c)));
+        assert!(
+            h.chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+        );
         assert_eq!(hash_hex(1), format!("{}1", "0".repeat(31)));
     }
 

@@ -64,12 +64,19 @@ impl TaskApp {
         let (ours, theirs) = UnixStream::pair()?;
         let fd = theirs.as_raw_fd();
         let mut cmd = Command::new(app_binary()?);
-        cmd.args(["--task", task, "--width", &width.to_string(), "--height", &height.to_string()])
-            .env("DISPLAY", format!(":{display}"))
-            .env("DESKGYM_CTL_FD", CTL_FD.to_string())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .process_group(0);
+        cmd.args([
+            "--task",
+            task,
+            "--width",
+            &width.to_string(),
+            "--height",
+            &height.to_string(),
+        ])
+        .env("DISPLAY", format!(":{display}"))
+        .env("DESKGYM_CTL_FD", CTL_FD.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .process_group(0);
         // SAFETY: only async-signal-safe calls (dup2, fcntl, prctl) between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
@@ -82,11 +89,17 @@ impl TaskApp {
                 Ok(())
             });
         }
-        let child = cmd.spawn().map_err(|e| DesktopError::App(format!("spawn {APP_BINARY}: {e}")))?;
+        let child = cmd
+            .spawn()
+            .map_err(|e| DesktopError::App(format!("spawn {APP_BINARY}: {e}")))?;
         drop(theirs);
         ours.set_read_timeout(Some(REPLY_TIMEOUT))?;
         let writer = ours.try_clone()?;
-        let mut app = Self { child, reader: BufReader::new(ours), writer };
+        let mut app = Self {
+            child,
+            reader: BufReader::new(ours),
+            writer,
+        };
         let line = app.read_line()?;
         if line != "ready" {
             return Err(DesktopError::App(format!("unexpected greeting {line:?}")));
@@ -97,7 +110,10 @@ impl TaskApp {
     fn read_line(&mut self) -> Result<String> {
         let mut line = String::new();
         match self.reader.read_line(&mut line) {
-            Ok(0) => Err(DesktopError::App(format!("task app exited ({})", self.exit_status()))),
+            Ok(0) => Err(DesktopError::App(format!(
+                "task app exited ({})",
+                self.exit_status()
+            ))),
             Ok(_) => Ok(line.trim_end().to_string()),
             Err(e) => Err(DesktopError::App(format!("task app did not answer: {e}"))),
         }
@@ -148,7 +164,11 @@ fn parse_reply(reply: &str) -> Result<AppState> {
     let reward = parts.next().and_then(|r| r.parse().ok()).ok_or_else(bad)?;
     let done = parts.next().ok_or_else(bad)? == "1";
     let instruction = parts.next().unwrap_or_default().to_string();
-    Ok(AppState { reward, done, instruction })
+    Ok(AppState {
+        reward,
+        done,
+        instruction,
+    })
 }
 
 impl Drop for TaskApp {
@@ -174,7 +194,14 @@ mod tests {
     #[test]
     fn replies_parse() {
         let s = parse_reply("ok 1 1 Click the red circle.").unwrap();
-        assert_eq!(s, AppState { reward: 1.0, done: true, instruction: "Click the red circle.".into() });
+        assert_eq!(
+            s,
+            AppState {
+                reward: 1.0,
+                done: true,
+                instruction: "Click the red circle.".into()
+            }
+        );
         assert!(parse_reply("err boom").is_err());
         assert!(parse_reply("garbage").is_err());
     }

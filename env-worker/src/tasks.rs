@@ -67,13 +67,37 @@ pub const BAR_HEIGHT: i32 = 32;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Draw {
     /// Filled rectangle.
-    Rect { x: i32, y: i32, w: i32, h: i32, color: Color },
+    Rect {
+        x: i32,
+        y: i32,
+        w: i32,
+        h: i32,
+        color: Color,
+    },
     /// Rectangle outline `width` pixels thick.
-    Frame { x: i32, y: i32, w: i32, h: i32, color: Color, width: i32 },
+    Frame {
+        x: i32,
+        y: i32,
+        w: i32,
+        h: i32,
+        color: Color,
+        width: i32,
+    },
     /// Filled circle.
-    Circle { cx: i32, cy: i32, r: i32, color: Color },
+    Circle {
+        cx: i32,
+        cy: i32,
+        r: i32,
+        color: Color,
+    },
     /// Text whose baseline starts at (x, y), on a background of `bg`.
-    Text { x: i32, y: i32, text: String, fg: Color, bg: Color },
+    Text {
+        x: i32,
+        y: i32,
+        text: String,
+        fg: Color,
+        bg: Color,
+    },
 }
 
 /// Size of the fixed-width font the app draws with, needed to centre labels.
@@ -155,7 +179,9 @@ impl Rect {
     }
 
     fn overlaps(&self, o: &Rect, pad: i32) -> bool {
-        self.x - pad < o.x + o.w && o.x - pad < self.x + self.w && self.y - pad < o.y + o.h
+        self.x - pad < o.x + o.w
+            && o.x - pad < self.x + self.w
+            && self.y - pad < o.y + o.h
             && o.y - pad < self.y + self.h
     }
 }
@@ -164,7 +190,12 @@ impl Rect {
 fn place(rng: &mut Rng, w: i32, h: i32, sizes: &[(i32, i32)]) -> Vec<Rect> {
     let mut out: Vec<Rect> = Vec::with_capacity(sizes.len());
     for &(bw, bh) in sizes {
-        let mut r = Rect { x: 0, y: 0, w: bw, h: bh };
+        let mut r = Rect {
+            x: 0,
+            y: 0,
+            w: bw,
+            h: bh,
+        };
         for _attempt in 0..200 {
             r.x = rng.range(8, (w - bw - 8).max(9));
             r.y = rng.range(BAR_HEIGHT + 8, (h - bh - 8).max(BAR_HEIGHT + 9));
@@ -182,17 +213,32 @@ const WORDS: &[&str] = &[
     "ocean", "amber", "delta", "honey", "ivory", "jelly", "karma", "lunar", "mango", "noble",
 ];
 const LABELS: &[&str] = &[
-    "Submit", "Cancel", "OK", "Next", "Back", "Save", "Delete", "Open", "Close", "Help",
-    "Yes", "No", "Retry", "Apply", "Reset", "Search",
+    "Submit", "Cancel", "OK", "Next", "Back", "Save", "Delete", "Open", "Close", "Help", "Yes",
+    "No", "Retry", "Apply", "Reset", "Search",
 ];
 
 /// Per-task episode state.
 #[derive(Clone, Debug)]
 enum State {
-    ClickTarget { target: (i32, i32, i32), distractors: Vec<Rect> },
-    ClickButton { buttons: Vec<(Rect, &'static str)>, answer: usize },
-    DragToZone { item: Rect, zone: Rect, grab: Option<(i32, i32)> },
-    TypeWord { field: Rect, word: &'static str, text: String, focused: bool },
+    ClickTarget {
+        target: (i32, i32, i32),
+        distractors: Vec<Rect>,
+    },
+    ClickButton {
+        buttons: Vec<(Rect, &'static str)>,
+        answer: usize,
+    },
+    DragToZone {
+        item: Rect,
+        zone: Rect,
+        grab: Option<(i32, i32)>,
+    },
+    TypeWord {
+        field: Rect,
+        word: &'static str,
+        text: String,
+        focused: bool,
+    },
 }
 
 /// One episode of a bundled task.
@@ -227,7 +273,10 @@ impl Episode {
                 let (cx, cy) = boxes[0].center();
                 (
                     "Click the red circle.".to_string(),
-                    State::ClickTarget { target: (cx, cy, r), distractors: boxes[1..].to_vec() },
+                    State::ClickTarget {
+                        target: (cx, cy, r),
+                        distractors: boxes[1..].to_vec(),
+                    },
                 )
             }
             "click-button" => {
@@ -244,14 +293,21 @@ impl Episode {
                 let answer = rng.range(0, n as i32) as usize;
                 (
                     format!("Click the button labelled \"{}\".", labels[answer]),
-                    State::ClickButton { buttons: boxes.into_iter().zip(labels).collect(), answer },
+                    State::ClickButton {
+                        buttons: boxes.into_iter().zip(labels).collect(),
+                        answer,
+                    },
                 )
             }
             "drag-to-zone" => {
                 let boxes = place(&mut rng, w, h, &[(unit, unit), (unit * 3, unit * 3)]);
                 (
                     "Drag the orange square into the green zone.".to_string(),
-                    State::DragToZone { item: boxes[0], zone: boxes[1], grab: None },
+                    State::DragToZone {
+                        item: boxes[0],
+                        zone: boxes[1],
+                        grab: None,
+                    },
                 )
             }
             "type-word" => {
@@ -259,12 +315,25 @@ impl Episode {
                 let field = place(&mut rng, w, h, &[((w / 3).max(120), unit.max(28))])[0];
                 (
                     format!("Click the text field, type \"{word}\" and press Enter."),
-                    State::TypeWord { field, word, text: String::new(), focused: false },
+                    State::TypeWord {
+                        field,
+                        word,
+                        text: String::new(),
+                        focused: false,
+                    },
                 )
             }
             _ => return None,
         };
-        Some(Self { task: spec, width: w, height: h, instruction, state, reward: 0.0, done: false })
+        Some(Self {
+            task: spec,
+            width: w,
+            height: h,
+            instruction,
+            state,
+            reward: 0.0,
+            done: false,
+        })
     }
 
     /// The task this episode runs.
@@ -309,7 +378,13 @@ impl Episode {
             return false;
         }
         match (&mut self.state, input) {
-            (State::ClickTarget { target: (cx, cy, r), .. }, Input::Press { button: 1, x, y }) => {
+            (
+                State::ClickTarget {
+                    target: (cx, cy, r),
+                    ..
+                },
+                Input::Press { button: 1, x, y },
+            ) => {
                 let (dx, dy) = ((x - *cx) as i64, (y - *cy) as i64);
                 if dx * dx + dy * dy <= (*r as i64) * (*r as i64) {
                     self.finish(1.0);
@@ -333,7 +408,14 @@ impl Episode {
                 }
                 false
             }
-            (State::DragToZone { item, grab: Some((ox, oy)), .. }, Input::Motion { x, y }) => {
+            (
+                State::DragToZone {
+                    item,
+                    grab: Some((ox, oy)),
+                    ..
+                },
+                Input::Motion { x, y },
+            ) => {
                 let (w, h) = (self.width, self.height);
                 item.x = (x - *ox).clamp(0, w - item.w);
                 item.y = (y - *oy).clamp(BAR_HEIGHT, h - item.h);
@@ -355,23 +437,29 @@ impl Episode {
                 *focused = now;
                 changed
             }
-            (State::TypeWord { focused: true, text, word, .. }, Input::Key { keysym }) => {
-                match keysym {
-                    crate::keys::RETURN | 0xff8d => {
-                        let reward = if text == word { 1.0 } else { 0.0 };
-                        self.finish(reward);
+            (
+                State::TypeWord {
+                    focused: true,
+                    text,
+                    word,
+                    ..
+                },
+                Input::Key { keysym },
+            ) => match keysym {
+                crate::keys::RETURN | 0xff8d => {
+                    let reward = if text == word { 1.0 } else { 0.0 };
+                    self.finish(reward);
+                    true
+                }
+                crate::keys::BACKSPACE => text.pop().is_some(),
+                k => match keysym_char(k) {
+                    Some(c) if text.chars().count() < 64 => {
+                        text.push(c);
                         true
                     }
-                    crate::keys::BACKSPACE => text.pop().is_some(),
-                    k => match keysym_char(k) {
-                        Some(c) if text.chars().count() < 64 => {
-                            text.push(c);
-                            true
-                        }
-                        _ => false,
-                    },
-                }
-            }
+                    _ => false,
+                },
+            },
             _ => false,
         }
     }
@@ -381,8 +469,20 @@ impl Episode {
         let (w, h) = (self.width, self.height);
         let text_y = |top: i32, height: i32| top + (height + font.ascent - font.descent) / 2;
         let mut d = vec![
-            Draw::Rect { x: 0, y: 0, w, h, color: BACKGROUND },
-            Draw::Rect { x: 0, y: 0, w, h: BAR_HEIGHT, color: BAR },
+            Draw::Rect {
+                x: 0,
+                y: 0,
+                w,
+                h,
+                color: BACKGROUND,
+            },
+            Draw::Rect {
+                x: 0,
+                y: 0,
+                w,
+                h: BAR_HEIGHT,
+                color: BAR,
+            },
             Draw::Text {
                 x: 8,
                 y: text_y(0, BAR_HEIGHT),
@@ -392,16 +492,43 @@ impl Episode {
             },
         ];
         match &self.state {
-            State::ClickTarget { target: (cx, cy, r), distractors } => {
+            State::ClickTarget {
+                target: (cx, cy, r),
+                distractors,
+            } => {
                 for b in distractors {
-                    d.push(Draw::Rect { x: b.x, y: b.y, w: b.w, h: b.h, color: BLUE });
+                    d.push(Draw::Rect {
+                        x: b.x,
+                        y: b.y,
+                        w: b.w,
+                        h: b.h,
+                        color: BLUE,
+                    });
                 }
-                d.push(Draw::Circle { cx: *cx, cy: *cy, r: *r, color: RED });
+                d.push(Draw::Circle {
+                    cx: *cx,
+                    cy: *cy,
+                    r: *r,
+                    color: RED,
+                });
             }
             State::ClickButton { buttons, .. } => {
                 for (b, label) in buttons {
-                    d.push(Draw::Rect { x: b.x, y: b.y, w: b.w, h: b.h, color: BUTTON });
-                    d.push(Draw::Frame { x: b.x, y: b.y, w: b.w, h: b.h, color: GRAY, width: 2 });
+                    d.push(Draw::Rect {
+                        x: b.x,
+                        y: b.y,
+                        w: b.w,
+                        h: b.h,
+                        color: BUTTON,
+                    });
+                    d.push(Draw::Frame {
+                        x: b.x,
+                        y: b.y,
+                        w: b.w,
+                        h: b.h,
+                        color: GRAY,
+                        width: 2,
+                    });
                     let tw = font.char_width * label.len() as i32;
                     d.push(Draw::Text {
                         x: b.x + (b.w - tw) / 2,
@@ -413,14 +540,49 @@ impl Episode {
                 }
             }
             State::DragToZone { item, zone, .. } => {
-                d.push(Draw::Frame { x: zone.x, y: zone.y, w: zone.w, h: zone.h, color: GREEN, width: 4 });
-                d.push(Draw::Rect { x: item.x, y: item.y, w: item.w, h: item.h, color: ORANGE });
+                d.push(Draw::Frame {
+                    x: zone.x,
+                    y: zone.y,
+                    w: zone.w,
+                    h: zone.h,
+                    color: GREEN,
+                    width: 4,
+                });
+                d.push(Draw::Rect {
+                    x: item.x,
+                    y: item.y,
+                    w: item.w,
+                    h: item.h,
+                    color: ORANGE,
+                });
             }
-            State::TypeWord { field, text, focused, .. } => {
-                d.push(Draw::Rect { x: field.x, y: field.y, w: field.w, h: field.h, color: FIELD });
+            State::TypeWord {
+                field,
+                text,
+                focused,
+                ..
+            } => {
+                d.push(Draw::Rect {
+                    x: field.x,
+                    y: field.y,
+                    w: field.w,
+                    h: field.h,
+                    color: FIELD,
+                });
                 let (color, width) = if *focused { (BLUE, 3) } else { (GRAY, 1) };
-                d.push(Draw::Frame { x: field.x, y: field.y, w: field.w, h: field.h, color, width });
-                let shown = if *focused { format!("{text}|") } else { text.clone() };
+                d.push(Draw::Frame {
+                    x: field.x,
+                    y: field.y,
+                    w: field.w,
+                    h: field.h,
+                    color,
+                    width,
+                });
+                let shown = if *focused {
+                    format!("{text}|")
+                } else {
+                    text.clone()
+                };
                 if !shown.is_empty() {
                     d.push(Draw::Text {
                         x: field.x + 6,
@@ -450,7 +612,11 @@ fn keysym_char(k: u32) -> Option<char> {
 mod tests {
     use super::*;
 
-    const FONT: FontMetrics = FontMetrics { char_width: 10, ascent: 16, descent: 4 };
+    const FONT: FontMetrics = FontMetrics {
+        char_width: 10,
+        ascent: 16,
+        descent: 4,
+    };
 
     #[test]
     fn same_seed_same_scene_other_seed_differs() {
@@ -466,7 +632,11 @@ mod tests {
     #[test]
     fn click_target_rewards_only_a_hit() {
         let mut e = Episode::new("click-target", 3, 640, 480).unwrap();
-        assert!(!e.handle(Input::Press { button: 1, x: 0, y: 0 }));
+        assert!(!e.handle(Input::Press {
+            button: 1,
+            x: 0,
+            y: 0
+        }));
         assert!(!e.done());
         let (x, y) = e.hint()[0];
         e.handle(Input::Press { button: 1, x, y });
@@ -478,7 +648,9 @@ mod tests {
     fn wrong_button_ends_with_zero() {
         for seed in 0..20 {
             let e = Episode::new("click-button", seed, 640, 480).unwrap();
-            let State::ClickButton { buttons, answer } = &e.state else { unreachable!() };
+            let State::ClickButton { buttons, answer } = &e.state else {
+                unreachable!()
+            };
             let wrong = (answer + 1) % buttons.len();
             let (x, y) = buttons[wrong].0.center();
             let mut e2 = e.clone();
@@ -496,29 +668,46 @@ mod tests {
     fn drag_into_zone_succeeds() {
         let mut e = Episode::new("drag-to-zone", 11, 1280, 720).unwrap();
         let h = e.hint();
-        e.handle(Input::Press { button: 1, x: h[0].0, y: h[0].1 });
-        e.handle(Input::Motion { x: h[1].0, y: h[1].1 });
-        e.handle(Input::Release { button: 1, x: h[1].0, y: h[1].1 });
+        e.handle(Input::Press {
+            button: 1,
+            x: h[0].0,
+            y: h[0].1,
+        });
+        e.handle(Input::Motion {
+            x: h[1].0,
+            y: h[1].1,
+        });
+        e.handle(Input::Release {
+            button: 1,
+            x: h[1].0,
+            y: h[1].1,
+        });
         assert_eq!(e.reward(), 1.0);
     }
 
     #[test]
     fn typing_needs_focus_and_the_right_word() {
         let mut e = Episode::new("type-word", 5, 1280, 720).unwrap();
-        let State::TypeWord { word, .. } = e.state.clone() else { unreachable!() };
+        let State::TypeWord { word, .. } = e.state.clone() else {
+            unreachable!()
+        };
         e.handle(Input::Key { keysym: 'x' as u32 });
         let (x, y) = e.hint()[0];
         e.handle(Input::Press { button: 1, x, y });
         for c in word.chars() {
             e.handle(Input::Key { keysym: c as u32 });
         }
-        e.handle(Input::Key { keysym: crate::keys::RETURN });
+        e.handle(Input::Key {
+            keysym: crate::keys::RETURN,
+        });
         assert_eq!(e.reward(), 1.0, "unfocused keys must not count");
 
         let mut e = Episode::new("type-word", 5, 1280, 720).unwrap();
         e.handle(Input::Press { button: 1, x, y });
         e.handle(Input::Key { keysym: 'q' as u32 });
-        e.handle(Input::Key { keysym: crate::keys::RETURN });
+        e.handle(Input::Key {
+            keysym: crate::keys::RETURN,
+        });
         assert!(e.done());
         assert_eq!(e.reward(), 0.0);
     }

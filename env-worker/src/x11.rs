@@ -7,17 +7,17 @@ use std::time::{Duration, Instant};
 
 use x11rb::connection::{Connection, RequestConnection};
 use x11rb::errors::{ConnectionError, ReplyError, ReplyOrIdError};
+use x11rb::protocol::Event;
 use x11rb::protocol::damage::{self, ConnectionExt as _};
 use x11rb::protocol::shm::{self, ConnectionExt as _};
 use x11rb::protocol::xfixes::ConnectionExt as _;
 use x11rb::protocol::xproto::{self, ConnectionExt as _, ImageFormat};
 use x11rb::protocol::xtest::ConnectionExt as _;
-use x11rb::protocol::Event;
 use x11rb::rust_connection::RustConnection;
 
 use crate::action::{Action, Button, Point};
 use crate::error::{DesktopError, Result};
-use crate::frame::{bgrx_to_rgb, Frame};
+use crate::frame::{Frame, bgrx_to_rgb};
 use crate::keys::{self, Keysym};
 
 /// How the screen is judged quiet after an action.
@@ -31,7 +31,10 @@ pub struct Settle {
 
 impl Default for Settle {
     fn default() -> Self {
-        Self { settle_ms: 10, settle_max_ms: 2000 }
+        Self {
+            settle_ms: 10,
+            settle_max_ms: 2000,
+        }
     }
 }
 
@@ -86,22 +89,43 @@ impl XSession {
     /// Connects to `:display` and sets up XTEST, SHM (when available) and DAMAGE.
     pub fn connect(display: u32) -> Result<Self> {
         let name = format!(":{display}");
-        let (conn, screen_num) = x11rb::connect(Some(&name))
-            .map_err(|e| DesktopError::DisplayGone { display, reason: format!("connect: {e}") })?;
+        let (conn, screen_num) =
+            x11rb::connect(Some(&name)).map_err(|e| DesktopError::DisplayGone {
+                display,
+                reason: format!("connect: {e}"),
+            })?;
         let screen = &conn.setup().roots[screen_num];
         let (root, width, height) = (screen.root, screen.width_in_pixels, screen.height_in_pixels);
         let gone = |e: &dyn std::fmt::Display| DesktopError::DisplayGone {
             display,
             reason: e.to_string(),
         };
-        for ext in [x11rb::protocol::xtest::X11_EXTENSION_NAME, damage::X11_EXTENSION_NAME] {
-            if conn.extension_information(ext).map_err(|e| gone(&e))?.is_none() {
-                return Err(DesktopError::X11(format!("X server lacks the {ext} extension")));
+        for ext in [
+            x11rb::protocol::xtest::X11_EXTENSION_NAME,
+            damage::X11_EXTENSION_NAME,
+        ] {
+            if conn
+                .extension_information(ext)
+                .map_err(|e| gone(&e))?
+                .is_none()
+            {
+                return Err(DesktopError::X11(format!(
+                    "X server lacks the {ext} extension"
+                )));
             }
         }
-        conn.xtest_get_version(2, 2).map_err(|e| gone(&e))?.reply().map_err(|e| gone(&e))?;
-        conn.xfixes_query_version(5, 0).map_err(|e| gone(&e))?.reply().map_err(|e| gone(&e))?;
-        conn.damage_query_version(1, 1).map_err(|e| gone(&e))?.reply().map_err(|e| gone(&e))?;
+        conn.xtest_get_version(2, 2)
+            .map_err(|e| gone(&e))?
+            .reply()
+            .map_err(|e| gone(&e))?;
+        conn.xfixes_query_version(5, 0)
+            .map_err(|e| gone(&e))?
+            .reply()
+            .map_err(|e| gone(&e))?;
+        conn.damage_query_version(1, 1)
+            .map_err(|e| gone(&e))?
+            .reply()
+            .map_err(|e| gone(&e))?;
         let damage = conn.generate_id().map_err(|e| gone(&e))?;
         conn.damage_create(damage, root, damage::ReportLevel::NON_EMPTY)
             .map_err(|e| gone(&e))?;
@@ -163,7 +187,10 @@ impl XSession {
     }
 
     fn gone(&self, e: impl std::fmt::Display) -> DesktopError {
-        DesktopError::DisplayGone { display: self.display, reason: e.to_string() }
+        DesktopError::DisplayGone {
+            display: self.display,
+            reason: e.to_string(),
+        }
     }
 
     fn conn_err(&self, e: ConnectionError) -> DesktopError {
@@ -180,7 +207,9 @@ impl XSession {
     /// Tries to set up MIT-SHM. Needs the same IPC namespace as the X server; any
     /// failure falls back to GetImage, which is slower but always works.
     fn attach_shm(&mut self) -> Option<ShmSegment> {
-        self.conn.extension_information(shm::X11_EXTENSION_NAME).ok()??;
+        self.conn
+            .extension_information(shm::X11_EXTENSION_NAME)
+            .ok()??;
         self.conn.shm_query_version().ok()?.reply().ok()?;
         let size = usize::from(self.width) * usize::from(self.height) * 4;
         // SAFETY: plain SysV calls; the pointer is checked before use and released in
@@ -198,15 +227,26 @@ impl XSession {
             }
             let seg = self.conn.generate_id().ok();
             let attached = seg.and_then(|seg| {
-                self.conn.shm_attach(seg, id as u32, false).ok()?.check().ok()?;
+                self.conn
+                    .shm_attach(seg, id as u32, false)
+                    .ok()?
+                    .check()
+                    .ok()?;
                 Some(seg)
             });
             libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
             match attached {
-                Some(seg) => Some(ShmSegment { seg, addr: addr.cast(), size }),
+                Some(seg) => Some(ShmSegment {
+                    seg,
+                    addr: addr.cast(),
+                    size,
+                }),
                 None => {
                     libc::shmdt(addr);
-                    tracing::warn!(display = self.display, "MIT-SHM unavailable, using GetImage");
+                    tracing::warn!(
+                        display = self.display,
+                        "MIT-SHM unavailable, using GetImage"
+                    );
                     None
                 }
             }
@@ -344,7 +384,10 @@ impl XSession {
             return Ok((kc, false));
         }
         if self.scratch.is_empty() {
-            return Err(DesktopError::invalid("key", format!("no spare keycode to type keysym {sym:#x}")));
+            return Err(DesktopError::invalid(
+                "key",
+                format!("no spare keycode to type keysym {sym:#x}"),
+            ));
         }
         let kc = self.scratch[self.next_scratch % self.scratch.len()];
         self.next_scratch += 1;
@@ -359,7 +402,11 @@ impl XSession {
 
     fn tap(&mut self, sym: Keysym) -> Result<()> {
         let (kc, shift) = self.keycode_for(sym)?;
-        let (shift_kc, _) = if shift { self.keycode_for(keys::SHIFT_L)? } else { (0, false) };
+        let (shift_kc, _) = if shift {
+            self.keycode_for(keys::SHIFT_L)?
+        } else {
+            (0, false)
+        };
         if shift {
             self.fake(xproto::KEY_PRESS_EVENT, shift_kc, 0, 0)?;
         }
@@ -446,7 +493,11 @@ impl XSession {
 
     fn wait_readable(&self, timeout: Duration) -> Result<()> {
         let fd = self.conn.stream().as_raw_fd();
-        let mut pfd = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         let ms = timeout.as_millis().clamp(1, i32::MAX as u128) as i32;
         // SAFETY: one valid pollfd on a descriptor the connection keeps open.
         let r = unsafe { libc::poll(&mut pfd, 1, ms) };
@@ -463,7 +514,17 @@ impl XSession {
         if let Some(shm) = &self.shm {
             let reply = self
                 .conn
-                .shm_get_image(self.root, 0, 0, w, h, !0, ImageFormat::Z_PIXMAP.into(), shm.seg, 0)
+                .shm_get_image(
+                    self.root,
+                    0,
+                    0,
+                    w,
+                    h,
+                    !0,
+                    ImageFormat::Z_PIXMAP.into(),
+                    shm.seg,
+                    0,
+                )
                 .map_err(|e| self.conn_err(e))?
                 .reply()
                 .map_err(|e| self.reply_err(e))?;

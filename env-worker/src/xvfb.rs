@@ -52,28 +52,39 @@ impl Xvfb {
                 Ok(())
             });
         }
-        let mut child = cmd.spawn().map_err(|e| DesktopError::XvfbStart(format!("spawn: {e}")))?;
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| DesktopError::XvfbStart(format!("spawn: {e}")))?;
         drop(writer);
         let stderr_tail = Arc::new(Mutex::new(Vec::new()));
         if let Some(mut err) = child.stderr.take() {
             let tail = Arc::clone(&stderr_tail);
-            std::thread::Builder::new().name("xvfb-stderr".into()).spawn(move || {
-                let mut buf = [0u8; 1024];
-                while let Ok(n @ 1..) = err.read(&mut buf) {
-                    let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
-                    t.extend_from_slice(&buf[..n]);
-                    let excess = t.len().saturating_sub(STDERR_TAIL);
-                    t.drain(..excess);
-                }
-            })?;
+            std::thread::Builder::new()
+                .name("xvfb-stderr".into())
+                .spawn(move || {
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n @ 1..) = err.read(&mut buf) {
+                        let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
+                        t.extend_from_slice(&buf[..n]);
+                        let excess = t.len().saturating_sub(STDERR_TAIL);
+                        t.drain(..excess);
+                    }
+                })?;
         }
-        let mut xvfb = Self { child, display: u32::MAX, stderr_tail };
+        let mut xvfb = Self {
+            child,
+            display: u32::MAX,
+            stderr_tail,
+        };
         match read_display(&mut reader) {
             Ok(d) => xvfb.display = d,
             Err(e) => {
                 let _ = xvfb.child.kill();
                 let _ = xvfb.child.wait();
-                return Err(DesktopError::XvfbStart(format!("{e}; Xvfb said: {}", xvfb.stderr())));
+                return Err(DesktopError::XvfbStart(format!(
+                    "{e}; Xvfb said: {}",
+                    xvfb.stderr()
+                )));
             }
         }
         Ok(xvfb)
@@ -121,16 +132,9 @@ impl Drop for Xvfb {
         // SAFETY: as above; SIGKILL of an already-dead group is harmless.
         unsafe { libc::killpg(pgid, libc::SIGKILL) };
         let _ = self.child.wait();
-        // A SIGKILLed server leaves its lock and socket behind; remove them only if the
-        // lock is still ours, so a display number reused by someone else is left alone.
+        // A server that had to be SIGKILLed leaves its socket behind.
         if self.display != u32::MAX {
-            let lock = format!("/tmp/.X{}-lock", self.display);
-            let ours = std::fs::read_to_string(&lock)
-                .is_ok_and(|t| t.trim().parse::<u32>().ok() == Some(self.child.id()));
-            if ours {
-                let _ = std::fs::remove_file(&lock);
-                let _ = std::fs::remove_file(format!("/tmp/.X11-unix/X{}", self.display));
-            }
+            remove_if_stale(&PathBuf::from(format!("/tmp/.X11-unix/X{}", self.display)));
         }
     }
 }
@@ -160,7 +164,11 @@ fn read_display(reader: &mut io::PipeReader) -> Result<u32, String> {
         if left.is_zero() {
             return Err(format!("no display number after {START_TIMEOUT:?}"));
         }
-        let mut pfd = libc::pollfd { fd: reader.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd {
+            fd: reader.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: one valid pollfd.
         let r = unsafe { libc::poll(&mut pfd, 1, left.as_millis().min(i32::MAX as u128) as i32) };
         if r < 0 {
@@ -174,22 +182,45 @@ fn read_display(reader: &mut io::PipeReader) -> Result<u32, String> {
             continue;
         }
         let mut chunk = [0u8; 32];
-        let n = reader.read(&mut chunk).map_err(|e| format!("read displayfd: {e}"))?;
+        let n = reader
+            .read(&mut chunk)
+            .map_err(|e| format!("read displayfd: {e}"))?;
         if n == 0 {
             return Err("Xvfb exited before announcing a display".into());
         }
         buf.extend_from_slice(&chunk[..n]);
         if buf.contains(&b'\n') {
             let s = String::from_utf8_lossy(&buf);
-            return s.trim().parse().map_err(|_| format!("bad display number {s:?}"));
+            return s
+                .trim()
+                .parse()
+                .map_err(|_| format!("bad display number {s:?}"));
         }
     }
 }
 
-/// Removes `/tmp/.X<n>-lock` files (and sockets) whose owning process is gone, so a
-/// crashed earlier run does not make Xvfb skip or refuse displays forever.
+/// Removes a display socket nobody listens on any more.
+fn remove_if_stale(path: &std::path::Path) {
+    if path.exists()
+        && let Err(e) = std::os::unix::net::UnixStream::connect(path)
+        && e.kind() == io::ErrorKind::ConnectionRefused
+    {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Removes `/tmp/.X<n>-lock` files whose owning process is gone and display sockets that
+/// nobody listens on, so a crashed earlier run (or another X server's) does not make
+/// display allocation skip or fail. (With `-displayfd`, Xvfb itself writes no lock.)
 pub fn clean_stale_locks() {
-    let Ok(dir) = std::fs::read_dir("/tmp") else { return };
+    if let Ok(dir) = std::fs::read_dir("/tmp/.X11-unix") {
+        for entry in dir.flatten() {
+            remove_if_stale(&entry.path());
+        }
+    }
+    let Ok(dir) = std::fs::read_dir("/tmp") else {
+        return;
+    };
     for entry in dir.flatten() {
         let name = entry.file_name();
         let Some(n) = name
@@ -200,15 +231,19 @@ pub fn clean_stale_locks() {
         else {
             continue;
         };
-        let Ok(text) = std::fs::read_to_string(entry.path()) else { continue };
-        let Ok(pid) = text.trim().parse::<libc::pid_t>() else { continue };
+        let Ok(text) = std::fs::read_to_string(entry.path()) else {
+            continue;
+        };
+        let Ok(pid) = text.trim().parse::<libc::pid_t>() else {
+            continue;
+        };
         // SAFETY: signal 0 only checks for existence.
         let gone = unsafe { libc::kill(pid, 0) } == -1
             && io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
         if gone {
             tracing::info!(display = n, pid, "removing stale X lock");
             let _ = std::fs::remove_file(entry.path());
-            let _ = std::fs::remove_file(format!("/tmp/.X11-unix/X{n}"));
+            remove_if_stale(&PathBuf::from(format!("/tmp/.X11-unix/X{n}")));
         }
     }
 }

@@ -11,13 +11,20 @@ fn desktop(task: &str, w: u32, h: u32) -> Desktop {
         task: task.into(),
         width: w,
         height: h,
-        settle: Settle { settle_ms: 0, settle_max_ms: 1000 },
+        settle: Settle {
+            settle_ms: 0,
+            settle_max_ms: 1000,
+        },
     })
     .expect("desktop starts (needs the Debian package `xvfb`)")
 }
 
 fn click(x: i32, y: i32) -> Action {
-    Action::Click { at: Point { x, y }, button: Button::Left, count: 1 }
+    Action::Click {
+        at: Point { x, y },
+        button: Button::Left,
+        count: 1,
+    }
 }
 
 #[test]
@@ -58,8 +65,14 @@ fn drag_moves_the_item_into_the_zone() {
     let zone = f.find_color(GREEN).unwrap();
     let out = d
         .step(&Action::Drag {
-            from: Point { x: from.0, y: from.1 },
-            to: Point { x: zone.0, y: zone.1 },
+            from: Point {
+                x: from.0,
+                y: from.1,
+            },
+            to: Point {
+                x: zone.0,
+                y: zone.1,
+            },
             button: Button::Left,
         })
         .unwrap();
@@ -107,8 +120,16 @@ fn killed_xvfb_is_reported_and_cleaned_up() {
     std::thread::sleep(std::time::Duration::from_millis(100));
     let e = d.step(&Action::Noop).unwrap_err();
     assert!(e.is_fatal(), "{e}");
+    let socket = format!("/tmp/.X11-unix/X{display}");
+    assert!(
+        std::path::Path::new(&socket).exists(),
+        "SIGKILL leaves the socket"
+    );
     drop(d);
-    assert!(!std::path::Path::new(&format!("/tmp/.X{display}-lock")).exists());
+    assert!(
+        !std::path::Path::new(&socket).exists(),
+        "drop removes the stale socket"
+    );
 }
 
 #[test]
@@ -117,7 +138,10 @@ fn settle_reports_quiet_window() {
         task: "click-target".into(),
         width: 320,
         height: 240,
-        settle: Settle { settle_ms: 20, settle_max_ms: 500 },
+        settle: Settle {
+            settle_ms: 20,
+            settle_max_ms: 500,
+        },
     })
     .unwrap();
     let out = d.reset(0).unwrap();

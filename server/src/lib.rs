@@ -1,1 +1,121 @@
-//! placeholder
+//! The deskgym gRPC server: pools of real X11 desktops behind `deskgym.v1.Deskgym`.
+//!
+//! # Layout
+//! - [`config`]: limits and server settings.
+//! - [`error`]: the typed service error and its one mapping to `tonic::Status`.
+//! - [`convert`]: wire actions → worker actions, with field-named validation.
+//! - [`pool`]: pools, envs, episodes and the blocking step pool.
+//! - [`encode`]: RAW/PNG/JPEG frame encoding.
+//! - [`service`]: the RPC handlers.
+//! - [`auth`]: the bearer-token interceptor.
+//!
+//! [`run`] takes an already-bound listener and a shutdown future, so tests bind port 0
+//! and stop the server at will (as mini-redis does).
+
+pub mod auth;
+pub mod config;
+pub mod convert;
+pub mod encode;
+pub mod error;
+pub mod pool;
+pub mod service;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use deskgym_proto::v1::deskgym_server::DeskgymServer;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic_health::ServingStatus;
+
+pub use config::{Limits, ServerConfig};
+pub use pool::PoolManager;
+pub use service::DeskgymService;
+
+/// The service name health checks report on.
+pub const SERVICE_NAME: &str = "deskgym.v1.Deskgym";
+
+/// Largest request the server accepts (requests are small; replies carry the frames).
+const MAX_REQUEST_BYTES: usize = 16 << 20;
+
+/// Why the server could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Listening beyond loopback without a token would expose desktops to the network.
+    #[error("refusing to listen on non-loopback address {0} without a token; pass --token-file")]
+    InsecureBind(std::net::SocketAddr),
+    /// An I/O error while setting up.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    /// The gRPC transport failed.
+    #[error(transparent)]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Serves until `shutdown` resolves, then drains in-flight calls, closes every pool
+/// (killing every Xvfb and task app) and returns.
+///
+/// Start order: step pool → pool manager → health → gRPC. Stop order is the reverse.
+pub async fn run(
+    listener: TcpListener,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RunError> {
+    let addr = listener.local_addr()?;
+    if !addr.ip().is_loopback() && config.token.is_none() {
+        return Err(RunError::InsecureBind(addr));
+    }
+    let mgr = Arc::new(PoolManager::new(
+        config.limits.clone(),
+        config.step_threads,
+    )?);
+    let (health, health_service) = tonic_health::server::health_reporter();
+    health
+        .set_service_status(SERVICE_NAME, ServingStatus::Serving)
+        .await;
+    health.set_service_status("", ServingStatus::Serving).await;
+
+    let reaper = config.idle_timeout.map(|idle| {
+        let mgr = mgr.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval((idle / 4).clamp(
+                std::time::Duration::from_millis(100),
+                std::time::Duration::from_secs(10),
+            ));
+            loop {
+                tick.tick().await;
+                mgr.reap_idle(idle).await;
+            }
+        })
+    });
+
+    let auth = auth::Auth::new(config.token.as_deref());
+    let svc = DeskgymServer::new(DeskgymService::new(mgr.clone()))
+        .max_decoding_message_size(MAX_REQUEST_BYTES)
+        .max_encoding_message_size(usize::MAX);
+    let svc = tonic::service::interceptor::InterceptedService::new(svc, move |r| auth.check(r));
+    tracing::info!(%addr, auth = config.token.is_some(), max_envs = config.limits.max_envs, "serving");
+
+    let health_down = health.clone();
+    let result = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(svc)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+            shutdown.await;
+            tracing::info!("shutting down: draining in-flight calls");
+            health_down
+                .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
+                .await;
+            health_down
+                .set_service_status("", ServingStatus::NotServing)
+                .await;
+        })
+        .await;
+    if let Some(r) = reaper {
+        r.abort();
+    }
+    tracing::info!(envs = mgr.env_count(), "closing pools");
+    mgr.close_all().await;
+    tracing::info!("stopped");
+    result.map_err(Into::into)
+}

@@ -1,1 +1,86 @@
-fn main() {}
+//! `deskgym-server`: flags, logging, bind, then [`deskgym_server::run`].
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use deskgym_server::{Limits, ServerConfig};
+
+/// Gym-style environment server over real X11 desktops.
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Address to listen on. Non-loopback addresses require --token-file.
+    #[arg(long, default_value = "127.0.0.1:50051")]
+    listen: String,
+    /// File holding the bearer token clients must send (`authorization: Bearer <token>`).
+    #[arg(long)]
+    token_file: Option<std::path::PathBuf>,
+    /// Most envs alive at once across all pools.
+    #[arg(long, default_value_t = Limits::default().max_envs)]
+    max_envs: u32,
+    /// Most items in one StepBatch.
+    #[arg(long, default_value_t = Limits::default().max_batch)]
+    max_batch: u32,
+    /// Threads driving desktops (they mostly wait on X, so more than cores is fine).
+    #[arg(long, default_value_t = 64)]
+    step_threads: usize,
+    /// Close pools untouched for this many seconds (0 disables).
+    #[arg(long, default_value_t = 600)]
+    idle_timeout_s: u64,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    let token = match &args.token_file {
+        Some(p) => {
+            let t = std::fs::read_to_string(p)
+                .with_context(|| format!("reading token file {}", p.display()))?;
+            let t = t.trim().to_string();
+            anyhow::ensure!(!t.is_empty(), "token file {} is empty", p.display());
+            Some(t)
+        }
+        None => None,
+    };
+    let config = ServerConfig {
+        limits: Limits {
+            max_envs: args.max_envs,
+            max_batch: args.max_batch,
+            ..Limits::default()
+        },
+        token,
+        step_threads: args.step_threads,
+        idle_timeout: (args.idle_timeout_s > 0).then(|| Duration::from_secs(args.idle_timeout_s)),
+    };
+    let listener = tokio::net::TcpListener::bind(&args.listen)
+        .await
+        .with_context(|| format!("binding {}", args.listen))?;
+    // Scripts that pass port 0 read the real address from this line.
+    println!("deskgym-server listening on {}", listener.local_addr()?);
+    deskgym_server::run(listener, config, shutdown_signal()).await?;
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM; Ctrl-C only");
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("Ctrl-C"),
+    }
+}

@@ -1,0 +1,63 @@
+//! Server configuration and limits.
+
+use std::time::Duration;
+
+/// Limits checked up front, before any desktop is started or any input is sent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Most envs alive at once across all pools.
+    pub max_envs: u32,
+    /// Most items in one StepBatch.
+    pub max_batch: u32,
+    /// Largest screen side in pixels.
+    pub max_screen_side: u32,
+    /// Smallest screen side in pixels (the task layouts need room).
+    pub min_screen_side: u32,
+    /// Largest settle cap in milliseconds.
+    pub max_settle_ms: u32,
+    /// Longest `type_text` in characters.
+    pub max_text_len: u32,
+    /// Longest `wait` in milliseconds.
+    pub max_wait_ms: u32,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_envs: 64,
+            max_batch: 256,
+            max_screen_side: 4096,
+            min_screen_side: 64,
+            max_settle_ms: 10_000,
+            max_text_len: 1_000,
+            max_wait_ms: 10_000,
+        }
+    }
+}
+
+/// Everything `run` needs besides the listener.
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    /// Limits.
+    pub limits: Limits,
+    /// Bearer token; when set every deskgym RPC must carry `authorization: Bearer <token>`.
+    /// Required when listening beyond loopback.
+    pub token: Option<String>,
+    /// Threads of the blocking pool that drives desktops. Steps mostly wait on X and on
+    /// settle timers, so this is sized by concurrency, not by cores.
+    pub step_threads: usize,
+    /// Pools untouched for this long are closed (a dropped client must not leak envs).
+    /// `None` disables reaping.
+    pub idle_timeout: Option<Duration>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            token: None,
+            step_threads: 64,
+            idle_timeout: Some(Duration::from_secs(600)),
+        }
+    }
+}

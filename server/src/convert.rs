@@ -1,0 +1,356 @@
+//! Wire → worker conversions with validation. Every rejection names the field.
+
+use deskgym_proto::v1 as pb;
+use deskgym_worker::keys::parse_chord;
+use deskgym_worker::{Action, Button, Point};
+
+use crate::config::Limits;
+use crate::error::ServiceError;
+
+/// The verbs this server accepts, as `Action.verb` field names.
+pub const VERBS: &[&str] = &[
+    "click",
+    "double_click",
+    "right_click",
+    "move",
+    "scroll",
+    "drag",
+    "mouse_down",
+    "mouse_up",
+    "type_text",
+    "key",
+    "wait",
+    "noop",
+];
+
+/// Largest scroll in wheel clicks per axis.
+const MAX_SCROLL: i32 = 50;
+
+/// Screen geometry a target is resolved against.
+#[derive(Clone, Copy, Debug)]
+pub struct Screen {
+    /// Width in pixels.
+    pub width: u32,
+    /// Height in pixels.
+    pub height: u32,
+}
+
+fn target(t: Option<&pb::Target>, field: &str, screen: Screen) -> Result<Point, ServiceError> {
+    use pb::target::Kind;
+    let (w, h) = (screen.width as i32, screen.height as i32);
+    match t.and_then(|t| t.kind.as_ref()) {
+        None => Err(ServiceError::invalid(
+            field,
+            "target is not set; set point_px or point_norm",
+        )),
+        Some(Kind::PointPx(p)) => {
+            if p.x < 0 || p.y < 0 || p.x >= w || p.y >= h {
+                return Err(ServiceError::invalid(
+                    format!("{field}.point_px"),
+                    format!(
+                        "({}, {}) is outside the {w}x{h} screen (0 <= x < {w}, 0 <= y < {h})",
+                        p.x, p.y
+                    ),
+                ));
+            }
+            Ok(Point { x: p.x, y: p.y })
+        }
+        Some(Kind::PointNorm(p)) => {
+            for (axis, v) in [("x", p.x), ("y", p.y)] {
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(ServiceError::invalid(
+                        format!("{field}.point_norm.{axis}"),
+                        format!("{v} is outside [0, 1]"),
+                    ));
+                }
+            }
+            Ok(Point {
+                x: (p.x * f64::from(w - 1)).round() as i32,
+                y: (p.y * f64::from(h - 1)).round() as i32,
+            })
+        }
+    }
+}
+
+fn optional_target(
+    t: Option<&pb::Target>,
+    field: &str,
+    screen: Screen,
+) -> Result<Option<Point>, ServiceError> {
+    match t {
+        Some(t) if t.kind.is_some() => target(Some(t), field, screen).map(Some),
+        _ => Ok(None),
+    }
+}
+
+fn button(raw: i32, field: &str) -> Result<Button, ServiceError> {
+    match pb::MouseButton::try_from(raw) {
+        Ok(pb::MouseButton::Unspecified | pb::MouseButton::Left) => Ok(Button::Left),
+        Ok(pb::MouseButton::Middle) => Ok(Button::Middle),
+        Ok(pb::MouseButton::Right) => Ok(Button::Right),
+        Err(_) => Err(ServiceError::invalid(
+            field,
+            format!("unknown mouse button {raw}"),
+        )),
+    }
+}
+
+/// Validates a wire action against the screen and limits and turns it into pixels.
+pub fn action(
+    a: Option<&pb::Action>,
+    screen: Screen,
+    limits: &Limits,
+) -> Result<Action, ServiceError> {
+    use pb::action::Verb;
+    let a = a.ok_or_else(|| ServiceError::invalid("action", "action is missing"))?;
+    if a.extension.is_some() {
+        return Err(ServiceError::invalid(
+            "action.extension",
+            "no experimental verbs are supported by this server",
+        ));
+    }
+    let verb = a.verb.as_ref().ok_or_else(|| {
+        ServiceError::invalid(
+            "action.verb",
+            format!("no verb is set; set exactly one of: {}", VERBS.join(", ")),
+        )
+    })?;
+    Ok(match verb {
+        Verb::Click(c) => {
+            let count = if c.count == 0 { 1 } else { c.count };
+            if count > 3 {
+                return Err(ServiceError::invalid(
+                    "action.click.count",
+                    format!("{count} is not in 1..=3"),
+                ));
+            }
+            Action::Click {
+                at: target(c.target.as_ref(), "action.click.target", screen)?,
+                button: button(c.button, "action.click.button")?,
+                count,
+            }
+        }
+        Verb::DoubleClick(c) => Action::Click {
+            at: target(c.target.as_ref(), "action.double_click.target", screen)?,
+            button: Button::Left,
+            count: 2,
+        },
+        Verb::RightClick(c) => Action::Click {
+            at: target(c.target.as_ref(), "action.right_click.target", screen)?,
+            button: Button::Right,
+            count: 1,
+        },
+        Verb::Move(m) => Action::Move {
+            to: target(m.target.as_ref(), "action.move.target", screen)?,
+        },
+        Verb::Scroll(s) => {
+            for (axis, v) in [("dx", s.dx), ("dy", s.dy)] {
+                if v.abs() > MAX_SCROLL {
+                    return Err(ServiceError::invalid(
+                        format!("action.scroll.{axis}"),
+                        format!("{v} is outside -{MAX_SCROLL}..={MAX_SCROLL}"),
+                    ));
+                }
+            }
+            Action::Scroll {
+                at: target(s.target.as_ref(), "action.scroll.target", screen)?,
+                dx: s.dx,
+                dy: s.dy,
+            }
+        }
+        Verb::Drag(d) => Action::Drag {
+            from: target(d.from.as_ref(), "action.drag.from", screen)?,
+            to: target(d.to.as_ref(), "action.drag.to", screen)?,
+            button: button(d.button, "action.drag.button")?,
+        },
+        Verb::MouseDown(m) => Action::MouseDown {
+            at: optional_target(m.target.as_ref(), "action.mouse_down.target", screen)?,
+            button: button(m.button, "action.mouse_down.button")?,
+        },
+        Verb::MouseUp(m) => Action::MouseUp {
+            at: optional_target(m.target.as_ref(), "action.mouse_up.target", screen)?,
+            button: button(m.button, "action.mouse_up.button")?,
+        },
+        Verb::TypeText(t) => {
+            if t.text.is_empty() {
+                return Err(ServiceError::invalid(
+                    "action.type_text.text",
+                    "text is empty",
+                ));
+            }
+            let n = t.text.chars().count();
+            if n > limits.max_text_len as usize {
+                return Err(ServiceError::invalid(
+                    "action.type_text.text",
+                    format!(
+                        "{n} characters is more than the limit of {}",
+                        limits.max_text_len
+                    ),
+                ));
+            }
+            Action::TypeText(t.text.clone())
+        }
+        Verb::Key(k) => {
+            parse_chord(&k.keys).map_err(|m| ServiceError::invalid("action.key.keys", m))?;
+            Action::Key(k.keys.clone())
+        }
+        Verb::Wait(w) => {
+            if w.ms > limits.max_wait_ms {
+                return Err(ServiceError::invalid(
+                    "action.wait.ms",
+                    format!(
+                        "{} ms is more than the limit of {} ms",
+                        w.ms, limits.max_wait_ms
+                    ),
+                ));
+            }
+            Action::Wait(w.ms)
+        }
+        Verb::Noop(_) => Action::Noop,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pb::action::Verb;
+    use pb::target::Kind;
+
+    const SCREEN: Screen = Screen {
+        width: 1280,
+        height: 720,
+    };
+
+    fn act(v: Verb) -> pb::Action {
+        pb::Action {
+            verb: Some(v),
+            extension: None,
+        }
+    }
+
+    fn px(x: i32, y: i32) -> Option<pb::Target> {
+        Some(pb::Target {
+            kind: Some(Kind::PointPx(pb::PointPx { x, y })),
+        })
+    }
+
+    fn err_field(a: pb::Action) -> String {
+        match action(Some(&a), SCREEN, &Limits::default()) {
+            Err(ServiceError::InvalidArgument { field, .. }) => field,
+            other => panic!("expected InvalidArgument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn normalised_points_map_to_the_last_pixel() {
+        let t = Some(pb::Target {
+            kind: Some(Kind::PointNorm(pb::PointNorm { x: 1.0, y: 0.5 })),
+        });
+        let a = action(
+            Some(&act(Verb::Move(pb::Move { target: t }))),
+            SCREEN,
+            &Limits::default(),
+        )
+        .unwrap();
+        assert_eq!(
+            a,
+            Action::Move {
+                to: Point { x: 1279, y: 360 }
+            }
+        );
+    }
+
+    #[test]
+    fn every_rejection_names_its_field() {
+        assert_eq!(err_field(pb::Action::default()), "action.verb");
+        assert_eq!(
+            err_field(act(Verb::Click(pb::Click {
+                target: px(1280, 0),
+                ..Default::default()
+            }))),
+            "action.click.target.point_px"
+        );
+        assert_eq!(
+            err_field(act(Verb::Click(pb::Click::default()))),
+            "action.click.target"
+        );
+        let norm = Some(pb::Target {
+            kind: Some(Kind::PointNorm(pb::PointNorm { x: 0.5, y: 1.5 })),
+        });
+        assert_eq!(
+            err_field(act(Verb::Move(pb::Move { target: norm }))),
+            "action.move.target.point_norm.y"
+        );
+        let nan = Some(pb::Target {
+            kind: Some(Kind::PointNorm(pb::PointNorm {
+                x: f64::NAN,
+                y: 0.0,
+            })),
+        });
+        assert_eq!(
+            err_field(act(Verb::Move(pb::Move { target: nan }))),
+            "action.move.target.point_norm.x"
+        );
+        assert_eq!(
+            err_field(act(Verb::TypeText(pb::TypeText {
+                text: String::new()
+            }))),
+            "action.type_text.text"
+        );
+        assert_eq!(
+            err_field(act(Verb::Key(pb::Key {
+                keys: "ctrl+nope".into()
+            }))),
+            "action.key.keys"
+        );
+        assert_eq!(
+            err_field(act(Verb::Wait(pb::Wait { ms: 1_000_000 }))),
+            "action.wait.ms"
+        );
+        assert_eq!(
+            err_field(act(Verb::Drag(pb::Drag {
+                from: px(0, 0),
+                to: px(-1, 0),
+                button: 0
+            }))),
+            "action.drag.to.point_px"
+        );
+        assert_eq!(
+            err_field(act(Verb::Click(pb::Click {
+                target: px(1, 1),
+                button: 9,
+                count: 1
+            }))),
+            "action.click.button"
+        );
+    }
+
+    #[test]
+    fn verbs_list_matches_the_proto_oneof() {
+        // Every name in VERBS must be a oneof case: the prost-generated Debug prints the
+        // variant, whose snake_case form is the field name.
+        let all = [
+            Verb::Click(Default::default()),
+            Verb::DoubleClick(Default::default()),
+            Verb::RightClick(Default::default()),
+            Verb::Move(Default::default()),
+            Verb::Scroll(Default::default()),
+            Verb::Drag(Default::default()),
+            Verb::MouseDown(Default::default()),
+            Verb::MouseUp(Default::default()),
+            Verb::TypeText(Default::default()),
+            Verb::Key(Default::default()),
+            Verb::Wait(Default::default()),
+            Verb::Noop(Default::default()),
+        ];
+        assert_eq!(all.len(), VERBS.len());
+        for (v, name) in all.iter().zip(VERBS) {
+            let dbg = format!("{v:?}");
+            let camel: String = name
+                .split('_')
+                .map(|p| p[..1].to_uppercase() + &p[1..])
+                .collect();
+            assert!(dbg.starts_with(&camel), "{dbg} vs {name}");
+        }
+    }
+}

@@ -1,0 +1,197 @@
+//! Starts the real server on 127.0.0.1:0 in-process and hands out generated clients.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::net::SocketAddr;
+
+use deskgym_proto::v1 as pb;
+use deskgym_proto::v1::deskgym_client::DeskgymClient;
+use deskgym_server::{Limits, ServerConfig};
+use tokio::sync::oneshot;
+use tonic::transport::Channel;
+
+pub const RED: u32 = 0xd62828;
+
+/// A running server; `stop` shuts it down and waits until every pool is closed.
+pub struct TestServer {
+    pub addr: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    handle: Option<tokio::task::JoinHandle<Result<(), deskgym_server::RunError>>>,
+}
+
+impl TestServer {
+    pub async fn start(config: ServerConfig) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (tx, rx) = oneshot::channel::<()>();
+        let handle = tokio::spawn(deskgym_server::run(listener, config, async {
+            let _ = rx.await;
+        }));
+        Self {
+            addr,
+            stop: Some(tx),
+            handle: Some(handle),
+        }
+    }
+
+    pub async fn with_limits(max_envs: u32, max_batch: u32) -> Self {
+        Self::start(ServerConfig {
+            limits: Limits {
+                max_envs,
+                max_batch,
+                ..Limits::default()
+            },
+            step_threads: 16,
+            ..ServerConfig::default()
+        })
+        .await
+    }
+
+    pub async fn client(&self) -> DeskgymClient<Channel> {
+        let uri = format!("http://{}", self.addr);
+        for _ in 0..50 {
+            if let Ok(c) = DeskgymClient::connect(uri.clone()).await {
+                return c.max_decoding_message_size(usize::MAX);
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        panic!("server at {uri} did not accept connections");
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(h) = self.handle.take() {
+            h.await.unwrap().unwrap();
+        }
+    }
+}
+
+pub fn px(x: i32, y: i32) -> Option<pb::Target> {
+    Some(pb::Target {
+        kind: Some(pb::target::Kind::PointPx(pb::PointPx { x, y })),
+    })
+}
+
+pub fn click(x: i32, y: i32) -> Option<pb::Action> {
+    Some(pb::Action {
+        verb: Some(pb::action::Verb::Click(pb::Click {
+            target: px(x, y),
+            button: 0,
+            count: 1,
+        })),
+        extension: None,
+    })
+}
+
+pub fn noop() -> Option<pb::Action> {
+    Some(pb::Action {
+        verb: Some(pb::action::Verb::Noop(pb::Noop {})),
+        extension: None,
+    })
+}
+
+pub async fn pool(
+    c: &mut DeskgymClient<Channel>,
+    task: &str,
+    n: u32,
+    w: u32,
+    h: u32,
+) -> pb::CreatePoolResponse {
+    c.create_pool(pb::CreatePoolRequest {
+        task: task.into(),
+        num_envs: n,
+        screen: Some(pb::ScreenSize {
+            width: w,
+            height: h,
+        }),
+        seed: 0,
+        settle: Some(pb::SettleConfig {
+            settle_ms: Some(0),
+            settle_max_ms: 0,
+        }),
+        ..Default::default()
+    })
+    .await
+    .expect("create pool (needs the Debian package `xvfb`)")
+    .into_inner()
+}
+
+pub async fn reset(c: &mut DeskgymClient<Channel>, env: &str, seed: u64) -> pb::ResetResponse {
+    c.reset(pb::ResetRequest {
+        env_id: env.into(),
+        seed: Some(seed),
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+    .into_inner()
+}
+
+/// Centroid of pixels of `color` in a RAW_RGB observation.
+pub fn find(obs: &pb::Observation, color: u32) -> Option<(i32, i32)> {
+    assert_eq!(obs.encoding, pb::ImageEncoding::RawRgb as i32);
+    deskgym_worker::Frame::from_rgb(obs.width, obs.height, obs.frame.clone()).find_color(color)
+}
+
+/// Display number of an env, from its step info.
+pub fn display(info: &pb::StepInfo) -> u32 {
+    info.extra["display"]
+        .trim_start_matches(':')
+        .parse()
+        .unwrap()
+}
+
+/// Pid of the Xvfb serving `:display`: the child Xvfb holding the socket whose path is
+/// `/tmp/.X11-unix/X<display>` (with `-displayfd`, Xvfb writes no lock file).
+pub fn xvfb_pid(display: u32) -> Option<i32> {
+    let path = format!("/tmp/.X11-unix/X{display}");
+    let table = std::fs::read_to_string("/proc/net/unix").ok()?;
+    let inodes: Vec<String> = table
+        .lines()
+        .filter(|l| l.ends_with(&path))
+        .filter_map(|l| l.split_whitespace().nth(6).map(|i| format!("socket:[{i}]")))
+        .collect();
+    children_named("Xvfb").into_iter().find(|pid| {
+        std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+            fds.flatten().any(|fd| {
+                std::fs::read_link(fd.path())
+                    .is_ok_and(|t| inodes.iter().any(|i| t.to_string_lossy() == *i))
+            })
+        })
+    })
+}
+
+/// Child processes of this test process with the given command name.
+pub fn children_named(name: &str) -> Vec<i32> {
+    children_of(std::process::id() as i32, name)
+}
+
+/// Child processes of `parent` with the given command name (comm is cut at 15 chars).
+pub fn children_of(parent: i32, name: &str) -> Vec<i32> {
+    let me = parent;
+    let mut out = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        // comm is in parentheses; ppid is the second field after it.
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let comm = &stat[open + 1..close];
+        let ppid: i32 = stat[close + 2..]
+            .split(' ')
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0);
+        if ppid == me && name.starts_with(comm) {
+            out.push(pid);
+        }
+    }
+    out
+}
