@@ -121,14 +121,12 @@ fn killed_xvfb_is_reported_and_cleaned_up() {
     let e = d.step(&Action::Noop).unwrap_err();
     assert!(e.is_fatal(), "{e}");
     let socket = format!("/tmp/.X11-unix/X{display}");
-    assert!(
-        std::path::Path::new(&socket).exists(),
-        "SIGKILL leaves the socket"
-    );
     drop(d);
+    // Either gone, or a concurrently started Xvfb took the free display number over.
+    let path = std::path::Path::new(&socket);
     assert!(
-        !std::path::Path::new(&socket).exists(),
-        "drop removes the stale socket"
+        !path.exists() || std::os::unix::net::UnixStream::connect(path).is_ok(),
+        "drop leaves no stale socket"
     );
 }
 
