@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use deskgym_proto::v1::deskgym_server::DeskgymServer;
 use tokio::net::TcpListener;
+use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic_health::ServingStatus;
 
@@ -37,6 +38,8 @@ pub const SERVICE_NAME: &str = "deskgym.v1.Deskgym";
 
 /// Largest request the server accepts (requests are small; replies carry the frames).
 const MAX_REQUEST_BYTES: usize = 16 << 20;
+/// HTTP/2 flow-control window, sized for a batch of raw frames in flight.
+pub const WINDOW_BYTES: u32 = 32 << 20;
 
 /// Why the server could not run.
 #[derive(Debug, thiserror::Error)]
@@ -96,11 +99,22 @@ pub async fn run(
     let svc = tonic::service::interceptor::InterceptedService::new(svc, move |r| auth.check(r));
     tracing::info!(%addr, auth = config.token.is_some(), max_envs = config.limits.max_envs, "serving");
 
+    // Step replies are small (PNG, not_modified) or large (raw frames): without NODELAY a
+    // small reply waits for the client's delayed ACK (tens of ms); with a 64 KiB HTTP/2
+    // window a raw 1280x720 frame needs a dozen window updates.
+    let incoming = TcpListenerStream::new(listener).map(|s| {
+        if let Ok(s) = &s {
+            let _ = s.set_nodelay(true);
+        }
+        s
+    });
     let health_down = health.clone();
     let result = tonic::transport::Server::builder()
+        .initial_connection_window_size(Some(WINDOW_BYTES))
+        .initial_stream_window_size(Some(WINDOW_BYTES))
         .add_service(health_service)
         .add_service(svc)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
+        .serve_with_incoming_shutdown(incoming, async move {
             shutdown.await;
             tracing::info!("shutting down: draining in-flight calls");
             health_down
@@ -118,4 +132,24 @@ pub async fn run(
     mgr.close_all().await;
     tracing::info!("stopped");
     result.map_err(Into::into)
+}
+
+/// Connects a client with the same large HTTP/2 windows and NODELAY as the server, so
+/// raw frames stream without window-update stalls (used by tests and benches).
+pub async fn connect(
+    addr: std::net::SocketAddr,
+) -> Result<
+    deskgym_proto::v1::deskgym_client::DeskgymClient<tonic::transport::Channel>,
+    tonic::transport::Error,
+> {
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))?
+        .tcp_nodelay(true)
+        .initial_connection_window_size(WINDOW_BYTES)
+        .initial_stream_window_size(WINDOW_BYTES)
+        .connect()
+        .await?;
+    Ok(
+        deskgym_proto::v1::deskgym_client::DeskgymClient::new(channel)
+            .max_decoding_message_size(usize::MAX),
+    )
 }

@@ -50,8 +50,8 @@ impl TestServer {
     pub async fn client(&self) -> DeskgymClient<Channel> {
         let uri = format!("http://{}", self.addr);
         for _ in 0..50 {
-            if let Ok(c) = DeskgymClient::connect(uri.clone()).await {
-                return c.max_decoding_message_size(usize::MAX);
+            if let Ok(c) = deskgym_server::connect(self.addr).await {
+                return c;
             }
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
