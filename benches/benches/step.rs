@@ -161,6 +161,7 @@ fn step(c: &mut Criterion) {
                 env_id: env.clone(),
                 action: click(),
                 encoding: 0,
+                autoreset: false,
             }));
             black_box(r.expect("step").into_inner().reward)
         })
@@ -171,6 +172,7 @@ fn step(c: &mut Criterion) {
                 env_id: env.clone(),
                 action: click(),
                 encoding: pb::ImageEncoding::Png as i32,
+                autoreset: false,
             }));
             black_box(r.expect("step").into_inner().reward)
         })
@@ -183,6 +185,7 @@ fn step(c: &mut Criterion) {
     for n in [1u32, 4, 16] {
         let mut s = server(n);
         let req = pb::StepBatchRequest {
+            resets: vec![],
             items: s
                 .envs
                 .iter()
@@ -190,6 +193,7 @@ fn step(c: &mut Criterion) {
                     env_id: e.clone(),
                     action: click(),
                     encoding: 0,
+                    autoreset: false,
                 })
                 .collect(),
         };

@@ -513,7 +513,16 @@ impl Env {
         let started = Instant::now();
         let enc = encoding_or(&self.pool.spec, encoding)?;
         let mut guard = lock(&self.state);
-        let s = &mut *guard;
+        self.reset_locked(&mut guard, seed, enc, started)
+    }
+
+    fn reset_locked(
+        &self,
+        s: &mut EnvState,
+        seed: Option<u64>,
+        enc: pb::ImageEncoding,
+        started: Instant,
+    ) -> Result<pb::ResetResponse, ServiceError> {
         let seed = seed.unwrap_or(s.next_seed);
         let result = (|| {
             let d = self.live_desktop(s)?;
@@ -547,7 +556,15 @@ impl Env {
     }
 
     /// Blocking: one action, settle, capture.
-    pub fn step(&self, action: &Action, encoding: i32) -> Result<pb::StepResult, ServiceError> {
+    /// With `autoreset`, an episode that ends here is followed at once by the next one
+    /// (Gymnasium's same-step autoreset); a failed autoreset is reported in
+    /// `info.extra["autoreset_error"]` and leaves the env for an explicit Reset.
+    pub fn step(
+        &self,
+        action: &Action,
+        encoding: i32,
+        autoreset: bool,
+    ) -> Result<pb::StepResult, ServiceError> {
         let started = Instant::now();
         let enc = encoding_or(&self.pool.spec, encoding)?;
         let mut guard = lock(&self.state);
@@ -603,12 +620,25 @@ impl Env {
             None
         };
         let observation = observation(frame, pointer, out.settle, enc)?;
+        let mut info = self.info(ep, started, Some(display));
+        let reset = if autoreset && (terminated || truncated) {
+            match self.reset_locked(s, None, enc, Instant::now()) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    info.extra.insert("autoreset_error".into(), e.to_string());
+                    None
+                }
+            }
+        } else {
+            None
+        };
         Ok(pb::StepResult {
             observation: Some(observation),
             reward,
             terminated,
             truncated,
-            info: Some(self.info(ep, started, Some(display))),
+            info: Some(info),
+            reset,
         })
     }
 

@@ -33,7 +33,9 @@ impl DeskgymService {
         let env = self.mgr.env(&item.env_id)?;
         let spec = &env.pool.spec;
         let action = convert::action(item.action.as_ref(), spec.screen, self.mgr.limits())?;
-        Ok(self.mgr.spawn(move || env.step(&action, item.encoding)))
+        Ok(self
+            .mgr
+            .spawn(move || env.step(&action, item.encoding, item.autoreset)))
     }
 }
 
@@ -123,35 +125,52 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::StepBatchRequest>,
     ) -> Result<Response<pb::StepBatchResponse>, Status> {
-        let items = req.into_inner().items;
+        let pb::StepBatchRequest { items, resets } = req.into_inner();
         let max = self.mgr.limits().max_batch as usize;
-        if items.is_empty() {
-            return Err(ServiceError::invalid("items", "the batch is empty").into());
+        let total = items.len() + resets.len();
+        if total == 0 {
+            return Err(
+                ServiceError::invalid("items", "the batch is empty: give items or resets").into(),
+            );
         }
-        if items.len() > max {
+        if total > max {
             return Err(ServiceError::ResourceExhausted(format!(
-                "batch of {} items exceeds max_batch={max}",
-                items.len()
+                "batch of {total} entries exceeds max_batch={max}"
             ))
             .into());
         }
-        let mut seen = std::collections::HashSet::with_capacity(items.len());
-        for (i, it) in items.iter().enumerate() {
-            if !seen.insert(it.env_id.as_str()) {
+        let mut seen = std::collections::HashSet::with_capacity(total);
+        let ids = items
+            .iter()
+            .map(|i| ("items", &i.env_id))
+            .chain(resets.iter().map(|r| ("resets", &r.env_id)));
+        for (i, (list, id)) in ids.enumerate() {
+            if !seen.insert(id.as_str()) {
+                let at = if list == "items" { i } else { i - items.len() };
                 return Err(ServiceError::invalid(
-                    format!("items[{i}].env_id"),
-                    format!("env {:?} appears twice in one batch", it.env_id),
+                    format!("{list}[{at}].env_id"),
+                    format!("env {id:?} appears twice in one batch"),
                 )
                 .into());
             }
         }
-        // Start every item first so they run in parallel; then collect in request order.
-        let pending: Vec<_> = items
+        // Start everything first so it runs in parallel; then collect in request order.
+        let steps: Vec<_> = items
             .into_iter()
             .map(|it| (it.env_id.clone(), self.start_step(it)))
             .collect();
-        let mut results = Vec::with_capacity(pending.len());
-        for (env_id, started) in pending {
+        let resets: Vec<_> = resets
+            .into_iter()
+            .map(|r| {
+                let started = self
+                    .mgr
+                    .env(&r.env_id)
+                    .map(|env| self.mgr.spawn(move || env.reset(r.seed, r.encoding)));
+                (r.env_id, started)
+            })
+            .collect();
+        let mut results = Vec::with_capacity(steps.len());
+        for (env_id, started) in steps {
             let outcome = match started {
                 Ok(rx) => PoolManager::join(rx).await,
                 Err(e) => Err(e),
@@ -171,7 +190,31 @@ impl Deskgym for DeskgymService {
                 },
             });
         }
-        Ok(Response::new(pb::StepBatchResponse { results }))
+        let mut reset_results = Vec::with_capacity(resets.len());
+        for (env_id, started) in resets {
+            let outcome = match started {
+                Ok(rx) => PoolManager::join(rx).await,
+                Err(e) => Err(e),
+            };
+            reset_results.push(match outcome {
+                Ok(r) => pb::ResetBatchItem {
+                    env_id,
+                    code: 0,
+                    message: String::new(),
+                    result: Some(r),
+                },
+                Err(e) => pb::ResetBatchItem {
+                    env_id,
+                    code: e.code() as i32,
+                    message: e.to_string(),
+                    result: None,
+                },
+            });
+        }
+        Ok(Response::new(pb::StepBatchResponse {
+            results,
+            reset_results,
+        }))
     }
 
     async fn observe(

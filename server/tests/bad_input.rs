@@ -33,6 +33,7 @@ async fn bad_requests_get_precise_codes() {
             env_id: "nope".into(),
             action: noop(),
             encoding: 0,
+            autoreset: false,
         })
         .await
         .unwrap_err();
@@ -113,6 +114,7 @@ async fn bad_requests_get_precise_codes() {
             env_id: env.clone(),
             action: noop(),
             encoding: 0,
+            autoreset: false,
         })
         .await
         .unwrap_err();
@@ -178,6 +180,7 @@ async fn bad_requests_get_precise_codes() {
                 env_id: env.clone(),
                 action: action.clone(),
                 encoding: 0,
+                autoreset: false,
             })
             .await
             .unwrap_err();
@@ -203,6 +206,7 @@ async fn bad_requests_get_precise_codes() {
             env_id: env.clone(),
             action: noop(),
             encoding: 0,
+            autoreset: false,
         })
         .await
         .unwrap()
@@ -215,12 +219,14 @@ async fn bad_requests_get_precise_codes() {
 
     // Batch limits and per-item errors.
     let items = |ids: &[&str]| pb::StepBatchRequest {
+        resets: vec![],
         items: ids
             .iter()
             .map(|i| pb::StepRequest {
                 env_id: i.to_string(),
                 action: noop(),
                 encoding: 0,
+                autoreset: false,
             })
             .collect(),
     };
@@ -253,6 +259,7 @@ async fn bad_requests_get_precise_codes() {
             env_id: env.clone(),
             action: click(x, y),
             encoding: 0,
+            autoreset: false,
         })
         .await
         .unwrap()
@@ -263,6 +270,7 @@ async fn bad_requests_get_precise_codes() {
             env_id: env.clone(),
             action: noop(),
             encoding: 0,
+            autoreset: false,
         })
         .await
         .unwrap_err();
@@ -282,6 +290,7 @@ async fn bad_requests_get_precise_codes() {
             env_id: env,
             action: noop(),
             encoding: 0,
+            autoreset: false,
         })
         .await
         .unwrap_err();

@@ -30,6 +30,7 @@ async fn killed_xvfb_fails_one_item_and_comes_back_on_reset() {
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     let batch = pb::StepBatchRequest {
+        resets: vec![],
         items: p
             .env_ids
             .iter()
@@ -37,6 +38,7 @@ async fn killed_xvfb_fails_one_item_and_comes_back_on_reset() {
                 env_id: e.clone(),
                 action: noop(),
                 encoding: 0,
+                autoreset: false,
             })
             .collect(),
     };

@@ -31,6 +31,7 @@ async fn same_seed_same_hash_and_a_click_on_the_target_pays() {
             env_id: p.env_ids[0].clone(),
             action: click(1, 470),
             encoding: 0,
+            autoreset: false,
         })
         .await
         .unwrap()
@@ -49,6 +50,7 @@ async fn same_seed_same_hash_and_a_click_on_the_target_pays() {
             env_id: p.env_ids[0].clone(),
             action: click(x, y),
             encoding: 0,
+            autoreset: false,
         })
         .await
         .unwrap()
@@ -89,12 +91,14 @@ async fn batch_answers_in_order_and_episodes_truncate() {
         reset(&mut c, e, 1).await;
     }
     let batch = |ids: Vec<String>| pb::StepBatchRequest {
+        resets: vec![],
         items: ids
             .into_iter()
             .map(|env_id| pb::StepRequest {
                 env_id,
                 action: noop(),
                 encoding: 0,
+                autoreset: false,
             })
             .collect(),
     };
@@ -188,6 +192,125 @@ async fn capabilities_and_health() {
     assert_eq!(
         r.status,
         tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn autoreset_and_resets_ride_in_one_batch() {
+    let server = TestServer::with_limits(8, 8).await;
+    let mut c = server.client().await;
+    let p = c
+        .create_pool(pb::CreatePoolRequest {
+            task: "click-target".into(),
+            num_envs: 2,
+            screen: Some(pb::ScreenSize {
+                width: 320,
+                height: 240,
+            }),
+            max_steps: 1,
+            seed: 100,
+            settle: Some(pb::SettleConfig {
+                settle_ms: Some(0),
+                settle_max_ms: 0,
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let (a, b) = (p.env_ids[0].clone(), p.env_ids[1].clone());
+    // Resets alone: a partial reset of both envs; unseeded resets use pool seed + index.
+    let r = c
+        .step_batch(pb::StepBatchRequest {
+            items: vec![],
+            resets: vec![
+                pb::ResetRequest {
+                    env_id: a.clone(),
+                    ..Default::default()
+                },
+                pb::ResetRequest {
+                    env_id: b.clone(),
+                    ..Default::default()
+                },
+            ],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let seeds: Vec<u64> = r
+        .reset_results
+        .iter()
+        .map(|i| i.result.as_ref().unwrap().info.as_ref().unwrap().seed)
+        .collect();
+    assert_eq!(seeds, [100, 101]);
+    // Same-step autoreset: the step that truncates also starts the next episode.
+    let r = c
+        .step_batch(pb::StepBatchRequest {
+            items: vec![pb::StepRequest {
+                env_id: a.clone(),
+                action: noop(),
+                encoding: 0,
+                autoreset: true,
+            }],
+            resets: vec![pb::ResetRequest {
+                env_id: b.clone(),
+                seed: Some(7),
+                ..Default::default()
+            }],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let step = r.results[0].result.as_ref().unwrap();
+    assert!(step.truncated);
+    let next = step.reset.as_ref().expect("autoreset happened");
+    let info = next.info.as_ref().unwrap();
+    assert_eq!((info.step_index, info.episode, info.seed), (0, 2, 101));
+    assert_eq!(
+        r.reset_results[0]
+            .result
+            .as_ref()
+            .unwrap()
+            .info
+            .as_ref()
+            .unwrap()
+            .seed,
+        7
+    );
+    // The env is live again without an explicit Reset.
+    let again = c
+        .step(pb::StepRequest {
+            env_id: a.clone(),
+            action: noop(),
+            encoding: 0,
+            autoreset: false,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(again.truncated && again.reset.is_none());
+    // An env may not appear in both lists.
+    let e = c
+        .step_batch(pb::StepBatchRequest {
+            items: vec![pb::StepRequest {
+                env_id: a.clone(),
+                action: noop(),
+                encoding: 0,
+                autoreset: false,
+            }],
+            resets: vec![pb::ResetRequest {
+                env_id: a,
+                ..Default::default()
+            }],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(
+        e.message().starts_with("resets[0].env_id"),
+        "{}",
+        e.message()
     );
     server.stop().await;
 }
