@@ -1,0 +1,112 @@
+"""A Gymnasium ``Env`` over one deskgym desktop."""
+
+from __future__ import annotations
+
+from typing import Any, SupportsFloat
+
+import gymnasium as gym
+import numpy as np
+
+from deskgym.actions import action_space, to_proto
+from deskgym.client import DEFAULT_ADDRESS, Client, Pool
+from deskgym.errors import DeskgymError
+from deskgym.observation import decode, info, observation_space
+
+OBS_TYPES = ("rgb", "png", "jpeg")
+
+
+class DeskgymEnv(gym.Env[Any, Any]):
+    """One real desktop running a bundled task, as a ``gymnasium.Env``.
+
+    ``info_timing=False`` drops the measured ``settle_ms``/``latency_ms`` from infos, for
+    checkers (such as Gymnasium's ``check_env``) that require identical infos per seed.
+
+    Seeding: ``reset(seed=s)`` lays the episode out from ``s`` (same seed, same pixels);
+    later unseeded resets draw their seeds from ``self.np_random``, so a seeded env
+    replays the same sequence of episodes.
+    """
+
+    metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
+
+    def __init__(
+        self,
+        task: str = "click-target",
+        *,
+        address: str = DEFAULT_ADDRESS,
+        token: str | None = None,
+        seed: int | None = None,
+        screen: tuple[int, int] = (1280, 720),
+        obs_type: str = "rgb",
+        max_steps: int | None = None,
+        settle_ms: int | None = None,
+        render_mode: str | None = None,
+        info_timing: bool = True,
+        client: Client | None = None,
+    ) -> None:
+        if obs_type not in OBS_TYPES:
+            raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(OBS_TYPES)}")
+        if render_mode not in (None, "rgb_array"):
+            raise DeskgymError("INVALID_ARGUMENT", f"render_mode {render_mode!r} is not supported; use 'rgb_array'")
+        self.task = task
+        self.obs_type = obs_type
+        self.render_mode = render_mode
+        self.info_timing = info_timing
+        self._own_client = client is None
+        self.client = client or Client(address, token)
+        self._seed = seed
+        self._pool: Pool | None = None
+        self._pool = self.client.create_pool(
+            task, 1, screen=screen, seed=seed or 0, max_steps=max_steps or 0, encoding=obs_type, settle_ms=settle_ms
+        )
+        self.env_id = self._pool.env_ids[0]
+        self.max_steps = self._pool.max_steps
+        w, h = self._pool.width, self._pool.height
+        self.observation_space = observation_space(obs_type, w, h)
+        self.action_space = action_space(w, h)
+        self._last_rgb: np.ndarray | None = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        if seed is None and self._seed is not None:
+            seed, self._seed = self._seed, None
+        super().reset(seed=seed)
+        episode_seed = seed if seed is not None else int(self.np_random.integers(0, 2**63 - 1))
+        r = self.client.reset(self.env_id, seed=episode_seed)
+        return self._obs(r.observation), info(r.observation, r.info, self.info_timing)
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        r = self.client.step(self.env_id, to_proto(action))
+        return self._obs(r.observation), r.reward, r.terminated, r.truncated, info(r.observation, r.info, self.info_timing)
+
+    def _obs(self, obs: Any) -> Any:
+        frame = decode(obs)
+        if isinstance(frame, np.ndarray):
+            self._last_rgb = frame
+        return frame
+
+    def render(self) -> np.ndarray | None:  # type: ignore[override]
+        """The current screen as an (H, W, 3) array."""
+        if self.render_mode != "rgb_array":
+            return None
+        if self.obs_type == "rgb" and self._last_rgb is not None:
+            return self._last_rgb
+        frame = decode(self.client.observe(self.env_id, encoding="rgb"))
+        assert isinstance(frame, np.ndarray)
+        return frame
+
+    def close(self) -> None:
+        """Releases the desktop on the server (idempotent)."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            try:
+                self.client.close_pool(pool.pool_id)
+            except DeskgymError as e:
+                if e.code not in ("NOT_FOUND", "UNAVAILABLE"):
+                    raise
+        if self._own_client:
+            self.client.close()
+        super().close()
+
+
+def make(task: str, **kwargs: Any) -> DeskgymEnv:
+    """``deskgym.make("click-target", address=..., seed=0, screen=(640, 480), obs_type="rgb")``."""
+    return DeskgymEnv(task, **kwargs)

@@ -1,0 +1,82 @@
+"""Observations: frames to numpy/bytes, infos to dicts, and the matching spaces."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from deskgym.v1 import deskgym_pb2 as pb
+
+#: A tiny valid PNG, used as the sample of a :class:`Bytes` space.
+_PNG_1X1 = bytes.fromhex(
+    "89504e470d0a1a0a0000000d4948445200000001000000010802000000907753de"
+    "0000000c4944415408d763f8ffff3f0005fe02fea7d6a4e00000000049454e44ae426082"
+)
+
+
+class Bytes(spaces.Space[bytes]):
+    """Encoded images (PNG or JPEG bytes): what ``obs_type="png"|"jpeg"`` returns."""
+
+    def __init__(self, encoding: str) -> None:
+        super().__init__(shape=None, dtype=None)
+        self.encoding = encoding
+
+    def sample(self, mask: Any = None, probability: Any = None) -> bytes:
+        return _PNG_1X1
+
+    def contains(self, x: Any) -> bool:
+        return isinstance(x, (bytes, bytearray))
+
+    @property
+    def is_np_flattenable(self) -> bool:
+        return False
+
+    def __repr__(self) -> str:
+        return f"Bytes({self.encoding!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Bytes) and other.encoding == self.encoding
+
+
+def observation_space(obs_type: str, width: int, height: int) -> spaces.Space[Any]:
+    """``Box(0, 255, (H, W, 3), uint8)`` for "rgb", else :class:`Bytes`."""
+    if obs_type == "rgb":
+        return spaces.Box(0, 255, shape=(height, width, 3), dtype=np.uint8)
+    return Bytes(obs_type)
+
+
+def decode(obs: pb.Observation) -> np.ndarray | bytes:
+    """RAW_RGB frames become read-only (H, W, 3) uint8 views (no copy); others stay bytes."""
+    if obs.encoding == pb.IMAGE_ENCODING_RAW_RGB:
+        return np.frombuffer(obs.frame, dtype=np.uint8).reshape(obs.height, obs.width, 3)
+    return obs.frame
+
+
+#: Server-side extras that describe the machine, not the episode.
+_OPERATOR_EXTRAS = {"display"}
+
+
+def info(obs: pb.Observation, step_info: pb.StepInfo, timing: bool = True) -> dict[str, Any]:
+    """The ``info`` dict of Reset/Step: instruction, frame hash, pointer, settle, task...
+
+    ``settle_ms`` and ``latency_ms`` are measured times, so two identical runs differ in
+    them; ``timing=False`` leaves them out for strict determinism checks.
+    """
+    d: dict[str, Any] = {
+        "instruction": step_info.instruction,
+        "task": step_info.task,
+        "frame_hash": obs.frame_hash,
+        "pointer": (obs.pointer.x, obs.pointer.y),
+        "settle_quiesced": obs.settle.quiesced,
+        "step_index": step_info.step_index,
+        "seed": step_info.seed,
+    }
+    if timing:
+        d["settle_ms"] = obs.settle.waited_ms
+        d["latency_ms"] = step_info.latency_ms
+    for k, v in step_info.extra.items():
+        if k not in _OPERATOR_EXTRAS:
+            d.setdefault(k, v)
+    return d

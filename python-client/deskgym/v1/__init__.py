@@ -1,0 +1,1 @@
+"""Generated deskgym.v1 protocol stubs (built from ../proto at install time)."""

@@ -1,0 +1,238 @@
+"""A Gymnasium ``VectorEnv`` whose ``step`` is one ``StepBatch`` call."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import batch_space, iterate
+
+from deskgym.actions import action_space, to_proto
+from deskgym.client import DEFAULT_ADDRESS, Client, Pool
+from deskgym.env import OBS_TYPES
+from deskgym.errors import DeskgymError, code_name
+from deskgym.observation import decode, info, observation_space
+from deskgym.v1 import deskgym_pb2 as pb
+
+#: The spellings users write (Gymnasium's enum values are "NextStep", ...).
+_MODES = {
+    "next_step": AutoresetMode.NEXT_STEP,
+    "same_step": AutoresetMode.SAME_STEP,
+    "disabled": AutoresetMode.DISABLED,
+    **{m.value: m for m in AutoresetMode},
+}
+
+#: Item errors that mean "this desktop broke", not "your request was wrong": the env is
+#: reported as truncated with ``info["error"]`` and reset like any ended episode.
+_ENV_FAULTS = {"UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED", "UNKNOWN"}
+
+
+class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
+    """``num_envs`` desktops of one task, stepped together.
+
+    Every ``step`` and ``reset`` is a single ``StepBatch`` RPC: with ``"next_step"``
+    autoreset the envs that ended last step are reset in the same call; with
+    ``"same_step"`` the server resets an env right after the step that ended it.
+    A desktop that crashes (UNAVAILABLE) does not fail the batch: that env comes back
+    truncated with ``info["error"]`` and is restarted by its autoreset.
+    """
+
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+
+    def __init__(
+        self,
+        task: str = "click-target",
+        num_envs: int = 1,
+        *,
+        address: str = DEFAULT_ADDRESS,
+        token: str | None = None,
+        seed: int | None = None,
+        screen: tuple[int, int] = (1280, 720),
+        obs_type: str = "rgb",
+        max_steps: int | None = None,
+        settle_ms: int | None = None,
+        autoreset_mode: str | AutoresetMode = "next_step",
+        client: Client | None = None,
+    ) -> None:
+        if obs_type not in OBS_TYPES:
+            raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(OBS_TYPES)}")
+        mode = autoreset_mode if isinstance(autoreset_mode, AutoresetMode) else _MODES.get(autoreset_mode)
+        if mode is None:
+            raise DeskgymError("INVALID_ARGUMENT", f"autoreset_mode {autoreset_mode!r} is not one of next_step, same_step, disabled")
+        self.autoreset_mode = mode
+        self.metadata = {**self.metadata, "autoreset_mode": mode}
+        self.num_envs = num_envs
+        self.task = task
+        self.obs_type = obs_type
+        self._own_client = client is None
+        self.client = client or Client(address, token)
+        # Unseeded pools still get distinct, reproducible-per-run episode seeds.
+        base_seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
+        self._pool: Pool | None = self.client.create_pool(
+            task, num_envs, screen=screen, seed=base_seed, max_steps=max_steps or 0, encoding=obs_type, settle_ms=settle_ms
+        )
+        self.env_ids = list(self._pool.env_ids)
+        w, h = self._pool.width, self._pool.height
+        self.single_observation_space = observation_space(obs_type, w, h)
+        self.single_action_space = action_space(w, h)
+        if obs_type == "rgb":
+            self.observation_space = batch_space(self.single_observation_space, num_envs)
+        else:
+            self.observation_space = gym.spaces.Tuple([self.single_observation_space] * num_envs)
+        self.action_space = batch_space(self.single_action_space, num_envs)
+        self._needs_reset = np.zeros(num_envs, dtype=bool)
+        self._obs: list[Any] = [None] * num_envs
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _batch_obs(self) -> Any:
+        if self.obs_type == "rgb":
+            return np.stack(self._obs)
+        return tuple(self._obs)
+
+    def _actions(self, actions: Any) -> list[Any]:
+        if isinstance(actions, dict):
+            acts = list(iterate(self.action_space, actions))
+        else:
+            acts = list(actions)
+        if len(acts) != self.num_envs:
+            raise DeskgymError("INVALID_ARGUMENT", f"actions: got {len(acts)} actions for {self.num_envs} envs")
+        return acts
+
+    @staticmethod
+    def _raise_unless_fault(env_id: str, code: int, message: str) -> str:
+        name = code_name(code)
+        if name not in _ENV_FAULTS:
+            raise DeskgymError(name, f"env {env_id}: {message}")
+        return name
+
+    # -- Gymnasium API -----------------------------------------------------------------
+
+    def reset(
+        self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Resets all envs, or those in ``options["reset_mask"]``, in one call.
+
+        ``seed``: an int seeds env i with ``seed + i``; a list gives one seed per env;
+        ``None`` continues each env's own seed sequence.
+        """
+        if isinstance(seed, (int, np.integer)):
+            seeds: list[int | None] = [int(seed) + i for i in range(self.num_envs)]
+        elif seed is None:
+            seeds = [None] * self.num_envs
+        else:
+            seeds = [None if s is None else int(s) for s in seed]
+            if len(seeds) != self.num_envs:
+                raise DeskgymError("INVALID_ARGUMENT", f"seed: got {len(seeds)} seeds for {self.num_envs} envs")
+        mask = np.ones(self.num_envs, dtype=bool)
+        if options and "reset_mask" in options:
+            mask = np.asarray(options["reset_mask"], dtype=bool)
+            if mask.shape != (self.num_envs,):
+                raise DeskgymError("INVALID_ARGUMENT", f"options.reset_mask: expected shape ({self.num_envs},), got {mask.shape}")
+        idx = [i for i in range(self.num_envs) if mask[i]]
+        reqs = []
+        for i in idx:
+            r = pb.ResetRequest(env_id=self.env_ids[i])
+            if seeds[i] is not None:
+                r.seed = seeds[i]
+            reqs.append(r)
+        resp = self.client.step_batch([], reqs)
+        infos: dict[str, Any] = {}
+        for i, item in zip(idx, resp.reset_results):
+            if item.code != 0:
+                raise DeskgymError(code_name(item.code), f"env {item.env_id}: {item.message}")
+            self._obs[i] = decode(item.result.observation)
+            self._needs_reset[i] = False
+            infos = self._add_info(infos, info(item.result.observation, item.result.info), i)
+        return self._batch_obs(), infos
+
+    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+        acts = self._actions(actions)
+        n = self.num_envs
+        rewards = np.zeros(n, dtype=np.float64)
+        terminated = np.zeros(n, dtype=bool)
+        truncated = np.zeros(n, dtype=bool)
+        infos: dict[str, Any] = {}
+        same_step = self.autoreset_mode == AutoresetMode.SAME_STEP
+        next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
+        step_idx, reset_idx, items, resets = [], [], [], []
+        for i in range(n):
+            if next_step and self._needs_reset[i]:
+                reset_idx.append(i)
+                resets.append(pb.ResetRequest(env_id=self.env_ids[i]))
+            else:
+                step_idx.append(i)
+                items.append(pb.StepRequest(env_id=self.env_ids[i], action=to_proto(acts[i]), autoreset=same_step))
+        resp = self.client.step_batch(items, resets)
+
+        for i, item in zip(reset_idx, resp.reset_results):
+            if item.code != 0:
+                err = self._raise_unless_fault(item.env_id, item.code, item.message)
+                truncated[i] = True
+                infos = self._add_info(infos, {"error": {"code": err, "message": item.message}}, i)
+                continue
+            self._obs[i] = decode(item.result.observation)
+            self._needs_reset[i] = False
+            infos = self._add_info(infos, info(item.result.observation, item.result.info), i)
+
+        for i, item in zip(step_idx, resp.results):
+            if item.code != 0:
+                err = self._raise_unless_fault(item.env_id, item.code, item.message)
+                truncated[i] = True
+                self._needs_reset[i] = True
+                env_info: dict[str, Any] = {"error": {"code": err, "message": item.message}}
+                if same_step:
+                    env_info = self._same_step_recover(i, env_info)
+                infos = self._add_info(infos, env_info, i)
+                continue
+            r = item.result
+            rewards[i], terminated[i], truncated[i] = r.reward, r.terminated, r.truncated
+            obs = decode(r.observation)
+            env_info = info(r.observation, r.info)
+            ended = r.terminated or r.truncated
+            if same_step and ended:
+                if r.HasField("reset"):
+                    env_info = {**info(r.reset.observation, r.reset.info), "final_obs": obs, "final_info": env_info}
+                    obs = decode(r.reset.observation)
+                else:
+                    self._obs[i] = obs
+                    env_info = self._same_step_recover(i, env_info)
+                    obs = self._obs[i]
+            elif ended:
+                self._needs_reset[i] = True
+            self._obs[i] = obs
+            infos = self._add_info(infos, env_info, i)
+        return self._batch_obs(), rewards, terminated, truncated, infos
+
+    def _same_step_recover(self, i: int, env_info: dict[str, Any]) -> dict[str, Any]:
+        """Same-step mode promised a fresh episode; a failed server-side autoreset is
+        retried here once (this restarts a crashed desktop)."""
+        try:
+            r = self.client.reset(self.env_ids[i])
+        except DeskgymError as e:
+            self._needs_reset[i] = True
+            return {**env_info, "autoreset_error": str(e)}
+        final_obs = self._obs[i]
+        self._obs[i] = decode(r.observation)
+        self._needs_reset[i] = False
+        return {**info(r.observation, r.info), "final_obs": final_obs, "final_info": env_info}
+
+    def close_extras(self, **kwargs: Any) -> None:
+        """Releases every desktop on the server (idempotent)."""
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            try:
+                self.client.close_pool(pool.pool_id)
+            except DeskgymError as e:
+                if e.code not in ("NOT_FOUND", "UNAVAILABLE"):
+                    raise
+        if self._own_client:
+            self.client.close()
+
+
+def make_vec(task: str, num_envs: int, **kwargs: Any) -> DeskgymVectorEnv:
+    """``deskgym.make_vec("click-target", 8, autoreset_mode="next_step", seed=0)``."""
+    return DeskgymVectorEnv(task, num_envs, **kwargs)

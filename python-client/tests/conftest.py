@@ -1,0 +1,79 @@
+"""Starts the real deskgym-server on a free port (per session) for the tests."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+from collections.abc import Iterator
+
+import pytest
+
+import deskgym
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+
+
+def server_binary() -> str:
+    env = os.environ.get("DESKGYM_SERVER")
+    if env:
+        return env
+    # The most recently built one, so a stale release build never shadows a fresh debug one.
+    built = [p for p in (REPO / "target" / prof / "deskgym-server" for prof in ("release", "debug")) if p.exists()]
+    if built:
+        return str(max(built, key=lambda p: p.stat().st_mtime))
+    pytest.fail("deskgym-server not built: run `cargo build --bins` (or set DESKGYM_SERVER)")
+
+
+class Server:
+    """A deskgym-server child process listening on 127.0.0.1:<free port>."""
+
+    def __init__(self, *args: str) -> None:
+        self.proc = subprocess.Popen(
+            [server_binary(), "--listen", "127.0.0.1:0", *args],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if "listening on" not in line:
+            self.proc.kill()
+            pytest.fail(f"server did not start: {line!r}")
+        self.address = line.strip().rsplit(" ", 1)[-1]
+
+    def stop(self) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    s = Server("--max-envs", "24", "--max-batch", "16", "--idle-timeout-s", "0")
+    yield s
+    assert s.stop() == 0
+
+
+@pytest.fixture(scope="session")
+def address(server: Server) -> str:
+    return server.address
+
+
+@pytest.fixture()
+def client(address: str) -> Iterator[deskgym.Client]:
+    c = deskgym.Client(address)
+    yield c
+    c.close()
+
+
+RED = (0xD6, 0x28, 0x28)
+
+
+def find(frame, rgb: tuple[int, int, int]) -> tuple[int, int] | None:
+    """Centroid of the pixels of exactly ``rgb`` in an (H, W, 3) frame."""
+    import numpy as np
+
+    ys, xs = np.nonzero(np.all(frame == np.array(rgb, dtype=np.uint8), axis=-1))
+    if len(xs) == 0:
+        return None
+    return int(xs.mean()), int(ys.mean())

@@ -1,0 +1,116 @@
+"""The VectorEnv: one StepBatch per step, autoreset modes, partial resets, seeding."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import deskgym
+
+from conftest import RED, find
+
+SMALL = (320, 240)
+
+
+def vec(address: str, n: int, **kw) -> deskgym.DeskgymVectorEnv:
+    kw.setdefault("screen", SMALL)
+    kw.setdefault("settle_ms", 0)
+    return deskgym.make_vec("click-target", n, address=address, **kw)
+
+
+def noops(n: int) -> list[dict]:
+    return [{"verb": "noop"}] * n
+
+
+def test_step_is_one_rpc(address: str) -> None:
+    env = vec(address, 3, max_steps=1)
+    calls = []
+    real = env.client.step_batch
+    env.client.step_batch = lambda *a, **k: calls.append(1) or real(*a, **k)  # type: ignore[method-assign]
+    try:
+        env.reset(seed=0)
+        for _ in range(3):  # steps that end episodes and steps that autoreset
+            env.step(noops(3))
+        assert len(calls) == 4
+    finally:
+        env.close()
+
+
+def test_next_step_autoreset(address: str) -> None:
+    env = vec(address, 2, max_steps=2, autoreset_mode="next_step")
+    try:
+        obs, info = env.reset(seed=5)
+        assert obs.shape == (2, 240, 320, 3)
+        hashes0 = info["frame_hash"].copy()
+        env.step(noops(2))
+        _, _, term, trunc, info = env.step(noops(2))
+        assert trunc.all() and not term.any()
+        obs, rew, term, trunc, info = env.step(noops(2))  # the reset step
+        assert not trunc.any() and (rew == 0).all()
+        assert (info["step_index"] == 0).all()
+        assert (info["seed"] == [6, 7]).all(), "autoreset continues each env's seed sequence"
+        assert (info["frame_hash"] != hashes0).all()
+    finally:
+        env.close()
+
+
+def test_same_step_autoreset_reports_final_obs(address: str) -> None:
+    env = vec(address, 2, autoreset_mode="same_step")
+    try:
+        obs, _ = env.reset(seed=[3, 4])
+        target = find(obs[0], RED)
+        actions = [{"verb": "click", "x": target[0], "y": target[1]}, {"verb": "noop"}]
+        obs2, rew, term, trunc, info = env.step(actions)
+        assert rew.tolist() == [1.0, 0.0] and term.tolist() == [True, False]
+        assert info["_final_obs"].tolist() == [True, False]
+        assert np.array_equal(info["final_obs"][0], obs[0]), "the winning click changes no pixels"
+        assert info["final_info"]["step_index"][0] == 1
+        # Env 0 went on to seed 3 + 1 = 4 in the same call: the layout env 1 shows.
+        assert info["seed"][0] == 4 and info["step_index"][0] == 0
+        assert np.array_equal(obs2[0], obs[1])
+    finally:
+        env.close()
+
+
+def test_disabled_autoreset_and_reset_mask(address: str) -> None:
+    env = vec(address, 3, max_steps=1, autoreset_mode="disabled")
+    try:
+        obs, info = env.reset(seed=10)
+        _, _, _, trunc, _ = env.step(noops(3))
+        assert trunc.all()
+        with pytest.raises(deskgym.DeskgymError) as e:
+            env.step(noops(3))
+        assert e.value.code == "FAILED_PRECONDITION"
+        mask = np.array([True, False, True])
+        obs2, info2 = env.reset(seed=[20, None, 22], options={"reset_mask": mask})
+        assert info2["_seed"].tolist() == [True, False, True]
+        assert info2["seed"][0] == 20 and info2["seed"][2] == 22
+        assert np.array_equal(obs2[1], obs[1]), "unmasked env keeps its observation"
+    finally:
+        env.close()
+
+
+def test_seeding_is_deterministic_across_vector_envs(address: str) -> None:
+    a, b = vec(address, 2), vec(address, 2)
+    try:
+        _, ia = a.reset(seed=42)
+        _, ib = b.reset(seed=42)
+        assert ia["frame_hash"].tolist() == ib["frame_hash"].tolist()
+        assert ia["frame_hash"][0] != ia["frame_hash"][1], "env i gets seed + i"
+        _, ic = b.reset(seed=43)
+        assert ic["frame_hash"][0] == ia["frame_hash"][1]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_space_samples_step(address: str) -> None:
+    env = vec(address, 2, max_steps=3)
+    try:
+        env.reset(seed=0)
+        env.action_space.seed(1)
+        for _ in range(4):
+            obs, *_ = env.step(env.action_space.sample())
+            assert obs in env.observation_space
+    finally:
+        env.close()
