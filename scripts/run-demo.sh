@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The main job: install what is needed, build in release, start deskgym-server on
+# loopback, run the random and the scripted pixel agent on every bundled task through
+# make_vec, print what happened, write the records, stop the server.
+# Extra arguments go to `python -m deskgym.demo` (e.g. --num-envs 8 --episodes 32).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+echo "build: cargo build --release (first time: several minutes)"
+cargo build --release --bins -q
+source scripts/start-server.sh
+start_server target/release/deskgym-server
+.venv/bin/python -m deskgym.demo --address "$DESKGYM_ADDRESS" "$@"

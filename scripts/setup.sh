@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what deskgym needs on Debian 12: system packages (as root, or through sudo),
+# then the Python client with its test extras into ./.venv. Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# xvfb: the displays; xfonts-base: the task app's 10x20 font; python3-venv: .venv.
+PKGS=(xvfb xfonts-base python3-venv python3-pip)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO=sudo
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null; then
+  echo "setup: cargo not found; install Rust >= 1.85 (https://rustup.rs) and run again" >&2
+  exit 1
+fi
+
+if [ ! -x .venv/bin/python ]; then
+  python3 -m venv .venv
+fi
+# Builds the gRPC stubs from ./proto as part of the install (python-client/setup.py).
+.venv/bin/pip install -q --disable-pip-version-check "./python-client[test${DESKGYM_PIP_EXTRAS:+,$DESKGYM_PIP_EXTRAS}]"
+echo "setup: ok (python: .venv/bin/python)"

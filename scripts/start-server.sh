@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sourced by the other scripts: starts $SERVER_BIN on a free loopback port in the
+# background, sets DESKGYM_ADDRESS, and stops the server (SIGTERM) when the shell exits.
+start_server() {
+  local bin="$1"; shift
+  local log
+  log="$(mktemp -d)"
+  "$bin" --listen 127.0.0.1:0 "$@" >"$log/out" 2>"$log/err" &
+  DESKGYM_SERVER_PID=$!
+  trap 'kill -TERM "$DESKGYM_SERVER_PID" 2>/dev/null; wait "$DESKGYM_SERVER_PID" 2>/dev/null || true' EXIT
+  for _ in $(seq 1 100); do
+    if grep -q "listening on" "$log/out" 2>/dev/null; then
+      DESKGYM_ADDRESS="$(awk '/listening on/ {print $NF}' "$log/out")"
+      export DESKGYM_ADDRESS
+      echo "server: $bin on $DESKGYM_ADDRESS (log: $log/err)"
+      return 0
+    fi
+    sleep 0.1
+  done
+  echo "server did not start; its log:" >&2
+  cat "$log/err" >&2
+  return 1
+}
