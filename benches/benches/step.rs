@@ -162,6 +162,7 @@ fn step(c: &mut Criterion) {
                 action: click(),
                 encoding: 0,
                 autoreset: false,
+                ..Default::default()
             }));
             black_box(r.expect("step").into_inner().reward)
         })
@@ -173,6 +174,7 @@ fn step(c: &mut Criterion) {
                 action: click(),
                 encoding: pb::ImageEncoding::Png as i32,
                 autoreset: false,
+                ..Default::default()
             }));
             black_box(r.expect("step").into_inner().reward)
         })
@@ -194,8 +196,10 @@ fn step(c: &mut Criterion) {
                     action: click(),
                     encoding: 0,
                     autoreset: false,
+                    ..Default::default()
                 })
                 .collect(),
+            ..Default::default()
         };
         g.throughput(Throughput::Elements(u64::from(n)));
         g.bench_with_input(BenchmarkId::from_parameter(n), &req, |b, req| {

@@ -3,14 +3,15 @@
 - :class:`Client` — typed calls over every RPC; errors raise :class:`DeskgymError`.
 - :func:`make` / :class:`DeskgymEnv` — one desktop as a ``gymnasium.Env``.
 - :func:`make_vec` / :class:`DeskgymVectorEnv` — N desktops, one RPC per step.
+- ``env.save()`` / ``env.restore(cp)`` / :func:`fork` — checkpoints and replicas.
 """
 
 from deskgym.actions import SPACE_KEYS, SPACE_VERBS, action_space, to_proto
-from deskgym.client import DEFAULT_ADDRESS, Client, Pool
+from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, Pool
 from deskgym.env import DeskgymEnv, make
 from deskgym.errors import DeskgymError
 from deskgym.registration import TASKS, register_envs
-from deskgym.vector import DeskgymVectorEnv, make_vec
+from deskgym.vector import DeskgymVectorEnv, fork, make_vec
 
 register_envs()
 
@@ -19,12 +20,14 @@ __all__ = [
     "SPACE_KEYS",
     "SPACE_VERBS",
     "TASKS",
+    "Checkpoint",
     "Client",
     "DeskgymEnv",
     "DeskgymError",
     "DeskgymVectorEnv",
     "Pool",
     "action_space",
+    "fork",
     "make",
     "make_vec",
     "register_envs",

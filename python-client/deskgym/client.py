@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import grpc
 
 from deskgym.errors import DeskgymError
+from deskgym.frames import FrameCache, decode
 from deskgym.v1 import deskgym_pb2 as pb
 from deskgym.v1 import deskgym_pb2_grpc as pb_grpc
 
@@ -22,6 +23,32 @@ ENCODINGS = {
 }
 
 _T = TypeVar("_T")
+
+
+#: How many recently held hashes travel in a batch's shared ``if_none_match``.
+RECENT_HASHES = 32
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A saved env state (see :meth:`Client.save`). ``client`` is the client that made
+    it, so :func:`deskgym.fork` can reach the same server."""
+
+    checkpoint_id: str
+    pool_id: str
+    env_id: str
+    task: str
+    seed: int
+    step_index: int
+    frame_hash: str
+    width: int
+    height: int
+    client: Client
+
+    @classmethod
+    def from_proto(cls, c: pb.Checkpoint, client: Client) -> Checkpoint:
+        return cls(c.checkpoint_id, c.pool_id, c.env_id, c.task, c.seed, c.step_index, c.frame_hash,
+                   c.screen.width, c.screen.height, client)
 
 
 @dataclass(frozen=True)
@@ -44,8 +71,16 @@ class Client:
     'deskgym.v1'
     """
 
-    def __init__(self, address: str = DEFAULT_ADDRESS, token: str | None = None, timeout: float = 120.0) -> None:
+    def __init__(
+        self,
+        address: str = DEFAULT_ADDRESS,
+        token: str | None = None,
+        timeout: float = 120.0,
+        frame_cache_bytes: int = 256 << 20,
+    ) -> None:
         self.address = address
+        #: Decoded frames by (hash, encoding), shared by every env of this client.
+        self.frames = FrameCache(frame_cache_bytes)
         self.timeout = timeout
         # Raw 1280x720 frames are 2.7 MB each; a batch carries many.
         self._channel = grpc.insecure_channel(
@@ -90,6 +125,7 @@ class Client:
         settle_ms: int | None = None,
         settle_max_ms: int = 0,
         labels: dict[str, str] | None = None,
+        warm_spares: int = 0,
     ) -> Pool:
         """Starts ``num_envs`` desktops running ``task``."""
         settle = pb.SettleConfig(settle_max_ms=settle_max_ms)
@@ -106,6 +142,7 @@ class Client:
                 max_steps=max_steps,
                 encoding=encoding_of(encoding),
                 labels=labels or {},
+                warm_spares=warm_spares,
             ),
         )
         return Pool(r.pool_id, list(r.env_ids), r.screen.width, r.screen.height, r.max_steps)
@@ -114,26 +151,96 @@ class Client:
         """Stops every desktop of a pool; returns how many."""
         return self._call(self._stub.ClosePool, pb.ClosePoolRequest(pool_id=pool_id)).envs_closed
 
-    def reset(self, env_id: str, seed: int | None = None, encoding: str | None = None) -> pb.ResetResponse:
+    def reset(
+        self, env_id: str, seed: int | None = None, encoding: str | None = None, if_none_match: Sequence[str] = ()
+    ) -> pb.ResetResponse:
         """Starts a new episode on one env."""
-        req = pb.ResetRequest(env_id=env_id, encoding=encoding_of(encoding))
+        req = pb.ResetRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match))
         if seed is not None:
             req.seed = seed
         return self._call(self._stub.Reset, req)
 
-    def step(self, env_id: str, action: pb.Action, encoding: str | None = None) -> pb.StepResult:
+    def step(
+        self, env_id: str, action: pb.Action, encoding: str | None = None, if_none_match: Sequence[str] = ()
+    ) -> pb.StepResult:
         """Applies one action to one env."""
-        return self._call(self._stub.Step, pb.StepRequest(env_id=env_id, action=action, encoding=encoding_of(encoding)))
+        req = pb.StepRequest(env_id=env_id, action=action, encoding=encoding_of(encoding), if_none_match=list(if_none_match))
+        return self._call(self._stub.Step, req)
 
     def step_batch(
-        self, items: Sequence[pb.StepRequest], resets: Iterable[pb.ResetRequest] = ()
+        self, items: Sequence[pb.StepRequest], resets: Iterable[pb.ResetRequest] = (), if_none_match: Sequence[str] = ()
     ) -> pb.StepBatchResponse:
         """Steps several envs (and resets others) in one call; per-item status inside."""
-        return self._call(self._stub.StepBatch, pb.StepBatchRequest(items=list(items), resets=list(resets)))
+        req = pb.StepBatchRequest(items=list(items), resets=list(resets), if_none_match=list(if_none_match))
+        return self._call(self._stub.StepBatch, req)
 
-    def observe(self, env_id: str, encoding: str | None = None) -> pb.Observation:
+    def observe(self, env_id: str, encoding: str | None = None, if_none_match: Sequence[str] = ()) -> pb.Observation:
         """Captures the screen without acting."""
-        return self._call(self._stub.Observe, pb.ObserveRequest(env_id=env_id, encoding=encoding_of(encoding)))
+        req = pb.ObserveRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match))
+        return self._call(self._stub.Observe, req)
+
+    def get_frames(self, hashes: Sequence[str], encoding: str | None = None) -> list[pb.Observation]:
+        """Frames by hash from the server's cache (NOT_FOUND when one was evicted)."""
+        req = pb.GetFramesRequest(hashes=list(hashes), encoding=encoding_of(encoding))
+        return list(self._call(self._stub.GetFrames, req).frames)
+
+    def cache_stats(self) -> pb.CacheStats:
+        """The server's frame-cache counters (hits, misses, encodes saved, ...)."""
+        return self._call(self._stub.GetCacheStats, pb.GetCacheStatsRequest())
+
+    def save(self, env_id: str) -> Checkpoint:
+        """Saves an env's state (task, seed, actions since reset, frame hash)."""
+        return Checkpoint.from_proto(self._call(self._stub.Save, pb.SaveRequest(env_id=env_id)), self)
+
+    def restore(self, env_id: str, checkpoint: Checkpoint | str, encoding: str | None = None) -> pb.RestoreResponse:
+        """Rewinds an env to a checkpoint by replay; ``fidelity`` says whether it matches."""
+        cp = checkpoint.checkpoint_id if isinstance(checkpoint, Checkpoint) else checkpoint
+        req = pb.RestoreRequest(env_id=env_id, checkpoint_id=cp, encoding=encoding_of(encoding))
+        return self._call(self._stub.Restore, req)
+
+    def fork(self, checkpoint: Checkpoint | str, n: int, encoding: str | None = None) -> pb.ForkResponse:
+        """A new pool of ``n`` envs rebuilt at the checkpoint's state."""
+        cp = checkpoint.checkpoint_id if isinstance(checkpoint, Checkpoint) else checkpoint
+        return self._call(self._stub.Fork, pb.ForkRequest(checkpoint_id=cp, n=n, encoding=encoding_of(encoding)))
+
+    def list_checkpoints(self, pool_id: str = "") -> list[Checkpoint]:
+        """Checkpoints of a pool (all pools for ``""``)."""
+        r = self._call(self._stub.ListCheckpoints, pb.ListCheckpointsRequest(pool_id=pool_id))
+        return [Checkpoint.from_proto(c, self) for c in r.checkpoints]
+
+    def delete_checkpoint(self, checkpoint: Checkpoint | str) -> None:
+        """Deletes a checkpoint."""
+        cp = checkpoint.checkpoint_id if isinstance(checkpoint, Checkpoint) else checkpoint
+        self._call(self._stub.DeleteCheckpoint, pb.DeleteCheckpointRequest(checkpoint_id=cp))
+
+    # -- the client-side frame cache -------------------------------------------------
+
+    def hold(self, obs: pb.Observation) -> None:
+        """Remembers the pixels an observation carries (no-op for ``not_modified``)."""
+        if not obs.not_modified and obs.frame:
+            self.frames.put((obs.frame_hash, obs.encoding), decode(obs), len(obs.frame))
+
+    def resolve(self, obs: pb.Observation) -> tuple[Any, bool]:
+        """The decoded frame of an observation and whether it came from the cache.
+
+        ``not_modified`` observations are rebuilt from the cache; if the cache lost the
+        frame meanwhile, it is fetched with GetFrames.
+        """
+        key = (obs.frame_hash, obs.encoding)
+        if not obs.not_modified:
+            self.hold(obs)
+            return decode(obs), False
+        frame = self.frames.get(key)
+        if frame is None:
+            enc = {v: k for k, v in ENCODINGS.items() if k != "raw"}[obs.encoding]
+            fetched = self.get_frames([obs.frame_hash], encoding=enc)[0]
+            self.hold(fetched)
+            return decode(fetched), False
+        return frame, True
+
+    def recent_hashes(self, encoding: str | None, k: int = RECENT_HASHES) -> list[str]:
+        """Hashes this client holds in ``encoding``, most recent first."""
+        return self.frames.recent(encoding_of(encoding), k)
 
 
 def encoding_of(name: str | None) -> int:

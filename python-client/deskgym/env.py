@@ -8,9 +8,9 @@ import gymnasium as gym
 import numpy as np
 
 from deskgym.actions import action_space, to_proto
-from deskgym.client import DEFAULT_ADDRESS, Client, Pool
+from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, Pool
 from deskgym.errors import DeskgymError
-from deskgym.observation import decode, info, observation_space
+from deskgym.observation import info, observation_space
 
 OBS_TYPES = ("rgb", "png", "jpeg")
 
@@ -64,24 +64,53 @@ class DeskgymEnv(gym.Env[Any, Any]):
         self.observation_space = observation_space(obs_type, w, h)
         self.action_space = action_space(w, h)
         self._last_rgb: np.ndarray | None = None
+        self._last_hash: str | None = None
+
+    def _known(self) -> list[str]:
+        """Hashes sent as ``if_none_match``: this env's last frame first (an action that
+        changes nothing costs no pixels), then what the client recently received."""
+        recent = self.client.recent_hashes(self.obs_type, 8)
+        if self._last_hash is None:
+            return recent
+        return [self._last_hash] + [h for h in recent if h != self._last_hash]
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         if seed is None and self._seed is not None:
             seed, self._seed = self._seed, None
         super().reset(seed=seed)
         episode_seed = seed if seed is not None else int(self.np_random.integers(0, 2**63 - 1))
-        r = self.client.reset(self.env_id, seed=episode_seed)
-        return self._obs(r.observation), info(r.observation, r.info, self.info_timing)
+        r = self.client.reset(self.env_id, seed=episode_seed, if_none_match=self._known())
+        return self._result(r.observation, r.info)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        r = self.client.step(self.env_id, to_proto(action))
-        return self._obs(r.observation), r.reward, r.terminated, r.truncated, info(r.observation, r.info, self.info_timing)
+        r = self.client.step(self.env_id, to_proto(action), if_none_match=self._known())
+        obs, inf = self._result(r.observation, r.info)
+        return obs, r.reward, r.terminated, r.truncated, inf
 
-    def _obs(self, obs: Any) -> Any:
-        frame = decode(obs)
+    def _result(self, obs: Any, step_info: Any) -> tuple[Any, dict[str, Any]]:
+        frame, cached = self.client.resolve(obs)
+        if cached and isinstance(frame, np.ndarray):
+            # Gymnasium's contract: each call returns its own data, never a buffer an
+            # earlier observation (still held by the user) shares.
+            frame = frame.copy()
+        self._last_hash = obs.frame_hash
         if isinstance(frame, np.ndarray):
             self._last_rgb = frame
-        return frame
+        return frame, info(obs, step_info, self.info_timing, cached)
+
+    def save(self) -> Checkpoint:
+        """Saves this env's state; restore it with :meth:`restore` or fork it with
+        :func:`deskgym.fork`."""
+        return self.client.save(self.env_id)
+
+    def restore(self, checkpoint: Checkpoint) -> tuple[Any, dict[str, Any]]:
+        """Rewinds to ``checkpoint`` (by deterministic replay on a fresh desktop).
+        ``info["fidelity"]`` is ``"exact"`` or ``"diverged"`` (with ``info["expected_hash"]``)."""
+        r = self.client.restore(self.env_id, checkpoint)
+        obs, inf = self._result(r.observation, r.info)
+        inf["fidelity"] = fidelity_name(r.fidelity)
+        inf["expected_hash"] = r.expected_hash
+        return obs, inf
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]
         """The current screen as an (H, W, 3) array."""
@@ -89,7 +118,7 @@ class DeskgymEnv(gym.Env[Any, Any]):
             return None
         if self.obs_type == "rgb" and self._last_rgb is not None:
             return self._last_rgb
-        frame = decode(self.client.observe(self.env_id, encoding="rgb"))
+        frame, _ = self.client.resolve(self.client.observe(self.env_id, encoding="rgb"))
         assert isinstance(frame, np.ndarray)
         return frame
 
@@ -105,6 +134,13 @@ class DeskgymEnv(gym.Env[Any, Any]):
         if self._own_client:
             self.client.close()
         super().close()
+
+
+def fidelity_name(f: int) -> str:
+    """Wire ``Fidelity`` -> ``"exact"`` / ``"diverged"``."""
+    from deskgym.v1 import deskgym_pb2 as pb
+
+    return {pb.FIDELITY_EXACT: "exact", pb.FIDELITY_DIVERGED: "diverged"}.get(f, "unknown")
 
 
 def make(task: str, **kwargs: Any) -> DeskgymEnv:

@@ -7,7 +7,10 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from deskgym.frames import decode
 from deskgym.v1 import deskgym_pb2 as pb
+
+__all__ = ["Bytes", "decode", "info", "observation_space"]
 
 #: A tiny valid PNG, used as the sample of a :class:`Bytes` space.
 _PNG_1X1 = bytes.fromhex(
@@ -47,18 +50,11 @@ def observation_space(obs_type: str, width: int, height: int) -> spaces.Space[An
     return Bytes(obs_type)
 
 
-def decode(obs: pb.Observation) -> np.ndarray | bytes:
-    """RAW_RGB frames become read-only (H, W, 3) uint8 views (no copy); others stay bytes."""
-    if obs.encoding == pb.IMAGE_ENCODING_RAW_RGB:
-        return np.frombuffer(obs.frame, dtype=np.uint8).reshape(obs.height, obs.width, 3)
-    return obs.frame
-
-
 #: Server-side extras that describe the machine, not the episode.
 _OPERATOR_EXTRAS = {"display"}
 
 
-def info(obs: pb.Observation, step_info: pb.StepInfo, timing: bool = True) -> dict[str, Any]:
+def info(obs: pb.Observation, step_info: pb.StepInfo, timing: bool = True, cached: bool = False) -> dict[str, Any]:
     """The ``info`` dict of Reset/Step: instruction, frame hash, pointer, settle, task...
 
     ``settle_ms`` and ``latency_ms`` are measured times, so two identical runs differ in
@@ -70,6 +66,8 @@ def info(obs: pb.Observation, step_info: pb.StepInfo, timing: bool = True) -> di
         "frame_hash": obs.frame_hash,
         "pointer": (obs.pointer.x, obs.pointer.y),
         "settle_quiesced": obs.settle.quiesced,
+        # True when the pixels came from the client's frame cache, not the wire.
+        "frame_cached": cached,
         "step_index": step_info.step_index,
         "seed": step_info.seed,
     }

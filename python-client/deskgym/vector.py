@@ -11,10 +11,10 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
 from deskgym.actions import action_space, to_proto
-from deskgym.client import DEFAULT_ADDRESS, Client, Pool
-from deskgym.env import OBS_TYPES
+from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, Pool
+from deskgym.env import OBS_TYPES, fidelity_name
 from deskgym.errors import DeskgymError, code_name
-from deskgym.observation import decode, info, observation_space
+from deskgym.observation import info, observation_space
 from deskgym.v1 import deskgym_pb2 as pb
 
 #: The spellings users write (Gymnasium's enum values are "NextStep", ...).
@@ -56,6 +56,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         settle_ms: int | None = None,
         autoreset_mode: str | AutoresetMode = "next_step",
         client: Client | None = None,
+        _pool: Pool | None = None,
     ) -> None:
         if obs_type not in OBS_TYPES:
             raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(OBS_TYPES)}")
@@ -71,7 +72,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         self.client = client or Client(address, token)
         # Unseeded pools still get distinct, reproducible-per-run episode seeds.
         base_seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
-        self._pool: Pool | None = self.client.create_pool(
+        self._pool: Pool | None = _pool or self.client.create_pool(
             task, num_envs, screen=screen, seed=base_seed, max_steps=max_steps or 0, encoding=obs_type, settle_ms=settle_ms
         )
         self.env_ids = list(self._pool.env_ids)
@@ -85,8 +86,36 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self._needs_reset = np.zeros(num_envs, dtype=bool)
         self._obs: list[Any] = [None] * num_envs
+        self._hashes: list[str | None] = [None] * num_envs
+        #: Per-replica fidelity when this vector env came from :func:`fork`.
+        self.fork_info: dict[str, Any] | None = None
 
     # -- helpers ---------------------------------------------------------------------
+
+    def _own(self, i: int) -> list[str]:
+        h = self._hashes[i]
+        return [h] if h else []
+
+    def _shared(self) -> list[str]:
+        return self.client.recent_hashes(self.obs_type)
+
+    def _hold_all(self, resp: pb.StepBatchResponse) -> None:
+        """First pass over a response: remember every frame it carries, so entries that
+        came back ``not_modified`` (another entry of the same response has the pixels)
+        resolve in any order."""
+        for it in resp.results:
+            if it.code == 0:
+                self.client.hold(it.result.observation)
+                if it.result.HasField("reset"):
+                    self.client.hold(it.result.reset.observation)
+        for it in resp.reset_results:
+            if it.code == 0:
+                self.client.hold(it.result.observation)
+
+    def _frame(self, i: int, obs: pb.Observation, step_info: pb.StepInfo) -> tuple[Any, dict[str, Any]]:
+        frame, cached = self.client.resolve(obs)
+        self._hashes[i] = obs.frame_hash
+        return frame, info(obs, step_info, cached=cached)
 
     def _batch_obs(self) -> Any:
         if self.obs_type == "rgb":
@@ -135,18 +164,19 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         idx = [i for i in range(self.num_envs) if mask[i]]
         reqs = []
         for i in idx:
-            r = pb.ResetRequest(env_id=self.env_ids[i])
+            r = pb.ResetRequest(env_id=self.env_ids[i], if_none_match=self._own(i))
             if seeds[i] is not None:
                 r.seed = seeds[i]
             reqs.append(r)
-        resp = self.client.step_batch([], reqs)
+        resp = self.client.step_batch([], reqs, if_none_match=self._shared())
+        self._hold_all(resp)
         infos: dict[str, Any] = {}
         for i, item in zip(idx, resp.reset_results):
             if item.code != 0:
                 raise DeskgymError(code_name(item.code), f"env {item.env_id}: {item.message}")
-            self._obs[i] = decode(item.result.observation)
+            self._obs[i], env_info = self._frame(i, item.result.observation, item.result.info)
             self._needs_reset[i] = False
-            infos = self._add_info(infos, info(item.result.observation, item.result.info), i)
+            infos = self._add_info(infos, env_info, i)
         return self._batch_obs(), infos
 
     def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -162,11 +192,16 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         for i in range(n):
             if next_step and self._needs_reset[i]:
                 reset_idx.append(i)
-                resets.append(pb.ResetRequest(env_id=self.env_ids[i]))
+                resets.append(pb.ResetRequest(env_id=self.env_ids[i], if_none_match=self._own(i)))
             else:
                 step_idx.append(i)
-                items.append(pb.StepRequest(env_id=self.env_ids[i], action=to_proto(acts[i]), autoreset=same_step))
-        resp = self.client.step_batch(items, resets)
+                items.append(
+                    pb.StepRequest(
+                        env_id=self.env_ids[i], action=to_proto(acts[i]), autoreset=same_step, if_none_match=self._own(i)
+                    )
+                )
+        resp = self.client.step_batch(items, resets, if_none_match=self._shared())
+        self._hold_all(resp)
 
         for i, item in zip(reset_idx, resp.reset_results):
             if item.code != 0:
@@ -174,9 +209,9 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
                 truncated[i] = True
                 infos = self._add_info(infos, {"error": {"code": err, "message": item.message}}, i)
                 continue
-            self._obs[i] = decode(item.result.observation)
+            self._obs[i], env_info = self._frame(i, item.result.observation, item.result.info)
             self._needs_reset[i] = False
-            infos = self._add_info(infos, info(item.result.observation, item.result.info), i)
+            infos = self._add_info(infos, env_info, i)
 
         for i, item in zip(step_idx, resp.results):
             if item.code != 0:
@@ -190,13 +225,13 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
                 continue
             r = item.result
             rewards[i], terminated[i], truncated[i] = r.reward, r.terminated, r.truncated
-            obs = decode(r.observation)
-            env_info = info(r.observation, r.info)
+            obs, env_info = self._frame(i, r.observation, r.info)
             ended = r.terminated or r.truncated
             if same_step and ended:
                 if r.HasField("reset"):
-                    env_info = {**info(r.reset.observation, r.reset.info), "final_obs": obs, "final_info": env_info}
-                    obs = decode(r.reset.observation)
+                    final_obs, final_info = obs, env_info
+                    obs, env_info = self._frame(i, r.reset.observation, r.reset.info)
+                    env_info = {**env_info, "final_obs": final_obs, "final_info": final_info}
                 else:
                     self._obs[i] = obs
                     env_info = self._same_step_recover(i, env_info)
@@ -216,9 +251,9 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
             self._needs_reset[i] = True
             return {**env_info, "autoreset_error": str(e)}
         final_obs = self._obs[i]
-        self._obs[i] = decode(r.observation)
+        self._obs[i], new_info = self._frame(i, r.observation, r.info)
         self._needs_reset[i] = False
-        return {**info(r.observation, r.info), "final_obs": final_obs, "final_info": env_info}
+        return {**new_info, "final_obs": final_obs, "final_info": env_info}
 
     def close_extras(self, **kwargs: Any) -> None:
         """Releases every desktop on the server (idempotent)."""
@@ -231,6 +266,41 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
                     raise
         if self._own_client:
             self.client.close()
+
+
+def fork(
+    checkpoint: Checkpoint,
+    n: int,
+    *,
+    obs_type: str = "rgb",
+    autoreset_mode: str | AutoresetMode = "next_step",
+) -> DeskgymVectorEnv:
+    """``n`` new desktops rebuilt at ``checkpoint``'s state, as a vector env that can be
+    stepped right away (its current observations are the replicas' screens).
+
+    Uses the checkpoint's client, so the replicas share its frame cache: replicas that
+    show the same pixels download them once. ``env.fork_info["fidelity"]`` holds each
+    replica's ``"exact"`` / ``"diverged"``.
+    """
+    client = checkpoint.client
+    r = client.fork(checkpoint, n, encoding=obs_type)
+    pool = Pool(r.pool_id, [x.env_id for x in r.replicas], checkpoint.width, checkpoint.height, 0)
+    env = DeskgymVectorEnv(
+        checkpoint.task, n, client=client, obs_type=obs_type, autoreset_mode=autoreset_mode,
+        screen=(checkpoint.width, checkpoint.height), _pool=pool,
+    )
+    env._own_client = False
+    for x in r.replicas:
+        client.hold(x.observation)
+    for i, x in enumerate(r.replicas):
+        env._obs[i], _ = env._frame(i, x.observation, x.info)
+    env.fork_info = {
+        "fidelity": [fidelity_name(x.fidelity) for x in r.replicas],
+        "expected_hash": r.expected_hash,
+        "frame_hash": [x.observation.frame_hash for x in r.replicas],
+        "from_spares": r.from_spares,
+    }
+    return env
 
 
 def make_vec(task: str, num_envs: int, **kwargs: Any) -> DeskgymVectorEnv:

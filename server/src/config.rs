@@ -19,6 +19,12 @@ pub struct Limits {
     pub max_text_len: u32,
     /// Longest `wait` in milliseconds.
     pub max_wait_ms: u32,
+    /// Most checkpoints held at once.
+    pub max_checkpoints: u32,
+    /// Most hashes in one `if_none_match` list (and in one GetFrames).
+    pub max_if_none_match: u32,
+    /// Byte budget of the fleet frame cache.
+    pub frame_cache_bytes: u64,
 }
 
 impl Default for Limits {
@@ -31,6 +37,9 @@ impl Default for Limits {
             max_settle_ms: 10_000,
             max_text_len: 1_000,
             max_wait_ms: 10_000,
+            max_checkpoints: 1_024,
+            max_if_none_match: 64,
+            frame_cache_bytes: 512 << 20,
         }
     }
 }

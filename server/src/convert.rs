@@ -27,7 +27,7 @@ pub const VERBS: &[&str] = &[
 const MAX_SCROLL: i32 = 50;
 
 /// Screen geometry a target is resolved against.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Screen {
     /// Width in pixels.
     pub width: u32,

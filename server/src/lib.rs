@@ -4,7 +4,9 @@
 //! - [`config`]: limits and server settings.
 //! - [`error`]: the typed service error and its one mapping to `tonic::Status`.
 //! - [`convert`]: wire actions → worker actions, with field-named validation.
-//! - [`pool`]: pools, envs, episodes and the blocking step pool.
+//! - [`pool`]: pools, warm spares, checkpoints and fork, and the blocking step pool.
+//! - [`env`]: one env's desktop and episode: reset, step, observe, save, restore.
+//! - [`frame_cache`]: the fleet-wide content-addressed frame cache.
 //! - [`encode`]: RAW/PNG/JPEG frame encoding.
 //! - [`service`]: the RPC handlers.
 //! - [`auth`]: the bearer-token interceptor.
@@ -16,7 +18,9 @@ pub mod auth;
 pub mod config;
 pub mod convert;
 pub mod encode;
+pub mod env;
 pub mod error;
+pub mod frame_cache;
 pub mod pool;
 pub mod service;
 
@@ -38,6 +42,27 @@ pub const SERVICE_NAME: &str = "deskgym.v1.Deskgym";
 
 /// Largest request the server accepts (requests are small; replies carry the frames).
 const MAX_REQUEST_BYTES: usize = 16 << 20;
+/// How often idle pools are reaped and warm spares topped up.
+const HOUSEKEEPING_PERIOD: std::time::Duration = std::time::Duration::from_millis(200);
+/// How often the frame cache counters are logged.
+const CACHE_LOG_PERIOD: std::time::Duration = std::time::Duration::from_secs(60);
+
+fn log_cache(mgr: &PoolManager) {
+    let s = mgr.cache.stats();
+    tracing::info!(
+        hits = s.hits,
+        misses = s.misses,
+        encodes = s.encodes,
+        encodes_saved = s.encodes_saved,
+        not_modified = s.not_modified,
+        bytes_saved = s.bytes_saved,
+        evictions = s.evictions,
+        entries = s.entries,
+        bytes = s.bytes,
+        "frame cache"
+    );
+}
+
 /// HTTP/2 flow-control window, sized for a batch of raw frames in flight.
 pub const WINDOW_BYTES: u32 = 32 << 20;
 
@@ -78,19 +103,25 @@ pub async fn run(
         .await;
     health.set_service_status("", ServingStatus::Serving).await;
 
-    let reaper = config.idle_timeout.map(|idle| {
-        let mgr = mgr.clone();
+    // Housekeeping: reap idle pools, top up warm spares, log cache counters.
+    let housekeeping = {
+        let (mgr, idle) = (mgr.clone(), config.idle_timeout);
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval((idle / 4).clamp(
-                std::time::Duration::from_millis(100),
-                std::time::Duration::from_secs(10),
-            ));
+            let mut tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
+            let mut last_logged = std::time::Instant::now();
             loop {
                 tick.tick().await;
-                mgr.reap_idle(idle).await;
+                if let Some(idle) = idle {
+                    mgr.reap_idle(idle).await;
+                }
+                mgr.top_up_spares();
+                if last_logged.elapsed() >= CACHE_LOG_PERIOD {
+                    last_logged = std::time::Instant::now();
+                    log_cache(&mgr);
+                }
             }
         })
-    });
+    };
 
     let auth = auth::Auth::new(config.token.as_deref());
     let svc = DeskgymServer::new(DeskgymService::new(mgr.clone()))
@@ -125,9 +156,8 @@ pub async fn run(
                 .await;
         })
         .await;
-    if let Some(r) = reaper {
-        r.abort();
-    }
+    housekeeping.abort();
+    log_cache(&mgr);
     tracing::info!(envs = mgr.env_count(), "closing pools");
     mgr.close_all().await;
     tracing::info!("stopped");

@@ -1,36 +1,33 @@
-//! Pools of desktops, their envs and episodes, and the blocking thread pool that drives
-//! them.
+//! Pools of desktops, warm spares, checkpoints and fork, and the blocking thread pool
+//! that drives them.
 //!
-//! Locking: the `pools`/`envs` maps are held only to look up or insert; each env has its
-//! own `Mutex` held for the whole of one reset/step (std mutex: held across blocking X
-//! work on the step pool, never across an `.await`). Two calls on the same env queue up;
-//! calls on different envs never wait on each other.
+//! Capacity: the desktops alive are counted from the pools themselves (envs + spares +
+//! spares being started) plus creations in progress (`pending`), all checked under one
+//! lock before anything starts, so a request over `max_envs` creates nothing.
+//!
+//! Lock order: `pending` → `pools` → a pool's `spares` → `envs` → `checkpoints`; an env's
+//! own mutex is only taken on the step pool, never while holding these.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use deskgym_proto::v1 as pb;
-use deskgym_worker::{Action, Desktop, DesktopConfig, Frame, Settle, SettleReport, TaskSpec};
+use deskgym_worker::{Desktop, DesktopConfig, Settle, TaskSpec};
 use tokio::sync::oneshot;
 
 use crate::config::Limits;
 use crate::convert::Screen;
-use crate::encode::encode;
+use crate::env::{Checkpoint, Env, ObsOptions, lock};
 use crate::error::ServiceError;
+use crate::frame_cache::FrameCache;
 
 /// Server defaults applied where a request leaves a field at zero.
 pub const DEFAULT_WIDTH: u32 = 1280;
 /// See [`DEFAULT_WIDTH`].
 pub const DEFAULT_HEIGHT: u32 = 720;
-
-/// Locks a mutex, recovering from poisoning: a panicked step is reported as INTERNAL and
-/// must not take every later call on that env down with it.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
 
 /// What every env of a pool runs.
 #[derive(Clone, Debug)]
@@ -47,9 +44,22 @@ pub struct PoolSpec {
     pub max_steps: u32,
     /// Default frame encoding.
     pub encoding: pb::ImageEncoding,
+    /// Desktops to keep started beside the envs.
+    pub warm_spares: u32,
 }
 
-/// A pool: a set of envs created together.
+impl PoolSpec {
+    fn desktop_config(&self) -> DesktopConfig {
+        DesktopConfig {
+            task: self.task.id.to_string(),
+            width: self.screen.width,
+            height: self.screen.height,
+            settle: self.settle,
+        }
+    }
+}
+
+/// A pool: a set of envs created together, and its warm spares.
 #[derive(Debug)]
 pub struct Pool {
     /// Opaque id.
@@ -59,54 +69,39 @@ pub struct Pool {
     /// Its envs, in creation order.
     pub env_ids: Vec<String>,
     last_used: Mutex<Instant>,
+    spares: Mutex<Vec<Desktop>>,
+    spares_starting: AtomicU32,
+    closed: AtomicBool,
 }
 
 impl Pool {
     fn touch(&self) {
         *lock(&self.last_used) = Instant::now();
     }
+
+    /// A started desktop, if a spare is ready (the pool tops spares up in the background).
+    pub(crate) fn take_spare(&self) -> Option<Desktop> {
+        lock(&self.spares).pop()
+    }
+
+    fn desktops_held(&self) -> u32 {
+        self.env_ids.len() as u32
+            + lock(&self.spares).len() as u32
+            + self.spares_starting.load(Ordering::Relaxed)
+    }
 }
 
-/// The running episode of an env.
-#[derive(Debug)]
-struct Episode {
-    seed: u64,
-    number: u64,
-    step_index: u32,
-    /// Reward reported by the app so far; a step's reward is the increase.
-    reward_so_far: f64,
-    instruction: String,
-    /// Why the episode ended, once it has.
-    ended: Option<&'static str>,
-}
-
-#[derive(Debug, Default)]
-struct EnvState {
-    /// `None` before the first start and after the desktop died; Reset starts one.
-    desktop: Option<Desktop>,
-    episode: Option<Episode>,
-    episodes: u64,
-    next_seed: u64,
-}
-
-/// One env: a desktop slot of a pool.
-#[derive(Debug)]
-pub struct Env {
-    /// Opaque id.
-    pub id: String,
-    /// The owning pool.
-    pub pool: Arc<Pool>,
-    state: Mutex<EnvState>,
-}
-
-/// Owns every pool and env and the step thread pool.
+/// Owns every pool, env and checkpoint, the fleet frame cache and the step pool.
 pub struct PoolManager {
     limits: Limits,
     executor: rayon::ThreadPool,
+    /// The fleet frame cache, shared by every pool.
+    pub cache: FrameCache,
     pools: Mutex<HashMap<String, Arc<Pool>>>,
     envs: Mutex<HashMap<String, Arc<Env>>>,
-    /// Envs alive or being started, checked against `max_envs` before starting any.
-    reserved: Mutex<u32>,
+    checkpoints: Mutex<Vec<Arc<Checkpoint>>>,
+    /// Desktops being started for pools not yet registered.
+    pending: Mutex<u32>,
     next_id: AtomicU64,
     /// Distinguishes ids of this server instance from a previous one's.
     nonce: String,
@@ -120,15 +115,16 @@ impl std::fmt::Debug for PoolManager {
     }
 }
 
-/// Gives reserved env slots back unless the creation succeeded.
-struct Reservation<'a> {
+/// Gives pending slots back when a creation ends, whether it succeeded or not (a
+/// successful one is counted through its pool from then on).
+struct Pending<'a> {
     mgr: &'a PoolManager,
     n: u32,
 }
 
-impl Drop for Reservation<'_> {
+impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        *lock(&self.mgr.reserved) -= self.n;
+        *lock(&self.mgr.pending) -= self.n;
     }
 }
 
@@ -145,11 +141,13 @@ impl PoolManager {
             .map(|d| d.subsec_nanos() ^ d.as_secs() as u32)
             .unwrap_or(0);
         Ok(Self {
+            cache: FrameCache::new(limits.frame_cache_bytes),
             limits,
             executor,
             pools: Mutex::default(),
             envs: Mutex::default(),
-            reserved: Mutex::new(0),
+            checkpoints: Mutex::default(),
+            pending: Mutex::new(0),
             next_id: AtomicU64::new(1),
             nonce: format!("{:06x}", nanos & 0xff_ffff),
         })
@@ -160,9 +158,29 @@ impl PoolManager {
         &self.limits
     }
 
-    /// Number of envs alive (or being started).
+    /// Desktops alive or being started, over all pools.
     pub fn env_count(&self) -> u32 {
-        *lock(&self.reserved)
+        let pending = lock(&self.pending);
+        *pending + self.held_by_pools()
+    }
+
+    fn held_by_pools(&self) -> u32 {
+        lock(&self.pools).values().map(|p| p.desktops_held()).sum()
+    }
+
+    /// Reserves `n` desktop slots or fails with RESOURCE_EXHAUSTED, creating nothing.
+    fn reserve(&self, n: u32, what: &str) -> Result<Pending<'_>, ServiceError> {
+        let mut pending = lock(&self.pending);
+        let used = *pending + self.held_by_pools();
+        let max = self.limits.max_envs;
+        if used + n > max {
+            return Err(ServiceError::ResourceExhausted(format!(
+                "{what} needs {n} desktops but only {} of the server's max_envs={max} are free",
+                max.saturating_sub(used)
+            )));
+        }
+        *pending += n;
+        Ok(Pending { mgr: self, n })
     }
 
     fn new_id(&self, prefix: &str) -> String {
@@ -279,37 +297,15 @@ impl PoolManager {
             } else {
                 encoding
             },
+            warm_spares: req.warm_spares,
         })
     }
 
-    /// Starts every desktop of a new pool in parallel. All or nothing: if one fails, the
-    /// others are stopped and the reservation is released.
-    pub async fn create_pool(
-        self: &Arc<Self>,
-        spec: PoolSpec,
-        n: u32,
-    ) -> Result<Arc<Pool>, ServiceError> {
-        let reservation = {
-            let mut reserved = lock(&self.reserved);
-            if *reserved + n > self.limits.max_envs {
-                return Err(ServiceError::ResourceExhausted(format!(
-                    "asked for {n} envs but only {} of the server's max_envs={} are free",
-                    self.limits.max_envs - *reserved,
-                    self.limits.max_envs
-                )));
-            }
-            *reserved += n;
-            Reservation { mgr: self, n }
-        };
-        let config = DesktopConfig {
-            task: spec.task.id.to_string(),
-            width: spec.screen.width,
-            height: spec.screen.height,
-            settle: spec.settle,
-        };
+    /// Starts `n` desktops in parallel; all or nothing.
+    async fn start_desktops(&self, spec: &PoolSpec, n: u32) -> Result<Vec<Desktop>, ServiceError> {
         let jobs: Vec<_> = (0..n)
             .map(|_| {
-                let c = config.clone();
+                let c = spec.desktop_config();
                 self.spawn(move || Desktop::start(c).map_err(ServiceError::from))
             })
             .collect();
@@ -323,54 +319,114 @@ impl PoolManager {
                 }
             }
         }
-        if let Some(e) = first_err {
-            // Dropping stops the desktops that did start; do it off the runtime.
-            let _ = Self::join(self.spawn(move || {
-                drop(desktops);
-                Ok(())
-            }))
-            .await;
-            return Err(e);
+        match first_err {
+            None => Ok(desktops),
+            Some(e) => {
+                // Dropping stops the desktops that did start; do it off the runtime.
+                let _ = Self::join(self.spawn(move || {
+                    drop(desktops);
+                    Ok(())
+                }))
+                .await;
+                Err(e)
+            }
         }
+    }
+
+    /// Registers a pool around started desktops (envs first, the rest become spares).
+    fn register(&self, spec: PoolSpec, mut desktops: Vec<Desktop>, n: u32) -> Arc<Pool> {
+        let spares = desktops.split_off(n as usize);
         let pool_id = self.new_id("p");
         let env_ids: Vec<String> = (0..n).map(|_| self.new_id("e")).collect();
         let pool = Arc::new(Pool {
             id: pool_id.clone(),
-            spec: spec.clone(),
+            spec,
             env_ids: env_ids.clone(),
             last_used: Mutex::new(Instant::now()),
+            spares: Mutex::new(spares),
+            spares_starting: AtomicU32::new(0),
+            closed: AtomicBool::new(false),
         });
-        {
-            let mut envs = lock(&self.envs);
-            for ((i, id), desktop) in env_ids.iter().enumerate().zip(desktops) {
-                let state = EnvState {
-                    desktop: Some(desktop),
-                    next_seed: spec.seed.wrapping_add(i as u64),
-                    ..Default::default()
-                };
-                envs.insert(
+        let envs: Vec<_> = env_ids
+            .iter()
+            .zip(desktops)
+            .enumerate()
+            .map(|(i, (id, d))| {
+                let first_seed = pool.spec.seed.wrapping_add(i as u64);
+                (
                     id.clone(),
-                    Arc::new(Env {
-                        id: id.clone(),
-                        pool: pool.clone(),
-                        state: Mutex::new(state),
-                    }),
-                );
-            }
-        }
-        lock(&self.pools).insert(pool_id.clone(), pool.clone());
-        std::mem::forget(reservation);
-        tracing::info!(pool = %pool_id, task = spec.task.id, n, w = spec.screen.width, h = spec.screen.height, "pool created");
+                    Arc::new(Env::new(id.clone(), pool.clone(), Some(d), first_seed)),
+                )
+            })
+            .collect();
+        // Pool before envs: the pool's count takes over from `pending` in one step.
+        lock(&self.pools).insert(pool_id, pool.clone());
+        lock(&self.envs).extend(envs);
+        pool
+    }
+
+    /// Starts every desktop of a new pool (and its warm spares) in parallel. All or
+    /// nothing: over the limit, or if one fails to start, nothing is left behind.
+    pub async fn create_pool(
+        self: &Arc<Self>,
+        spec: PoolSpec,
+        n: u32,
+    ) -> Result<Arc<Pool>, ServiceError> {
+        let total = n + spec.warm_spares;
+        let pending = self.reserve(total, "this pool")?;
+        let desktops = self.start_desktops(&spec, total).await?;
+        let pool = self.register(spec, desktops, n);
+        drop(pending);
+        tracing::info!(pool = %pool.id, task = pool.spec.task.id, n, spares = pool.spec.warm_spares,
+            w = pool.spec.screen.width, h = pool.spec.screen.height, "pool created");
         Ok(pool)
     }
 
-    /// Stops every desktop of a pool. Waits for in-flight steps on its envs.
+    /// Starts missing warm spares of every pool (called periodically), as far as the
+    /// limits allow.
+    pub fn top_up_spares(self: &Arc<Self>) {
+        let pools: Vec<Arc<Pool>> = lock(&self.pools).values().cloned().collect();
+        for pool in pools {
+            loop {
+                let have =
+                    lock(&pool.spares).len() as u32 + pool.spares_starting.load(Ordering::Relaxed);
+                if have >= pool.spec.warm_spares || pool.closed.load(Ordering::Relaxed) {
+                    break;
+                }
+                {
+                    // Under the capacity lock, so a concurrent creation sees this spare.
+                    let pending = lock(&self.pending);
+                    if *pending + self.held_by_pools() + 1 > self.limits.max_envs {
+                        return;
+                    }
+                    pool.spares_starting.fetch_add(1, Ordering::Relaxed);
+                }
+                let (p, config) = (pool.clone(), pool.spec.desktop_config());
+                drop(self.spawn(move || {
+                    let started = Desktop::start(config);
+                    p.spares_starting.fetch_sub(1, Ordering::Relaxed);
+                    match started {
+                        Ok(d) if !p.closed.load(Ordering::Relaxed) => lock(&p.spares).push(d),
+                        Ok(_) => {}
+                        Err(e) => {
+                            tracing::warn!(pool = %p.id, error = %e, "warm spare failed to start")
+                        }
+                    }
+                    Ok(())
+                }));
+            }
+        }
+    }
+
+    /// Stops every desktop of a pool and deletes its checkpoints. Waits for in-flight
+    /// steps on its envs.
     pub async fn close_pool(self: &Arc<Self>, pool_id: &str) -> Result<u32, ServiceError> {
         let pool = lock(&self.pools).remove(pool_id).ok_or_else(|| {
             ServiceError::NotFound(format!(
                 "pool {pool_id:?} not found (closed, reaped, or never created)"
             ))
         })?;
+        pool.closed.store(true, Ordering::Relaxed);
         let envs: Vec<Arc<Env>> = {
             let mut map = lock(&self.envs);
             pool.env_ids
@@ -378,17 +434,17 @@ impl PoolManager {
                 .filter_map(|id| map.remove(id))
                 .collect()
         };
+        lock(&self.checkpoints).retain(|c| c.pool.id != pool.id);
         let n = envs.len() as u32;
+        let spares = std::mem::take(&mut *lock(&pool.spares));
         Self::join(self.spawn(move || {
+            drop(spares);
             for env in envs {
-                let mut s = lock(&env.state);
-                s.desktop = None;
-                s.episode = None;
+                drop(env.take_desktop());
             }
             Ok(())
         }))
         .await?;
-        *lock(&self.reserved) -= n;
         tracing::info!(pool = %pool_id, envs = n, "pool closed");
         Ok(n)
     }
@@ -425,252 +481,140 @@ impl PoolManager {
         env.pool.touch();
         Ok(env)
     }
-}
 
-fn encoding_or(pool: &PoolSpec, raw: i32) -> Result<pb::ImageEncoding, ServiceError> {
-    match pb::ImageEncoding::try_from(raw) {
-        Ok(pb::ImageEncoding::Unspecified) => Ok(pool.encoding),
-        Ok(e) => Ok(e),
-        Err(_) => Err(ServiceError::invalid(
-            "encoding",
-            format!("unknown encoding {raw}"),
-        )),
-    }
-}
-
-fn observation(
-    frame: Frame,
-    pointer: deskgym_worker::Point,
-    settle: SettleReport,
-    enc: pb::ImageEncoding,
-) -> Result<pb::Observation, ServiceError> {
-    let (width, height, hash) = (frame.width, frame.height, frame.hash_hex());
-    Ok(pb::Observation {
-        frame: encode(frame, enc)?,
-        encoding: enc as i32,
-        width,
-        height,
-        frame_hash: hash,
-        pointer: Some(pb::PointPx {
-            x: pointer.x,
-            y: pointer.y,
-        }),
-        settle: Some(pb::SettleReport {
-            waited_ms: settle.waited_ms,
-            quiesced: settle.quiesced,
-            damage_events: settle.damage_events,
-        }),
-    })
-}
-
-impl Env {
-    fn info(&self, ep: &Episode, started: Instant, display: Option<u32>) -> pb::StepInfo {
-        let mut extra = HashMap::from([("ended".to_string(), ep.ended.unwrap_or("").to_string())]);
-        if let Some(d) = display {
-            // Lets an operator (and the crash tests) find the env's X server.
-            extra.insert("display".to_string(), format!(":{d}"));
-        }
-        pb::StepInfo {
-            instruction: ep.instruction.clone(),
-            task: self.pool.spec.task.id.to_string(),
-            step_index: ep.step_index,
-            seed: ep.seed,
-            episode: ep.number,
-            latency_ms: started.elapsed().as_secs_f64() * 1e3,
-            extra,
-        }
-    }
-
-    /// Gives back the desktop, restarting it when it is missing or dead.
-    fn live_desktop<'a>(&self, s: &'a mut EnvState) -> Result<&'a mut Desktop, ServiceError> {
-        if let Some(d) = s.desktop.as_mut() {
-            if d.check_alive().is_ok() {
-                return s
-                    .desktop
-                    .as_mut()
-                    .ok_or_else(|| ServiceError::Internal("desktop vanished".into()));
-            }
-            tracing::warn!(env = %self.id, "desktop died; restarting it");
-            s.desktop = None;
-        }
-        let spec = &self.pool.spec;
-        let d = Desktop::start(DesktopConfig {
-            task: spec.task.id.to_string(),
-            width: spec.screen.width,
-            height: spec.screen.height,
-            settle: spec.settle,
-        })?;
-        tracing::info!(env = %self.id, display = d.display(), "desktop (re)started");
-        Ok(s.desktop.insert(d))
-    }
-
-    /// Blocking: starts a new episode (restarting a dead desktop first).
-    pub fn reset(
-        &self,
-        seed: Option<u64>,
-        encoding: i32,
-    ) -> Result<pb::ResetResponse, ServiceError> {
-        let started = Instant::now();
-        let enc = encoding_or(&self.pool.spec, encoding)?;
-        let mut guard = lock(&self.state);
-        self.reset_locked(&mut guard, seed, enc, started)
-    }
-
-    fn reset_locked(
-        &self,
-        s: &mut EnvState,
-        seed: Option<u64>,
-        enc: pb::ImageEncoding,
-        started: Instant,
-    ) -> Result<pb::ResetResponse, ServiceError> {
-        let seed = seed.unwrap_or(s.next_seed);
-        let result = (|| {
-            let d = self.live_desktop(s)?;
-            let out = d.reset(seed)?;
-            let frame = d.capture()?;
-            Ok::<_, ServiceError>((out, frame, d.pointer()))
-        })();
-        let (out, frame, pointer) = result.inspect_err(|e| {
-            if e.code() == tonic::Code::Unavailable {
-                s.desktop = None;
-            }
-            s.episode = None;
-        })?;
-        s.episodes += 1;
-        s.next_seed = seed.wrapping_add(1);
-        let ep = Episode {
-            seed,
-            number: s.episodes,
-            step_index: 0,
-            reward_so_far: out.app.reward,
-            instruction: out.app.instruction,
-            ended: None,
-        };
-        let observation = observation(frame, pointer, out.settle, enc)?;
-        let info = self.info(&ep, started, s.desktop.as_ref().map(Desktop::display));
-        s.episode = Some(ep);
-        Ok(pb::ResetResponse {
-            observation: Some(observation),
-            info: Some(info),
-        })
-    }
-
-    /// Blocking: one action, settle, capture.
-    /// With `autoreset`, an episode that ends here is followed at once by the next one
-    /// (Gymnasium's same-step autoreset); a failed autoreset is reported in
-    /// `info.extra["autoreset_error"]` and leaves the env for an explicit Reset.
-    pub fn step(
-        &self,
-        action: &Action,
-        encoding: i32,
-        autoreset: bool,
-    ) -> Result<pb::StepResult, ServiceError> {
-        let started = Instant::now();
-        let enc = encoding_or(&self.pool.spec, encoding)?;
-        let mut guard = lock(&self.state);
-        let s = &mut *guard;
-        let Some(ep) = s.episode.as_mut() else {
-            return Err(ServiceError::FailedPrecondition(format!(
-                "env {:?} has no episode: call Reset first",
-                self.id
-            )));
-        };
-        if let Some(why) = ep.ended {
-            return Err(ServiceError::FailedPrecondition(format!(
-                "the episode of env {:?} has ended ({why}); call Reset to start a new one",
-                self.id
+    /// Saves an env's state as a new checkpoint, within `max_checkpoints`.
+    pub async fn save(self: &Arc<Self>, env_id: &str) -> Result<Arc<Checkpoint>, ServiceError> {
+        let env = self.env(env_id)?;
+        let id = self.new_id("c");
+        let cp = Arc::new(Self::join(self.spawn(move || env.save(id))).await?);
+        let mut all = lock(&self.checkpoints);
+        if all.len() >= self.limits.max_checkpoints as usize {
+            return Err(ServiceError::ResourceExhausted(format!(
+                "the server holds max_checkpoints={} checkpoints; delete some first",
+                self.limits.max_checkpoints
             )));
         }
-        let Some(d) = s.desktop.as_mut() else {
-            return Err(ServiceError::Unavailable(format!(
-                "env {:?} lost its desktop; call Reset to restart it",
-                self.id
-            )));
-        };
-        let result = d
-            .step(action)
-            .and_then(|out| Ok((out, d.capture()?, d.pointer())));
-        let display = d.display();
-        let (out, frame, pointer) = match result {
-            Ok(r) => r,
-            Err(e) => {
-                let fatal = e.is_fatal();
-                let err = ServiceError::from(e);
-                if fatal {
-                    tracing::warn!(env = %self.id, error = %err, "desktop failed during step");
-                    s.desktop = None;
-                }
-                return Err(err);
-            }
-        };
-        ep.step_index += 1;
-        let reward = out.app.reward - ep.reward_so_far;
-        ep.reward_so_far = out.app.reward;
-        let terminated = out.app.done;
-        let truncated = !terminated && ep.step_index >= self.pool.spec.max_steps;
-        ep.ended = if terminated {
-            Some(if out.app.reward > 0.0 {
-                "success"
-            } else {
-                "failure"
+        all.push(cp.clone());
+        Ok(cp)
+    }
+
+    /// Looks up a checkpoint.
+    pub fn checkpoint(&self, id: &str) -> Result<Arc<Checkpoint>, ServiceError> {
+        lock(&self.checkpoints)
+            .iter()
+            .find(|c| c.id == id)
+            .cloned()
+            .ok_or_else(|| {
+                ServiceError::NotFound(format!(
+                    "checkpoint {id:?} not found (deleted, its pool closed, or never saved)"
+                ))
             })
-        } else if truncated {
-            Some("max_steps")
-        } else {
-            None
-        };
-        let observation = observation(frame, pointer, out.settle, enc)?;
-        let mut info = self.info(ep, started, Some(display));
-        let reset = if autoreset && (terminated || truncated) {
-            match self.reset_locked(s, None, enc, Instant::now()) {
-                Ok(r) => Some(r),
-                Err(e) => {
-                    info.extra.insert("autoreset_error".into(), e.to_string());
-                    None
-                }
-            }
-        } else {
-            None
-        };
-        Ok(pb::StepResult {
-            observation: Some(observation),
-            reward,
-            terminated,
-            truncated,
-            info: Some(info),
-            reset,
-        })
     }
 
-    /// Blocking: a capture without acting.
-    pub fn observe(&self, encoding: i32) -> Result<pb::Observation, ServiceError> {
-        let enc = encoding_or(&self.pool.spec, encoding)?;
-        let mut s = lock(&self.state);
-        let Some(d) = s.desktop.as_mut() else {
-            return Err(ServiceError::Unavailable(format!(
-                "env {:?} lost its desktop; call Reset to restart it",
-                self.id
+    /// Checkpoints of one pool (or all, for an empty id), in creation order.
+    pub fn list_checkpoints(&self, pool_id: &str) -> Vec<Arc<Checkpoint>> {
+        lock(&self.checkpoints)
+            .iter()
+            .filter(|c| pool_id.is_empty() || c.pool.id == pool_id)
+            .cloned()
+            .collect()
+    }
+
+    /// Deletes a checkpoint.
+    pub fn delete_checkpoint(&self, id: &str) -> Result<(), ServiceError> {
+        let mut all = lock(&self.checkpoints);
+        let before = all.len();
+        all.retain(|c| c.id != id);
+        if all.len() == before {
+            return Err(ServiceError::NotFound(format!(
+                "checkpoint {id:?} not found"
             )));
+        }
+        Ok(())
+    }
+
+    /// Creates a pool of `n` replicas of a checkpoint: desktops come from the source
+    /// pool's warm spares first, then fresh starts; each is rebuilt by replay and its
+    /// frame hash compared with the checkpoint's. All or nothing.
+    pub async fn fork(
+        self: &Arc<Self>,
+        cp_id: &str,
+        n: u32,
+        encoding: i32,
+    ) -> Result<pb::ForkResponse, ServiceError> {
+        let cp = self.checkpoint(cp_id)?;
+        if n == 0 {
+            return Err(ServiceError::invalid("n", "must be at least 1"));
+        }
+        let mut spec = cp.pool.spec.clone();
+        spec.warm_spares = 0;
+        // Spares first: they already hold a slot, so only the rest is reserved.
+        let mut desktops: Vec<Desktop> = {
+            let mut spares = lock(&cp.pool.spares);
+            let keep = spares.len().saturating_sub(n as usize);
+            spares.split_off(keep)
         };
-        let captured = d
-            .check_alive()
-            .and_then(|_| Ok((d.capture()?, d.pointer())));
-        match captured {
-            Ok((frame, pointer)) => observation(
-                frame,
-                pointer,
-                SettleReport {
-                    quiesced: true,
-                    ..Default::default()
-                },
-                enc,
-            ),
+        let from_spares = desktops.len() as u32;
+        let pending = match self.reserve(n - from_spares, "this fork") {
+            Ok(p) => p,
             Err(e) => {
-                if e.is_fatal() {
-                    s.desktop = None;
-                }
-                Err(e.into())
+                lock(&cp.pool.spares).append(&mut desktops);
+                return Err(e);
+            }
+        };
+        // Until registered, the moved spares are counted as pending too.
+        *lock(&self.pending) += from_spares;
+        let moved = Pending {
+            mgr: self,
+            n: from_spares,
+        };
+        match self.start_desktops(&spec, n - from_spares).await {
+            Ok(more) => desktops.extend(more),
+            Err(e) => {
+                drop(self.spawn(move || {
+                    drop(desktops);
+                    Ok(())
+                }));
+                return Err(e);
             }
         }
+        let pool = self.register(spec, desktops, n);
+        drop((pending, moved));
+        self.top_up_spares();
+
+        let opts = ObsOptions {
+            encoding,
+            known: Vec::new(),
+        };
+        let jobs: Vec<_> = pool
+            .env_ids
+            .iter()
+            .map(|id| {
+                let (env, cp, opts, mgr) = (self.env(id), cp.clone(), opts.clone(), self.clone());
+                self.spawn(move || env?.restore(&mgr.cache, &cp, &opts))
+            })
+            .collect();
+        let mut replicas = Vec::with_capacity(jobs.len());
+        for (job, env_id) in jobs.into_iter().zip(&pool.env_ids) {
+            match Self::join(job).await {
+                Ok(r) => replicas.push(pb::Replica {
+                    env_id: env_id.clone(),
+                    fidelity: r.fidelity,
+                    observation: r.observation,
+                    info: r.info,
+                }),
+                Err(e) => {
+                    let _ = self.close_pool(&pool.id).await;
+                    return Err(e);
+                }
+            }
+        }
+        tracing::info!(checkpoint = %cp.id, pool = %pool.id, n, from_spares, "forked");
+        Ok(pb::ForkResponse {
+            pool_id: pool.id.clone(),
+            replicas,
+            expected_hash: deskgym_worker::hash_hex(cp.frame_hash()),
+            from_spares,
+        })
     }
 }

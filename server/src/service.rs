@@ -1,15 +1,22 @@
 //! The `deskgym.v1.Deskgym` service: validation at the edge, blocking work on the
 //! step pool, one error mapping (`error.rs`).
 
+use std::collections::HashSet;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use deskgym_proto::v1 as pb;
 use deskgym_proto::v1::deskgym_server::Deskgym;
+use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
 use crate::convert::{self, VERBS};
+use crate::env::ObsOptions;
 use crate::error::ServiceError;
+use crate::frame_cache::{parse_hash, parse_hashes};
 use crate::pool::PoolManager;
+
+type Pending<T> = oneshot::Receiver<Result<T, ServiceError>>;
 
 /// The gRPC service over a [`PoolManager`].
 #[derive(Debug, Clone)]
@@ -23,19 +30,84 @@ impl DeskgymService {
         Self { mgr }
     }
 
-    /// One step item: validate, run on the step pool. Returns a receiver so a batch can
-    /// start every item before awaiting any.
+    fn opts(
+        &self,
+        field: &str,
+        encoding: i32,
+        own: &[String],
+        shared: &[u128],
+    ) -> Result<ObsOptions, ServiceError> {
+        let mut known = parse_hashes(field, own, self.mgr.limits().max_if_none_match)?;
+        known.extend_from_slice(shared);
+        Ok(ObsOptions { encoding, known })
+    }
+
+    /// One step: validate, run on the step pool. Returns a receiver so a batch can start
+    /// every item before awaiting any.
     fn start_step(
         &self,
         item: pb::StepRequest,
-    ) -> Result<tokio::sync::oneshot::Receiver<Result<pb::StepResult, ServiceError>>, ServiceError>
-    {
+        field: &str,
+        shared: &[u128],
+    ) -> Result<Pending<pb::StepResult>, ServiceError> {
         let env = self.mgr.env(&item.env_id)?;
-        let spec = &env.pool.spec;
-        let action = convert::action(item.action.as_ref(), spec.screen, self.mgr.limits())?;
+        let action = convert::action(
+            item.action.as_ref(),
+            env.pool.spec.screen,
+            self.mgr.limits(),
+        )?;
+        let opts = self.opts(
+            &format!("{field}if_none_match"),
+            item.encoding,
+            &item.if_none_match,
+            shared,
+        )?;
+        let mgr = self.mgr.clone();
         Ok(self
             .mgr
-            .spawn(move || env.step(&action, item.encoding, item.autoreset)))
+            .spawn(move || env.step(&mgr.cache, &action, &opts, item.autoreset)))
+    }
+
+    fn start_reset(
+        &self,
+        r: pb::ResetRequest,
+        field: &str,
+        shared: &[u128],
+    ) -> Result<Pending<pb::ResetResponse>, ServiceError> {
+        let env = self.mgr.env(&r.env_id)?;
+        let opts = self.opts(
+            &format!("{field}if_none_match"),
+            r.encoding,
+            &r.if_none_match,
+            shared,
+        )?;
+        let mgr = self.mgr.clone();
+        Ok(self.mgr.spawn(move || env.reset(&mgr.cache, r.seed, &opts)))
+    }
+}
+
+async fn finish<T>(started: Result<Pending<T>, ServiceError>) -> Result<T, ServiceError> {
+    PoolManager::join(started?).await
+}
+
+/// Sends each frame's pixels once per response: an observation whose (hash, encoding)
+/// an earlier one already carries becomes `not_modified`.
+struct Dedup<'a> {
+    mgr: &'a PoolManager,
+    sent: HashSet<(String, i32)>,
+}
+
+impl Dedup<'_> {
+    fn apply(&mut self, obs: Option<&mut pb::Observation>) {
+        let Some(o) = obs else { return };
+        if o.not_modified || o.frame.is_empty() {
+            return;
+        }
+        if !self.sent.insert((o.frame_hash.clone(), o.encoding)) {
+            self.mgr.cache.record_not_modified(o.frame.len() as u64);
+            o.frame = Bytes::new();
+            o.not_modified = true;
+        }
     }
 }
 
@@ -72,6 +144,9 @@ impl Deskgym for DeskgymService {
                 max_settle_ms: l.max_settle_ms,
                 max_text_len: l.max_text_len,
                 max_wait_ms: l.max_wait_ms,
+                max_checkpoints: l.max_checkpoints,
+                max_if_none_match: l.max_if_none_match,
+                frame_cache_bytes: l.frame_cache_bytes,
             }),
         }))
     }
@@ -106,26 +181,29 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::ResetRequest>,
     ) -> Result<Response<pb::ResetResponse>, Status> {
-        let req = req.into_inner();
-        let env = self.mgr.env(&req.env_id)?;
-        let r =
-            PoolManager::join(self.mgr.spawn(move || env.reset(req.seed, req.encoding))).await?;
-        Ok(Response::new(r))
+        Ok(Response::new(
+            finish(self.start_reset(req.into_inner(), "", &[])).await?,
+        ))
     }
 
     async fn step(
         &self,
         req: Request<pb::StepRequest>,
     ) -> Result<Response<pb::StepResult>, Status> {
-        let rx = self.start_step(req.into_inner())?;
-        Ok(Response::new(PoolManager::join(rx).await?))
+        Ok(Response::new(
+            finish(self.start_step(req.into_inner(), "", &[])).await?,
+        ))
     }
 
     async fn step_batch(
         &self,
         req: Request<pb::StepBatchRequest>,
     ) -> Result<Response<pb::StepBatchResponse>, Status> {
-        let pb::StepBatchRequest { items, resets } = req.into_inner();
+        let pb::StepBatchRequest {
+            items,
+            resets,
+            if_none_match,
+        } = req.into_inner();
         let max = self.mgr.limits().max_batch as usize;
         let total = items.len() + resets.len();
         if total == 0 {
@@ -139,7 +217,7 @@ impl Deskgym for DeskgymService {
             ))
             .into());
         }
-        let mut seen = std::collections::HashSet::with_capacity(total);
+        let mut seen = HashSet::with_capacity(total);
         let ids = items
             .iter()
             .map(|i| ("items", &i.env_id))
@@ -154,34 +232,49 @@ impl Deskgym for DeskgymService {
                 .into());
             }
         }
+        let shared = parse_hashes(
+            "if_none_match",
+            &if_none_match,
+            self.mgr.limits().max_if_none_match,
+        )?;
         // Start everything first so it runs in parallel; then collect in request order.
         let steps: Vec<_> = items
             .into_iter()
-            .map(|it| (it.env_id.clone(), self.start_step(it)))
+            .enumerate()
+            .map(|(i, it)| {
+                (
+                    it.env_id.clone(),
+                    self.start_step(it, &format!("items[{i}]."), &shared),
+                )
+            })
             .collect();
         let resets: Vec<_> = resets
             .into_iter()
-            .map(|r| {
-                let started = self
-                    .mgr
-                    .env(&r.env_id)
-                    .map(|env| self.mgr.spawn(move || env.reset(r.seed, r.encoding)));
-                (r.env_id, started)
+            .enumerate()
+            .map(|(i, r)| {
+                (
+                    r.env_id.clone(),
+                    self.start_reset(r, &format!("resets[{i}]."), &shared),
+                )
             })
             .collect();
+        let mut dedup = Dedup {
+            mgr: &self.mgr,
+            sent: HashSet::new(),
+        };
         let mut results = Vec::with_capacity(steps.len());
         for (env_id, started) in steps {
-            let outcome = match started {
-                Ok(rx) => PoolManager::join(rx).await,
-                Err(e) => Err(e),
-            };
-            results.push(match outcome {
-                Ok(r) => pb::StepBatchItem {
-                    env_id,
-                    code: 0,
-                    message: String::new(),
-                    result: Some(r),
-                },
+            results.push(match finish(started).await {
+                Ok(mut r) => {
+                    dedup.apply(r.observation.as_mut());
+                    dedup.apply(r.reset.as_mut().and_then(|r| r.observation.as_mut()));
+                    pb::StepBatchItem {
+                        env_id,
+                        code: 0,
+                        message: String::new(),
+                        result: Some(r),
+                    }
+                }
                 Err(e) => pb::StepBatchItem {
                     env_id,
                     code: e.code() as i32,
@@ -192,17 +285,16 @@ impl Deskgym for DeskgymService {
         }
         let mut reset_results = Vec::with_capacity(resets.len());
         for (env_id, started) in resets {
-            let outcome = match started {
-                Ok(rx) => PoolManager::join(rx).await,
-                Err(e) => Err(e),
-            };
-            reset_results.push(match outcome {
-                Ok(r) => pb::ResetBatchItem {
-                    env_id,
-                    code: 0,
-                    message: String::new(),
-                    result: Some(r),
-                },
+            reset_results.push(match finish(started).await {
+                Ok(mut r) => {
+                    dedup.apply(r.observation.as_mut());
+                    pb::ResetBatchItem {
+                        env_id,
+                        code: 0,
+                        message: String::new(),
+                        result: Some(r),
+                    }
+                }
                 Err(e) => pb::ResetBatchItem {
                     env_id,
                     code: e.code() as i32,
@@ -223,7 +315,140 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::Observation>, Status> {
         let req = req.into_inner();
         let env = self.mgr.env(&req.env_id)?;
-        let r = PoolManager::join(self.mgr.spawn(move || env.observe(req.encoding))).await?;
-        Ok(Response::new(r))
+        let opts = self.opts("if_none_match", req.encoding, &req.if_none_match, &[])?;
+        let mgr = self.mgr.clone();
+        Ok(Response::new(
+            PoolManager::join(self.mgr.spawn(move || env.observe(&mgr.cache, &opts))).await?,
+        ))
+    }
+
+    async fn get_frames(
+        &self,
+        req: Request<pb::GetFramesRequest>,
+    ) -> Result<Response<pb::GetFramesResponse>, Status> {
+        let req = req.into_inner();
+        let max = self.mgr.limits().max_if_none_match;
+        if req.hashes.len() > max as usize {
+            return Err(ServiceError::invalid(
+                "hashes",
+                format!(
+                    "{} hashes is more than the limit of {max}",
+                    req.hashes.len()
+                ),
+            )
+            .into());
+        }
+        let hashes: Vec<(String, u128)> = req
+            .hashes
+            .iter()
+            .enumerate()
+            .map(|(i, h)| parse_hash(&format!("hashes[{i}]"), h).map(|v| (h.clone(), v)))
+            .collect::<Result<_, _>>()?;
+        let enc = match pb::ImageEncoding::try_from(req.encoding) {
+            Ok(pb::ImageEncoding::Unspecified) => pb::ImageEncoding::RawRgb,
+            Ok(e) => e,
+            Err(_) => {
+                return Err(ServiceError::invalid(
+                    "encoding",
+                    format!("unknown encoding {}", req.encoding),
+                )
+                .into());
+            }
+        };
+        let mgr = self.mgr.clone();
+        let frames = PoolManager::join(self.mgr.spawn(move || {
+            let mut frames = Vec::with_capacity(hashes.len());
+            let mut missing = Vec::new();
+            for (hex, h) in hashes {
+                match mgr.cache.get(h, enc)? {
+                    Some(b) => frames.push(pb::Observation {
+                        frame: b.bytes,
+                        encoding: enc as i32,
+                        width: b.width,
+                        height: b.height,
+                        frame_hash: hex,
+                        ..Default::default()
+                    }),
+                    None => missing.push(hex),
+                }
+            }
+            if !missing.is_empty() {
+                return Err(ServiceError::NotFound(format!(
+                    "frames not in the cache (evicted or never seen): {}; fall back to Observe",
+                    missing.join(", ")
+                )));
+            }
+            Ok(frames)
+        }))
+        .await?;
+        Ok(Response::new(pb::GetFramesResponse { frames }))
+    }
+
+    async fn get_cache_stats(
+        &self,
+        _: Request<pb::GetCacheStatsRequest>,
+    ) -> Result<Response<pb::CacheStats>, Status> {
+        Ok(Response::new(self.mgr.cache.stats()))
+    }
+
+    async fn save(
+        &self,
+        req: Request<pb::SaveRequest>,
+    ) -> Result<Response<pb::Checkpoint>, Status> {
+        let cp = self.mgr.save(&req.into_inner().env_id).await?;
+        Ok(Response::new(cp.to_proto()))
+    }
+
+    async fn restore(
+        &self,
+        req: Request<pb::RestoreRequest>,
+    ) -> Result<Response<pb::RestoreResponse>, Status> {
+        let req = req.into_inner();
+        let env = self.mgr.env(&req.env_id)?;
+        let cp = self.mgr.checkpoint(&req.checkpoint_id)?;
+        let (mgr, opts) = (
+            self.mgr.clone(),
+            ObsOptions {
+                encoding: req.encoding,
+                known: Vec::new(),
+            },
+        );
+        Ok(Response::new(
+            PoolManager::join(self.mgr.spawn(move || env.restore(&mgr.cache, &cp, &opts))).await?,
+        ))
+    }
+
+    async fn fork(
+        &self,
+        req: Request<pb::ForkRequest>,
+    ) -> Result<Response<pb::ForkResponse>, Status> {
+        let req = req.into_inner();
+        Ok(Response::new(
+            self.mgr
+                .fork(&req.checkpoint_id, req.n, req.encoding)
+                .await?,
+        ))
+    }
+
+    async fn list_checkpoints(
+        &self,
+        req: Request<pb::ListCheckpointsRequest>,
+    ) -> Result<Response<pb::ListCheckpointsResponse>, Status> {
+        let checkpoints = self
+            .mgr
+            .list_checkpoints(&req.into_inner().pool_id)
+            .iter()
+            .map(|c| c.to_proto())
+            .collect();
+        Ok(Response::new(pb::ListCheckpointsResponse { checkpoints }))
+    }
+
+    async fn delete_checkpoint(
+        &self,
+        req: Request<pb::DeleteCheckpointRequest>,
+    ) -> Result<Response<pb::DeleteCheckpointResponse>, Status> {
+        self.mgr
+            .delete_checkpoint(&req.into_inner().checkpoint_id)?;
+        Ok(Response::new(pb::DeleteCheckpointResponse {}))
     }
 }

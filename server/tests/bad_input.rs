@@ -34,6 +34,7 @@ async fn bad_requests_get_precise_codes() {
             action: noop(),
             encoding: 0,
             autoreset: false,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -51,6 +52,7 @@ async fn bad_requests_get_precise_codes() {
         .observe(pb::ObserveRequest {
             env_id: "nope".into(),
             encoding: 0,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -115,6 +117,7 @@ async fn bad_requests_get_precise_codes() {
             action: noop(),
             encoding: 0,
             autoreset: false,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -181,6 +184,7 @@ async fn bad_requests_get_precise_codes() {
                 action: action.clone(),
                 encoding: 0,
                 autoreset: false,
+                ..Default::default()
             })
             .await
             .unwrap_err();
@@ -196,6 +200,7 @@ async fn bad_requests_get_precise_codes() {
         .observe(pb::ObserveRequest {
             env_id: env.clone(),
             encoding: 0,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -207,6 +212,7 @@ async fn bad_requests_get_precise_codes() {
             action: noop(),
             encoding: 0,
             autoreset: false,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -227,8 +233,10 @@ async fn bad_requests_get_precise_codes() {
                 action: noop(),
                 encoding: 0,
                 autoreset: false,
+                ..Default::default()
             })
             .collect(),
+        ..Default::default()
     };
     let e = c
         .step_batch(items(&[&env, &p.env_ids[1], &p.env_ids[2]]))
@@ -260,6 +268,7 @@ async fn bad_requests_get_precise_codes() {
             action: click(x, y),
             encoding: 0,
             autoreset: false,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -271,6 +280,7 @@ async fn bad_requests_get_precise_codes() {
             action: noop(),
             encoding: 0,
             autoreset: false,
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -291,6 +301,7 @@ async fn bad_requests_get_precise_codes() {
             action: noop(),
             encoding: 0,
             autoreset: false,
+            ..Default::default()
         })
         .await
         .unwrap_err();

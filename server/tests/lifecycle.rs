@@ -37,10 +37,10 @@ async fn killed_xvfb_fails_one_item_and_comes_back_on_reset() {
             .map(|e| pb::StepRequest {
                 env_id: e.clone(),
                 action: noop(),
-                encoding: 0,
-                autoreset: false,
+                ..Default::default()
             })
             .collect(),
+        ..Default::default()
     };
     let r = c.step_batch(batch.clone()).await.unwrap().into_inner();
     assert_eq!(r.results[0].code, 0);

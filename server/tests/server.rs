@@ -32,6 +32,7 @@ async fn same_seed_same_hash_and_a_click_on_the_target_pays() {
             action: click(1, 470),
             encoding: 0,
             autoreset: false,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -51,6 +52,7 @@ async fn same_seed_same_hash_and_a_click_on_the_target_pays() {
             action: click(x, y),
             encoding: 0,
             autoreset: false,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -99,8 +101,10 @@ async fn batch_answers_in_order_and_episodes_truncate() {
                 action: noop(),
                 encoding: 0,
                 autoreset: false,
+                ..Default::default()
             })
             .collect(),
+        ..Default::default()
     };
     let mut ids = resp.env_ids.clone();
     ids.reverse();
@@ -140,6 +144,7 @@ async fn observe_encodes_png_and_jpeg_with_the_same_hash() {
         .observe(pb::ObserveRequest {
             env_id: env_id.clone(),
             encoding: pb::ImageEncoding::Png as i32,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -150,6 +155,7 @@ async fn observe_encodes_png_and_jpeg_with_the_same_hash() {
         .observe(pb::ObserveRequest {
             env_id,
             encoding: pb::ImageEncoding::Jpeg as i32,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -234,6 +240,7 @@ async fn autoreset_and_resets_ride_in_one_batch() {
                     ..Default::default()
                 },
             ],
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -252,12 +259,14 @@ async fn autoreset_and_resets_ride_in_one_batch() {
                 action: noop(),
                 encoding: 0,
                 autoreset: true,
+                ..Default::default()
             }],
             resets: vec![pb::ResetRequest {
                 env_id: b.clone(),
                 seed: Some(7),
                 ..Default::default()
             }],
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -285,6 +294,7 @@ async fn autoreset_and_resets_ride_in_one_batch() {
             action: noop(),
             encoding: 0,
             autoreset: false,
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -298,11 +308,13 @@ async fn autoreset_and_resets_ride_in_one_batch() {
                 action: noop(),
                 encoding: 0,
                 autoreset: false,
+                ..Default::default()
             }],
             resets: vec![pb::ResetRequest {
                 env_id: a,
                 ..Default::default()
             }],
+            ..Default::default()
         })
         .await
         .unwrap_err();

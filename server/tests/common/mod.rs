@@ -132,7 +132,7 @@ pub async fn reset(c: &mut DeskgymClient<Channel>, env: &str, seed: u64) -> pb::
 /// Centroid of pixels of `color` in a RAW_RGB observation.
 pub fn find(obs: &pb::Observation, color: u32) -> Option<(i32, i32)> {
     assert_eq!(obs.encoding, pb::ImageEncoding::RawRgb as i32);
-    deskgym_worker::Frame::from_rgb(obs.width, obs.height, obs.frame.clone()).find_color(color)
+    deskgym_worker::Frame::from_rgb(obs.width, obs.height, obs.frame.to_vec()).find_color(color)
 }
 
 /// Display number of an env, from its step info.

@@ -1,0 +1,326 @@
+//! The fleet-wide, content-addressed frame cache.
+//!
+//! One cache for the whole server: key = (XXH3-128 frame hash, encoding), value = the
+//! bytes. The raw RGB frame is stored under `RAW_RGB`; every encoding made of it under
+//! its own key, made at most once: concurrent requests for the same (hash, encoding)
+//! wait for the one encode instead of repeating it (quick_cache placeholders). Bounded
+//! by bytes; eviction is quick_cache's CLOCK-Pro (an LRU refinement that resists scans).
+//!
+//! Forked replicas of a deterministic task produce identical frames, so N replicas
+//! cost one encode and, with `not_modified`, one transfer.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use bytes::Bytes;
+use deskgym_proto::v1 as pb;
+use deskgym_worker::Frame;
+use quick_cache::sync::Cache;
+use quick_cache::{DefaultHashBuilder, Lifecycle, Weighter};
+
+use crate::encode::encode;
+use crate::error::ServiceError;
+
+/// Cache key: frame hash and encoding.
+pub type Key = (u128, pb::ImageEncoding);
+
+/// Cached bytes of one frame in one encoding.
+#[derive(Clone, Debug)]
+pub struct Blob {
+    /// Frame width.
+    pub width: u32,
+    /// Frame height.
+    pub height: u32,
+    /// The bytes (shared, never copied on the way to the wire).
+    pub bytes: Bytes,
+}
+
+/// Per-entry bookkeeping overhead, so tiny entries still cost something.
+const ENTRY_OVERHEAD: u64 = 128;
+
+#[derive(Clone, Debug)]
+struct ByBytes;
+
+impl Weighter<Key, Blob> for ByBytes {
+    fn weight(&self, _key: &Key, val: &Blob) -> u64 {
+        val.bytes.len() as u64 + ENTRY_OVERHEAD
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct CountEvictions(Arc<AtomicU64>);
+
+impl Lifecycle<Key, Blob> for CountEvictions {
+    type RequestState = ();
+
+    fn begin_request(&self) -> Self::RequestState {}
+
+    fn on_evict(&self, _state: &mut Self::RequestState, _key: Key, _val: Blob) {
+        self.0.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// The counters, as plain numbers.
+#[derive(Debug, Default)]
+struct Counters {
+    hits: AtomicU64,
+    misses: AtomicU64,
+    encodes: AtomicU64,
+    encodes_saved: AtomicU64,
+    bytes_saved: AtomicU64,
+    not_modified: AtomicU64,
+}
+
+/// The fleet frame cache.
+pub struct FrameCache {
+    cache: Cache<Key, Blob, ByBytes, DefaultHashBuilder, CountEvictions>,
+    evictions: CountEvictions,
+    counters: Counters,
+    capacity: u64,
+}
+
+impl std::fmt::Debug for FrameCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FrameCache")
+            .field("capacity", &self.capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FrameCache {
+    /// A cache holding at most `capacity_bytes` of frames.
+    pub fn new(capacity_bytes: u64) -> Self {
+        let evictions = CountEvictions::default();
+        // ~1 MB per entry is typical (a 640x480 raw frame plus its PNG).
+        let estimated = (capacity_bytes / 1_000_000).clamp(16, 1 << 20) as usize;
+        let cache = Cache::with(
+            estimated,
+            capacity_bytes,
+            ByBytes,
+            DefaultHashBuilder::default(),
+            evictions.clone(),
+        );
+        Self {
+            cache,
+            evictions,
+            counters: Counters::default(),
+            capacity: capacity_bytes,
+        }
+    }
+
+    fn lookup(
+        &self,
+        key: Key,
+        make: impl FnOnce() -> Result<Blob, ServiceError>,
+    ) -> Result<Blob, ServiceError> {
+        let mut made = false;
+        let blob = self.cache.get_or_insert_with(&key, || {
+            made = true;
+            make()
+        })?;
+        let c = &self.counters;
+        if made {
+            c.misses.fetch_add(1, Ordering::Relaxed);
+            if key.1 != pb::ImageEncoding::RawRgb {
+                c.encodes.fetch_add(1, Ordering::Relaxed);
+            }
+        } else {
+            c.hits.fetch_add(1, Ordering::Relaxed);
+            if key.1 != pb::ImageEncoding::RawRgb {
+                c.encodes_saved.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(blob)
+    }
+
+    /// Stores a captured frame (unless the same pixels are cached) and returns it in
+    /// `encoding`, encoding it only if no one has yet.
+    pub fn put(&self, frame: Frame, encoding: pb::ImageEncoding) -> Result<Blob, ServiceError> {
+        let (hash, width, height) = (frame.hash, frame.width, frame.height);
+        let raw = self.lookup((hash, pb::ImageEncoding::RawRgb), || {
+            Ok(Blob {
+                width,
+                height,
+                bytes: Bytes::from(frame.rgb),
+            })
+        })?;
+        self.encoded(hash, raw, encoding)
+    }
+
+    fn encoded(
+        &self,
+        hash: u128,
+        raw: Blob,
+        encoding: pb::ImageEncoding,
+    ) -> Result<Blob, ServiceError> {
+        if matches!(
+            encoding,
+            pb::ImageEncoding::RawRgb | pb::ImageEncoding::Unspecified
+        ) {
+            return Ok(raw);
+        }
+        self.lookup((hash, encoding), || {
+            let frame = Frame {
+                width: raw.width,
+                height: raw.height,
+                rgb: raw.bytes.to_vec(),
+                hash,
+            };
+            Ok(Blob {
+                width: raw.width,
+                height: raw.height,
+                bytes: Bytes::from(encode(frame, encoding)?),
+            })
+        })
+    }
+
+    /// A cached frame in `encoding`, encoding it from the cached raw frame if needed.
+    /// `None` when the frame is not (or no longer) cached.
+    pub fn get(
+        &self,
+        hash: u128,
+        encoding: pb::ImageEncoding,
+    ) -> Result<Option<Blob>, ServiceError> {
+        if let Some(b) = self.cache.get(&(hash, encoding)) {
+            self.counters.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Some(b));
+        }
+        match self.cache.get(&(hash, pb::ImageEncoding::RawRgb)) {
+            Some(raw) => self.encoded(hash, raw, encoding).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Counts a frame answered `not_modified` (its `bytes` were not sent).
+    pub fn record_not_modified(&self, bytes: u64) {
+        self.counters.not_modified.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .bytes_saved
+            .fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> pb::CacheStats {
+        let c = &self.counters;
+        pb::CacheStats {
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            encodes: c.encodes.load(Ordering::Relaxed),
+            encodes_saved: c.encodes_saved.load(Ordering::Relaxed),
+            bytes_saved: c.bytes_saved.load(Ordering::Relaxed),
+            evictions: self.evictions.0.load(Ordering::Relaxed),
+            not_modified: c.not_modified.load(Ordering::Relaxed),
+            entries: self.cache.len() as u64,
+            bytes: self.cache.weight(),
+            capacity_bytes: self.capacity,
+        }
+    }
+}
+
+/// Parses a wire frame hash (32 lowercase hex characters).
+pub fn parse_hash(field: &str, s: &str) -> Result<u128, ServiceError> {
+    if s.len() != 32
+        || !s
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
+        return Err(ServiceError::invalid(
+            field,
+            format!("{s:?} is not a frame hash (32 lowercase hex characters)"),
+        ));
+    }
+    u128::from_str_radix(s, 16).map_err(|e| ServiceError::invalid(field, e.to_string()))
+}
+
+/// Parses an `if_none_match` list.
+pub fn parse_hashes(field: &str, list: &[String], max: u32) -> Result<Vec<u128>, ServiceError> {
+    if list.len() > max as usize {
+        return Err(ServiceError::invalid(
+            field,
+            format!("{} hashes is more than the limit of {max}", list.len()),
+        ));
+    }
+    list.iter()
+        .enumerate()
+        .map(|(i, s)| parse_hash(&format!("{field}[{i}]"), s))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deskgym_worker::hash_hex;
+
+    fn frame(seed: u8, w: u32, h: u32) -> Frame {
+        let rgb = (0..w * h * 3)
+            .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+            .collect();
+        Frame::from_rgb(w, h, rgb)
+    }
+
+    #[test]
+    fn each_encoding_is_made_once() {
+        let c = FrameCache::new(64 << 20);
+        let f = frame(1, 32, 16);
+        for _ in 0..3 {
+            let b = c.put(f.clone(), pb::ImageEncoding::Png).unwrap();
+            assert!(b.bytes.starts_with(b"\x89PNG"));
+        }
+        let s = c.stats();
+        assert_eq!((s.encodes, s.encodes_saved), (1, 2));
+        assert_eq!(s.entries, 2, "raw + png");
+    }
+
+    #[test]
+    fn concurrent_requests_wait_for_one_encode() {
+        let c = Arc::new(FrameCache::new(64 << 20));
+        let f = frame(2, 640, 480);
+        let threads: Vec<_> = (0..8)
+            .map(|_| {
+                let (c, f) = (c.clone(), f.clone());
+                std::thread::spawn(move || c.put(f, pb::ImageEncoding::Png).unwrap().bytes.len())
+            })
+            .collect();
+        let lens: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+        assert!(lens.windows(2).all(|w| w[0] == w[1]));
+        assert_eq!(c.stats().encodes, 1);
+    }
+
+    #[test]
+    fn eviction_never_returns_a_wrong_frame() {
+        // Room for a handful of 48x48 raw frames only.
+        let c = FrameCache::new(5 * (48 * 48 * 3 + ENTRY_OVERHEAD));
+        let frames: Vec<_> = (0..40).map(|i| frame(i, 48, 48)).collect();
+        for f in &frames {
+            c.put(f.clone(), pb::ImageEncoding::RawRgb).unwrap();
+        }
+        assert!(c.stats().evictions > 0);
+        let mut found = 0;
+        for f in &frames {
+            if let Some(b) = c.get(f.hash, pb::ImageEncoding::RawRgb).unwrap() {
+                found += 1;
+                assert_eq!(
+                    deskgym_worker::frame_hash(b.width, b.height, &b.bytes),
+                    f.hash,
+                    "{}",
+                    hash_hex(f.hash)
+                );
+            }
+        }
+        assert!(found > 0 && found < frames.len());
+    }
+
+    #[test]
+    fn hashes_are_validated() {
+        assert!(parse_hash("h", &"0".repeat(32)).is_ok());
+        assert_eq!(
+            parse_hash("h", &format!("{:032x}", u128::MAX)).unwrap(),
+            u128::MAX
+        );
+        for bad in ["", "abc", &"G".repeat(32), &"A".repeat(32), &"0".repeat(33)] {
+            let e = parse_hash("if_none_match[0]", bad).unwrap_err();
+            assert!(e.to_string().starts_with("if_none_match[0]:"), "{e}");
+        }
+        assert!(parse_hashes("if_none_match", &vec!["0".repeat(32); 3], 2).is_err());
+    }
+}
