@@ -1,0 +1,93 @@
+"""Checkpoints, fork and the client-side frame cache, from Python."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import deskgym
+
+from conftest import find
+
+SMALL = (320, 240)
+
+
+def typed_env(address: str) -> tuple[deskgym.DeskgymEnv, np.ndarray]:
+    env = deskgym.make("type-word", address=address, screen=SMALL, settle_ms=0, max_steps=100)
+    obs, _ = env.reset(seed=7)
+    x, y = find(obs, (0xFC, 0xFC, 0xFC))
+    env.step({"verb": "click", "x": x, "y": y})
+    obs, *_ = env.step({"verb": "type_text", "text": "ab"})
+    return env, obs
+
+
+def test_save_restore_round_trip(address: str) -> None:
+    env, at_save = typed_env(address)
+    try:
+        cp = env.save()
+        assert cp.step_index == 2 and cp.task == "type-word"
+        changed, *_ = env.step({"verb": "type_text", "text": "zzz"})
+        assert not np.array_equal(changed, at_save)
+        obs, info = env.restore(cp)
+        assert info["fidelity"] == "exact" and info["expected_hash"] == cp.frame_hash
+        assert np.array_equal(obs, at_save) and info["step_index"] == 2
+    finally:
+        env.close()
+
+
+def test_fork_replicas_are_exact_and_download_each_frame_once(address: str) -> None:
+    env, at_save = typed_env(address)
+    try:
+        cp = env.save()
+        vec = deskgym.fork(cp, 4)
+        try:
+            assert vec.fork_info["fidelity"] == ["exact"] * 4
+            assert all(h == cp.frame_hash for h in vec.fork_info["frame_hash"])
+            before = env.client.cache_stats()
+            obs, rew, term, trunc, infos = vec.step([{"verb": "type_text", "text": "c"}] * 4)
+            assert all(np.array_equal(obs[0], o) for o in obs[1:])
+            # One replica carried the pixels; the other three came from the client cache.
+            assert infos["frame_cached"].tolist().count(True) == 3
+            after = env.client.cache_stats()
+            assert after.not_modified - before.not_modified >= 3
+            assert after.bytes_saved > before.bytes_saved
+        finally:
+            vec.close()
+    finally:
+        env.close()
+
+
+def test_unchanged_screen_costs_no_pixels(address: str) -> None:
+    env = deskgym.make("click-target", address=address, screen=SMALL, settle_ms=0)
+    try:
+        obs, info = env.reset(seed=1)
+        assert info["frame_cached"] is False
+        obs2, _, _, _, info2 = env.step({"verb": "click", "x": 1, "y": 235})
+        assert info2["frame_cached"] is True and info2["frame_hash"] == info["frame_hash"]
+        assert np.array_equal(obs, obs2) and not np.shares_memory(obs, obs2)
+    finally:
+        env.close()
+
+
+def test_fork_bad_input(address: str, client: deskgym.Client) -> None:
+    env, _ = typed_env(address)
+    other = deskgym.make("click-target", address=address, screen=SMALL)
+    try:
+        cp = env.save()
+        with pytest.raises(deskgym.DeskgymError) as e:
+            deskgym.fork(cp, 1000)
+        assert e.value.code == "RESOURCE_EXHAUSTED"
+        with pytest.raises(deskgym.DeskgymError) as e:
+            other.restore(cp)
+        assert e.value.code == "FAILED_PRECONDITION"
+        with pytest.raises(deskgym.DeskgymError) as e:
+            client.step(env.env_id, deskgym.to_proto({"verb": "noop"}), if_none_match=["zz"])
+        assert e.value.code == "INVALID_ARGUMENT" and e.value.message.startswith("if_none_match[0]")
+        assert [c.checkpoint_id for c in client.list_checkpoints(cp.pool_id)] == [cp.checkpoint_id]
+        client.delete_checkpoint(cp)
+        with pytest.raises(deskgym.DeskgymError) as e:
+            deskgym.fork(cp, 1)
+        assert e.value.code == "NOT_FOUND"
+    finally:
+        env.close()
+        other.close()
