@@ -1,9 +1,18 @@
-//! One Xvfb process: started with `-displayfd` (the server picks a free display, like
-//! binding port 0), in its own process group, killed and reaped on drop, with stale
+//! One Xvfb process, in its own process group, killed and reaped on drop, with stale
 //! lock files of dead servers cleaned up.
+//!
+//! Display numbers: letting many `Xvfb -displayfd` probe for a free display at once is
+//! racy (without a display number Xvfb takes no lock file, and a probe that fails
+//! half-way closes, and so unlinks, the socket path of the live server it collided
+//! with). So we choose the number (skipping any with a lock file or a socket, and any
+//! this process holds; each process starts its search at its own offset so that two
+//! deskgym processes rarely race for one number) and pass it explicitly; a server that
+//! loses a race anyway exits and we try the next number. `-displayfd` tells us when the
+//! server accepts connections (with it, Xvfb writes no lock file).
 
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -23,16 +32,42 @@ pub struct Xvfb {
     child: Child,
     display: u32,
     stderr_tail: Arc<Mutex<Vec<u8>>>,
+    /// Inode of the display socket our server created: on drop we remove that file
+    /// only, never a socket a newer Xvfb created at the same path.
+    socket_ino: Option<u64>,
 }
 
 impl Xvfb {
     /// Starts Xvfb at `width`x`height`x24 and waits until it accepts connections.
     pub fn start(width: u32, height: u32) -> Result<Self> {
-        clean_stale_locks();
+        // Once per process, before our own servers exist.
+        static SWEEP: std::sync::Once = std::sync::Once::new();
+        SWEEP.call_once(clean_stale_locks);
+        let mut last = None;
+        for _ in 0..START_ATTEMPTS {
+            let display = claim_display()?;
+            match Self::start_on(display, width, height) {
+                Ok(x) => return Ok(x),
+                Err(e) => {
+                    release_display(display);
+                    let text = e.to_string();
+                    // Another process's server got this number first: try the next one.
+                    if !(text.contains("already active") || text.contains("listening sockets")) {
+                        return Err(e);
+                    }
+                    last = Some(e);
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| DesktopError::XvfbStart("no free display".into())))
+    }
+
+    fn start_on(display: u32, width: u32, height: u32) -> Result<Self> {
         let (mut reader, writer) = io::pipe()?;
         let wfd = writer.as_raw_fd();
         let mut cmd = Command::new(xvfb_binary()?);
-        cmd.arg("-displayfd")
+        cmd.arg(format!(":{display}"))
+            .arg("-displayfd")
             .arg(wfd.to_string())
             .args(["-screen", "0", &format!("{width}x{height}x24")])
             .args(["-nolisten", "tcp", "-noreset"])
@@ -71,23 +106,34 @@ impl Xvfb {
                     }
                 })?;
         }
+        let announced = read_display(&mut reader);
         let mut xvfb = Self {
             child,
-            display: u32::MAX,
+            display,
             stderr_tail,
+            socket_ino: None,
         };
-        match read_display(&mut reader) {
-            Ok(d) => xvfb.display = d,
-            Err(e) => {
+        match announced {
+            Ok(d) if d == display => {
+                xvfb.socket_ino = std::fs::metadata(socket_path(d)).ok().map(|m| m.ino());
+                Ok(xvfb)
+            }
+            other => {
                 let _ = xvfb.child.kill();
                 let _ = xvfb.child.wait();
-                return Err(DesktopError::XvfbStart(format!(
-                    "{e}; Xvfb said: {}",
+                // Wait for the stderr reader to see EOF, so the message is complete.
+                std::thread::sleep(Duration::from_millis(20));
+                let why = match other {
+                    Ok(d) => format!("announced display {d}, expected {display}"),
+                    Err(e) => e,
+                };
+                xvfb.display = u32::MAX; // nothing of ours to clean up on drop
+                Err(DesktopError::XvfbStart(format!(
+                    "{why}; Xvfb said: {}",
                     xvfb.stderr()
-                )));
+                )))
             }
         }
-        Ok(xvfb)
     }
 
     /// The display number (5 for `:5`).
@@ -132,11 +178,62 @@ impl Drop for Xvfb {
         // SAFETY: as above; SIGKILL of an already-dead group is harmless.
         unsafe { libc::killpg(pgid, libc::SIGKILL) };
         let _ = self.child.wait();
-        // A server that had to be SIGKILLed leaves its socket behind.
-        if self.display != u32::MAX {
-            remove_if_stale(&PathBuf::from(format!("/tmp/.X11-unix/X{}", self.display)));
+        if self.display == u32::MAX {
+            return;
         }
+        // A SIGKILLed server leaves its lock and socket behind. Remove that very lock
+        // (our pid) and socket (same inode) only: the display number may already serve
+        // a newer server.
+        let lock = format!("/tmp/.X{}-lock", self.display);
+        if std::fs::read_to_string(&lock)
+            .is_ok_and(|t| t.trim().parse::<u32>().ok() == Some(self.child.id()))
+        {
+            let _ = std::fs::remove_file(&lock);
+        }
+        if let Some(ino) = self.socket_ino {
+            let path = socket_path(self.display);
+            if std::fs::metadata(&path).is_ok_and(|m| m.ino() == ino) {
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        release_display(self.display);
     }
+}
+
+/// First display number we use: low numbers belong to real X servers and xvfb-run.
+const FIRST_DISPLAY: u32 = 20;
+/// Tries before giving up when other processes keep taking the chosen numbers.
+const START_ATTEMPTS: usize = 8;
+
+/// Display numbers held by Xvfbs of this process.
+static CLAIMED: Mutex<Vec<u32>> = Mutex::new(Vec::new());
+
+/// Picks a display number that no server of ours holds and that has no lock file or
+/// socket on disk.
+fn claim_display() -> Result<u32> {
+    let mut claimed = CLAIMED.lock().unwrap_or_else(|p| p.into_inner());
+    let offset = (std::process::id() % 100) * 20;
+    let free = (0..10_000)
+        .map(|i| FIRST_DISPLAY + (offset + i) % 10_000)
+        .find(|&n| {
+            !claimed.contains(&n)
+                && !std::path::Path::new(&format!("/tmp/.X{n}-lock")).exists()
+                && !socket_path(n).exists()
+        });
+    let n = free.ok_or_else(|| DesktopError::XvfbStart("no free display number".into()))?;
+    claimed.push(n);
+    Ok(n)
+}
+
+fn release_display(n: u32) {
+    CLAIMED
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|&d| d != n);
+}
+
+fn socket_path(display: u32) -> PathBuf {
+    PathBuf::from(format!("/tmp/.X11-unix/X{display}"))
 }
 
 fn xvfb_binary() -> Result<PathBuf> {
@@ -199,11 +296,18 @@ fn read_display(reader: &mut io::PipeReader) -> Result<u32, String> {
     }
 }
 
+/// How old a refused socket must be before it counts as stale: a server of another
+/// process between bind and listen refuses connections for a moment too.
+const STALE_AFTER: Duration = Duration::from_secs(30);
+
 /// Removes a display socket nobody listens on any more.
 fn remove_if_stale(path: &std::path::Path) {
-    if path.exists()
-        && let Err(e) = std::os::unix::net::UnixStream::connect(path)
-        && e.kind() == io::ErrorKind::ConnectionRefused
+    let old = std::fs::metadata(path)
+        .and_then(|m| m.modified())
+        .is_ok_and(|t| t.elapsed().is_ok_and(|age| age > STALE_AFTER));
+    if old
+        && std::os::unix::net::UnixStream::connect(path)
+            .is_err_and(|e| e.kind() == io::ErrorKind::ConnectionRefused)
     {
         let _ = std::fs::remove_file(path);
     }
@@ -212,6 +316,7 @@ fn remove_if_stale(path: &std::path::Path) {
 /// Removes `/tmp/.X<n>-lock` files whose owning process is gone and display sockets that
 /// nobody listens on, so a crashed earlier run (or another X server's) does not make
 /// display allocation skip or fail. (With `-displayfd`, Xvfb itself writes no lock.)
+/// Runs once per process, before its first Xvfb starts.
 pub fn clean_stale_locks() {
     if let Ok(dir) = std::fs::read_dir("/tmp/.X11-unix") {
         for entry in dir.flatten() {
@@ -243,7 +348,7 @@ pub fn clean_stale_locks() {
         if gone {
             tracing::info!(display = n, pid, "removing stale X lock");
             let _ = std::fs::remove_file(entry.path());
-            remove_if_stale(&PathBuf::from(format!("/tmp/.X11-unix/X{n}")));
+            remove_if_stale(&socket_path(n));
         }
     }
 }

@@ -121,7 +121,12 @@ fn killed_xvfb_is_reported_and_cleaned_up() {
     let e = d.step(&Action::Noop).unwrap_err();
     assert!(e.is_fatal(), "{e}");
     let socket = format!("/tmp/.X11-unix/X{display}");
+    let lock = format!("/tmp/.X{display}-lock");
     drop(d);
+    assert!(
+        !std::path::Path::new(&lock).exists(),
+        "no lock file left behind"
+    );
     // Either gone, or a concurrently started Xvfb took the free display number over.
     let path = std::path::Path::new(&socket);
     assert!(

@@ -79,11 +79,11 @@ class DeskgymEnv(gym.Env[Any, Any]):
             seed, self._seed = self._seed, None
         super().reset(seed=seed)
         episode_seed = seed if seed is not None else int(self.np_random.integers(0, 2**63 - 1))
-        r = self.client.reset(self.env_id, seed=episode_seed, if_none_match=self._known())
+        r = self.client.reset(self.env_id, seed=episode_seed, encoding=self.obs_type, if_none_match=self._known())
         return self._result(r.observation, r.info)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        r = self.client.step(self.env_id, to_proto(action), if_none_match=self._known())
+        r = self.client.step(self.env_id, to_proto(action), encoding=self.obs_type, if_none_match=self._known())
         obs, inf = self._result(r.observation, r.info)
         return obs, r.reward, r.terminated, r.truncated, inf
 
@@ -106,7 +106,7 @@ class DeskgymEnv(gym.Env[Any, Any]):
     def restore(self, checkpoint: Checkpoint) -> tuple[Any, dict[str, Any]]:
         """Rewinds to ``checkpoint`` (by deterministic replay on a fresh desktop).
         ``info["fidelity"]`` is ``"exact"`` or ``"diverged"`` (with ``info["expected_hash"]``)."""
-        r = self.client.restore(self.env_id, checkpoint)
+        r = self.client.restore(self.env_id, checkpoint, encoding=self.obs_type)
         obs, inf = self._result(r.observation, r.info)
         inf["fidelity"] = fidelity_name(r.fidelity)
         inf["expected_hash"] = r.expected_hash

@@ -11,7 +11,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
 from deskgym.actions import action_space, to_proto
-from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, Pool
+from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, Pool, encoding_of
 from deskgym.env import OBS_TYPES, fidelity_name
 from deskgym.errors import DeskgymError, code_name
 from deskgym.observation import info, observation_space
@@ -84,6 +84,8 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         else:
             self.observation_space = gym.spaces.Tuple([self.single_observation_space] * num_envs)
         self.action_space = batch_space(self.single_action_space, num_envs)
+        # Sent with every request: a forked pool inherits its source's default encoding.
+        self._encoding = encoding_of(obs_type)
         self._needs_reset = np.zeros(num_envs, dtype=bool)
         self._obs: list[Any] = [None] * num_envs
         self._hashes: list[str | None] = [None] * num_envs
@@ -164,7 +166,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         idx = [i for i in range(self.num_envs) if mask[i]]
         reqs = []
         for i in idx:
-            r = pb.ResetRequest(env_id=self.env_ids[i], if_none_match=self._own(i))
+            r = pb.ResetRequest(env_id=self.env_ids[i], if_none_match=self._own(i), encoding=self._encoding)
             if seeds[i] is not None:
                 r.seed = seeds[i]
             reqs.append(r)
@@ -192,12 +194,16 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         for i in range(n):
             if next_step and self._needs_reset[i]:
                 reset_idx.append(i)
-                resets.append(pb.ResetRequest(env_id=self.env_ids[i], if_none_match=self._own(i)))
+                resets.append(pb.ResetRequest(env_id=self.env_ids[i], if_none_match=self._own(i), encoding=self._encoding))
             else:
                 step_idx.append(i)
                 items.append(
                     pb.StepRequest(
-                        env_id=self.env_ids[i], action=to_proto(acts[i]), autoreset=same_step, if_none_match=self._own(i)
+                        env_id=self.env_ids[i],
+                        action=to_proto(acts[i]),
+                        autoreset=same_step,
+                        if_none_match=self._own(i),
+                        encoding=self._encoding,
                     )
                 )
         resp = self.client.step_batch(items, resets, if_none_match=self._shared())
@@ -246,7 +252,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         """Same-step mode promised a fresh episode; a failed server-side autoreset is
         retried here once (this restarts a crashed desktop)."""
         try:
-            r = self.client.reset(self.env_ids[i])
+            r = self.client.reset(self.env_ids[i], encoding=self.obs_type, if_none_match=self._own(i))
         except DeskgymError as e:
             self._needs_reset[i] = True
             return {**env_info, "autoreset_error": str(e)}

@@ -90,6 +90,10 @@ async fn stopping_the_server_leaves_no_xvfb_app_or_lock() {
     assert!(children_named("deskgym-task-app").is_empty());
     for d in displays {
         assert!(
+            !std::path::Path::new(&format!("/tmp/.X{d}-lock")).exists(),
+            ":{d} lock left behind"
+        );
+        assert!(
             !std::path::Path::new(&format!("/tmp/.X11-unix/X{d}")).exists(),
             ":{d} socket left behind"
         );
