@@ -580,7 +580,6 @@ impl PoolManager {
         }
         let pool = self.register(spec, desktops, n);
         drop((pending, moved));
-        self.top_up_spares();
 
         let opts = ObsOptions {
             encoding,
@@ -610,6 +609,9 @@ impl PoolManager {
             }
         }
         tracing::info!(checkpoint = %cp.id, pool = %pool.id, n, from_spares, "forked");
+        // Refill the source pool's spares only now: starting servers while the replicas
+        // replay would slow the fork down (housekeeping would get to it anyway).
+        self.top_up_spares();
         Ok(pb::ForkResponse {
             pool_id: pool.id.clone(),
             replicas,
