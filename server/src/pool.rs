@@ -449,15 +449,23 @@ impl PoolManager {
         };
         lock(&self.checkpoints).retain(|c| c.pool.id != pool.id);
         let n = envs.len() as u32;
-        let spares = std::mem::take(&mut *lock(&pool.spares));
-        Self::join(self.spawn(move || {
-            drop(spares);
-            for env in envs {
-                drop(env.take_desktop());
-            }
-            Ok(())
-        }))
-        .await?;
+        // Stopping a desktop waits for its processes to exit: stop them all at once.
+        let desktops: Vec<Desktop> = std::mem::take(&mut *lock(&pool.spares))
+            .into_iter()
+            .chain(envs.iter().filter_map(|e| e.take_desktop()))
+            .collect();
+        let stops: Vec<_> = desktops
+            .into_iter()
+            .map(|d| {
+                self.spawn(move || {
+                    drop(d);
+                    Ok(())
+                })
+            })
+            .collect();
+        for s in stops {
+            Self::join(s).await?;
+        }
         tracing::info!(pool = %pool_id, envs = n, "pool closed");
         Ok(n)
     }
@@ -555,6 +563,7 @@ impl PoolManager {
         n: u32,
         encoding: i32,
     ) -> Result<pb::ForkResponse, ServiceError> {
+        let t0 = Instant::now();
         let cp = self.checkpoint(cp_id)?;
         if n == 0 {
             return Err(ServiceError::invalid("n", "must be at least 1"));
@@ -593,6 +602,7 @@ impl PoolManager {
         }
         let pool = self.register(spec, desktops, n);
         drop((pending, moved));
+        let t_desktops = t0.elapsed();
 
         let opts = ObsOptions {
             encoding,
@@ -621,10 +631,10 @@ impl PoolManager {
                 }
             }
         }
-        tracing::info!(checkpoint = %cp.id, pool = %pool.id, n, from_spares, "forked");
-        // Refill the source pool's spares only now: starting servers while the replicas
-        // replay would slow the fork down (housekeeping would get to it anyway).
-        self.top_up_spares();
+        tracing::info!(checkpoint = %cp.id, pool = %pool.id, n, from_spares,
+            desktops_ms = t_desktops.as_millis() as u64, total_ms = t0.elapsed().as_millis() as u64, "forked");
+        // The source pool's spares are refilled by housekeeping shortly after: starting
+        // servers here would compete with this reply and the replicas' first steps.
         Ok(pb::ForkResponse {
             pool_id: pool.id.clone(),
             replicas,
