@@ -151,6 +151,17 @@ class Client:
         """Stops every desktop of a pool; returns how many."""
         return self._call(self._stub.ClosePool, pb.ClosePoolRequest(pool_id=pool_id)).envs_closed
 
+    def release(self, pool: Pool | None) -> None:
+        """Closes a pool that may already be gone (reaped, or the server restarted): what
+        an env's ``close()`` needs, idempotent and quiet about those two cases."""
+        if pool is None:
+            return
+        try:
+            self.close_pool(pool.pool_id)
+        except DeskgymError as e:
+            if e.code not in ("NOT_FOUND", "UNAVAILABLE"):
+                raise
+
     def reset(
         self, env_id: str, seed: int | None = None, encoding: str | None = None, if_none_match: Sequence[str] = ()
     ) -> pb.ResetResponse:

@@ -124,13 +124,8 @@ class DeskgymEnv(gym.Env[Any, Any]):
 
     def close(self) -> None:
         """Releases the desktop on the server (idempotent)."""
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            try:
-                self.client.close_pool(pool.pool_id)
-            except DeskgymError as e:
-                if e.code not in ("NOT_FOUND", "UNAVAILABLE"):
-                    raise
+        pool, self._pool = self._pool, None
+        self.client.release(pool)
         if self._own_client:
             self.client.close()
         super().close()

@@ -315,7 +315,12 @@ impl PoolManager {
 
     /// Starts `n` desktops in parallel, the last `spares` of them as warm spares; all or
     /// nothing.
-    async fn start_desktops(&self, spec: &PoolSpec, n: u32, spares: u32) -> Result<Vec<Desktop>, ServiceError> {
+    async fn start_desktops(
+        &self,
+        spec: &PoolSpec,
+        n: u32,
+        spares: u32,
+    ) -> Result<Vec<Desktop>, ServiceError> {
         let jobs: Vec<_> = (0..n)
             .map(|i| {
                 let spec = spec.clone();

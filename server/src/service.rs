@@ -90,6 +90,15 @@ async fn finish<T>(started: Result<Pending<T>, ServiceError>) -> Result<T, Servi
     PoolManager::join(started?).await
 }
 
+/// A batch entry's status: (gRPC code, message, result), so one failing env never
+/// fails the batch.
+async fn outcome<T>(started: Result<Pending<T>, ServiceError>) -> (i32, String, Option<T>) {
+    match finish(started).await {
+        Ok(r) => (0, String::new(), Some(r)),
+        Err(e) => (e.code() as i32, e.to_string(), None),
+    }
+}
+
 /// Sends each frame's pixels once per response: an observation whose (hash, encoding)
 /// an earlier one already carries becomes `not_modified`.
 struct Dedup<'a> {
@@ -264,43 +273,29 @@ impl Deskgym for DeskgymService {
         };
         let mut results = Vec::with_capacity(steps.len());
         for (env_id, started) in steps {
-            results.push(match finish(started).await {
-                Ok(mut r) => {
-                    dedup.apply(r.observation.as_mut());
-                    dedup.apply(r.reset.as_mut().and_then(|r| r.observation.as_mut()));
-                    pb::StepBatchItem {
-                        env_id,
-                        code: 0,
-                        message: String::new(),
-                        result: Some(r),
-                    }
-                }
-                Err(e) => pb::StepBatchItem {
-                    env_id,
-                    code: e.code() as i32,
-                    message: e.to_string(),
-                    result: None,
-                },
+            let (code, message, mut result) = outcome(started).await;
+            if let Some(r) = result.as_mut() {
+                dedup.apply(r.observation.as_mut());
+                dedup.apply(r.reset.as_mut().and_then(|r| r.observation.as_mut()));
+            }
+            results.push(pb::StepBatchItem {
+                env_id,
+                code,
+                message,
+                result,
             });
         }
         let mut reset_results = Vec::with_capacity(resets.len());
         for (env_id, started) in resets {
-            reset_results.push(match finish(started).await {
-                Ok(mut r) => {
-                    dedup.apply(r.observation.as_mut());
-                    pb::ResetBatchItem {
-                        env_id,
-                        code: 0,
-                        message: String::new(),
-                        result: Some(r),
-                    }
-                }
-                Err(e) => pb::ResetBatchItem {
-                    env_id,
-                    code: e.code() as i32,
-                    message: e.to_string(),
-                    result: None,
-                },
+            let (code, message, mut result) = outcome(started).await;
+            if let Some(r) = result.as_mut() {
+                dedup.apply(r.observation.as_mut());
+            }
+            reset_results.push(pb::ResetBatchItem {
+                env_id,
+                code,
+                message,
+                result,
             });
         }
         Ok(Response::new(pb::StepBatchResponse {

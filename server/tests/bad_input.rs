@@ -28,16 +28,7 @@ async fn bad_requests_get_precise_codes() {
     let mut c = server.client().await;
 
     // Unknown ids.
-    let e = c
-        .step(pb::StepRequest {
-            env_id: "nope".into(),
-            action: noop(),
-            encoding: 0,
-            autoreset: false,
-            ..Default::default()
-        })
-        .await
-        .unwrap_err();
+    let e = c.step(step_req("nope", noop())).await.unwrap_err();
     assert_eq!(e.code(), Code::NotFound, "{e:?}");
     assert!(e.message().contains("nope"));
     let e = c
@@ -111,16 +102,7 @@ async fn bad_requests_get_precise_codes() {
     // Step before reset.
     let p = pool(&mut c, "click-target", 3, 320, 240).await;
     let env = p.env_ids[0].clone();
-    let e = c
-        .step(pb::StepRequest {
-            env_id: env.clone(),
-            action: noop(),
-            encoding: 0,
-            autoreset: false,
-            ..Default::default()
-        })
-        .await
-        .unwrap_err();
+    let e = c.step(step_req(env.clone(), noop())).await.unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition);
     assert!(e.message().contains("Reset"), "{}", e.message());
     // The pool took every env slot: one more is refused, nothing half-created.
@@ -179,13 +161,7 @@ async fn bad_requests_get_precise_codes() {
     ];
     for (action, field) in cases {
         let e = c
-            .step(pb::StepRequest {
-                env_id: env.clone(),
-                action: action.clone(),
-                encoding: 0,
-                autoreset: false,
-                ..Default::default()
-            })
+            .step(step_req(env.clone(), action.clone()))
             .await
             .unwrap_err();
         assert_eq!(e.code(), Code::InvalidArgument, "{action:?}: {e:?}");
@@ -207,13 +183,7 @@ async fn bad_requests_get_precise_codes() {
         .into_inner();
     assert_eq!(obs.frame_hash, first.frame_hash);
     let ok = c
-        .step(pb::StepRequest {
-            env_id: env.clone(),
-            action: noop(),
-            encoding: 0,
-            autoreset: false,
-            ..Default::default()
-        })
+        .step(step_req(env.clone(), noop()))
         .await
         .unwrap()
         .into_inner();
@@ -228,13 +198,7 @@ async fn bad_requests_get_precise_codes() {
         resets: vec![],
         items: ids
             .iter()
-            .map(|i| pb::StepRequest {
-                env_id: i.to_string(),
-                action: noop(),
-                encoding: 0,
-                autoreset: false,
-                ..Default::default()
-            })
+            .map(|i| step_req(i.to_string(), noop()))
             .collect(),
         ..Default::default()
     };
@@ -263,27 +227,12 @@ async fn bad_requests_get_precise_codes() {
     // Ending the episode then stepping again.
     let (x, y) = find(&first, RED).unwrap();
     let won = c
-        .step(pb::StepRequest {
-            env_id: env.clone(),
-            action: click(x, y),
-            encoding: 0,
-            autoreset: false,
-            ..Default::default()
-        })
+        .step(step_req(env.clone(), click(x, y)))
         .await
         .unwrap()
         .into_inner();
     assert!(won.terminated);
-    let e = c
-        .step(pb::StepRequest {
-            env_id: env.clone(),
-            action: noop(),
-            encoding: 0,
-            autoreset: false,
-            ..Default::default()
-        })
-        .await
-        .unwrap_err();
+    let e = c.step(step_req(env.clone(), noop())).await.unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition);
     assert!(e.message().contains("ended"), "{}", e.message());
 
@@ -295,16 +244,7 @@ async fn bad_requests_get_precise_codes() {
         .unwrap()
         .into_inner();
     assert_eq!(closed.envs_closed, 3);
-    let e = c
-        .step(pb::StepRequest {
-            env_id: env,
-            action: noop(),
-            encoding: 0,
-            autoreset: false,
-            ..Default::default()
-        })
-        .await
-        .unwrap_err();
+    let e = c.step(step_req(env, noop())).await.unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
     // Slots were released.
     pool(&mut c, "click-target", 3, 320, 240).await;

@@ -21,14 +21,6 @@ fn type_text(t: &str) -> Option<pb::Action> {
     act(pb::action::Verb::TypeText(pb::TypeText { text: t.into() }))
 }
 
-fn step_req(env: &str, action: Option<pb::Action>) -> pb::StepRequest {
-    pb::StepRequest {
-        env_id: env.into(),
-        action,
-        ..Default::default()
-    }
-}
-
 async fn batch(c: &mut Client, items: Vec<pb::StepRequest>) -> Vec<pb::StepResult> {
     let r = c
         .step_batch(pb::StepBatchRequest {

@@ -27,13 +27,7 @@ async fn same_seed_same_hash_and_a_click_on_the_target_pays() {
 
     let (x, y) = find(&oa, RED).expect("red target in the frame");
     let miss = c
-        .step(pb::StepRequest {
-            env_id: p.env_ids[0].clone(),
-            action: click(1, 470),
-            encoding: 0,
-            autoreset: false,
-            ..Default::default()
-        })
+        .step(step_req(p.env_ids[0].clone(), click(1, 470)))
         .await
         .unwrap()
         .into_inner();
@@ -47,13 +41,7 @@ async fn same_seed_same_hash_and_a_click_on_the_target_pays() {
         "a miss changes nothing"
     );
     let hit = c
-        .step(pb::StepRequest {
-            env_id: p.env_ids[0].clone(),
-            action: click(x, y),
-            encoding: 0,
-            autoreset: false,
-            ..Default::default()
-        })
+        .step(step_req(p.env_ids[0].clone(), click(x, y)))
         .await
         .unwrap()
         .into_inner();
@@ -289,13 +277,7 @@ async fn autoreset_and_resets_ride_in_one_batch() {
     );
     // The env is live again without an explicit Reset.
     let again = c
-        .step(pb::StepRequest {
-            env_id: a.clone(),
-            action: noop(),
-            encoding: 0,
-            autoreset: false,
-            ..Default::default()
-        })
+        .step(step_req(a.clone(), noop()))
         .await
         .unwrap()
         .into_inner();
@@ -303,13 +285,7 @@ async fn autoreset_and_resets_ride_in_one_batch() {
     // An env may not appear in both lists.
     let e = c
         .step_batch(pb::StepBatchRequest {
-            items: vec![pb::StepRequest {
-                env_id: a.clone(),
-                action: noop(),
-                encoding: 0,
-                autoreset: false,
-                ..Default::default()
-            }],
+            items: vec![step_req(a.clone(), noop())],
             resets: vec![pb::ResetRequest {
                 env_id: a,
                 ..Default::default()

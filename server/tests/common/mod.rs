@@ -85,6 +85,15 @@ pub fn click(x: i32, y: i32) -> Option<pb::Action> {
     })
 }
 
+/// A step of `env` with `action`, everything else default.
+pub fn step_req(env: impl Into<String>, action: Option<pb::Action>) -> pb::StepRequest {
+    pb::StepRequest {
+        env_id: env.into(),
+        action,
+        ..Default::default()
+    }
+}
+
 pub fn noop() -> Option<pb::Action> {
     Some(pb::Action {
         verb: Some(pb::action::Verb::Noop(pb::Noop {})),
