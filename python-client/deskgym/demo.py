@@ -20,7 +20,18 @@ import deskgym
 from deskgym.agents import PixelAgent, RandomAgent
 
 
+_last_draw = 0.0
+
+
 def progress(label: str, done: int, total: int, steps: int, t0: float) -> None:
+    """A one-line progress bar on stderr: redrawn at most 5 times a second on a
+    terminal; elsewhere (logs, CI) only the final state is written."""
+    global _last_draw
+    now = time.perf_counter()
+    final = done >= total
+    if not final and (not sys.stderr.isatty() or now - _last_draw < 0.2):
+        return
+    _last_draw = now
     width = 30
     filled = int(width * done / max(total, 1))
     rate = steps / max(time.perf_counter() - t0, 1e-9)
