@@ -1,0 +1,222 @@
+//! `.skn` recordings of deskgym runs: Parquet tables (`episodes`, `steps`, `frames`,
+//! `events`) plus `manifest.json`, written off the step path and crash-safely.
+//! Knows nothing of X11 or gRPC.
+//!
+//! # Layout
+//! - [`tables`]: rows, Arrow schemas, rows → record batches.
+//! - [`writer`]: the recorder thread, chunk rolling, atomic renames, the manifest,
+//!   crash recovery.
+//!
+//! A bundle on disk:
+//! ```text
+//! <data-dir>/<run>.skn/
+//!   manifest.json
+//!   episodes/part-00000.parquet  steps/part-00000.parquet
+//!   frames/part-00000.parquet    events/part-00000.parquet   ...
+//! ```
+
+pub mod tables;
+pub mod writer;
+
+pub use tables::{EpisodeRow, EventRow, FrameRow, StepRow};
+pub use writer::{
+    FrameRecord, Manifest, Overflow, Record, RecordError, Recorder, RecorderConfig, read_manifest,
+    recover,
+};
+
+/// Suffix of bundle directories.
+pub const BUNDLE_SUFFIX: &str = ".skn";
+
+/// Checks a client-chosen run name: letters, digits, `.`, `_`, `-`, 1 to 64 characters,
+/// not starting with a dot. Anything else (a path separator, `..`) could steer the
+/// server to write outside its data directory.
+pub fn validate_run_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 64 {
+        return Err(format!(
+            "run name must be 1 to 64 characters, got {}",
+            name.len()
+        ));
+    }
+    if name.starts_with('.') {
+        return Err(format!("run name {name:?} must not start with '.'"));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!(
+            "run name {name:?} contains {c:?}; use letters, digits, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+
+    fn config(dir: &std::path::Path, roll_bytes: usize) -> RecorderConfig {
+        RecorderConfig {
+            dir: dir.join("run.skn"),
+            run_id: "run".into(),
+            task: "click-target".into(),
+            width: 4,
+            height: 2,
+            server_version: "test".into(),
+            roll_bytes,
+            roll_every: Duration::from_secs(3600),
+            channel_capacity: 16,
+            overflow: Overflow::Block,
+        }
+    }
+
+    fn rows(path: &std::path::Path) -> usize {
+        let f = std::fs::File::open(path).unwrap();
+        ParquetRecordBatchReaderBuilder::try_new(f)
+            .unwrap()
+            .build()
+            .unwrap()
+            .map(|b| b.unwrap().num_rows())
+            .sum()
+    }
+
+    fn tmpdir(name: &str) -> std::path::PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("deskgym-datasets-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn frame(seed: u8) -> Record {
+        Record::Frame(FrameRecord {
+            hash: format!("{seed:032x}"),
+            width: 4,
+            height: 2,
+            rgb: vec![seed; 24].into(),
+        })
+    }
+
+    #[test]
+    fn frames_are_stored_once_and_chunks_roll_together() {
+        let d = tmpdir("roll");
+        let r = Recorder::start(config(&d, 1)).unwrap(); // roll after every record
+        for i in 0..5 {
+            r.send(Record::Step(StepRow {
+                episode_id: "e/1".into(),
+                step_index: i,
+                verb: "noop".into(),
+                ..Default::default()
+            }));
+            r.send(frame((i % 2) as u8));
+        }
+        r.send(Record::Episode(EpisodeRow {
+            episode_id: "e/1".into(),
+            length: 5,
+            ..Default::default()
+        }));
+        r.send(Record::Event {
+            kind: "reset".into(),
+            env_id: "e".into(),
+            payload: serde_json::json!({"seed": 1}),
+        });
+        let m = r.close().unwrap();
+        assert_eq!(m.status, "closed");
+        assert_eq!(
+            (m.counts.steps, m.counts.episodes, m.counts.events),
+            (5, 1, 1)
+        );
+        assert_eq!((m.counts.frames_observed, m.counts.frames_stored), (5, 2));
+        let total: usize = m.files["steps"].iter().map(|f| rows(&m_path(&d, f))).sum();
+        assert_eq!(total, 5);
+        let frames: usize = m.files["frames"].iter().map(|f| rows(&m_path(&d, f))).sum();
+        assert_eq!(frames, 2);
+        assert_eq!(read_manifest(&d.join("run.skn")).unwrap(), m);
+        let leftovers = walk(&d.join("run.skn"))
+            .into_iter()
+            .filter(|p| p.ends_with(".tmp"))
+            .count();
+        assert_eq!(leftovers, 0);
+    }
+
+    fn m_path(d: &std::path::Path, rel: &str) -> std::path::PathBuf {
+        d.join("run.skn").join(rel)
+    }
+
+    fn walk(d: &std::path::Path) -> Vec<String> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            if e.path().is_dir() {
+                out.extend(walk(&e.path()));
+            } else {
+                out.push(e.path().display().to_string());
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn an_existing_or_unwritable_bundle_is_refused() {
+        let d = tmpdir("exists");
+        Recorder::start(config(&d, 1 << 20))
+            .unwrap()
+            .close()
+            .unwrap();
+        let e = Recorder::start(config(&d, 1 << 20)).unwrap_err();
+        assert!(e.to_string().contains("run.skn"), "{e}");
+        // A data "directory" that is a file.
+        let file = d.join("not-a-dir");
+        std::fs::write(&file, b"x").unwrap();
+        let mut c = config(&d, 1);
+        c.dir = file.join("run.skn");
+        assert!(Recorder::start(c).is_err());
+    }
+
+    #[test]
+    fn recover_counts_the_unclosed_chunk() {
+        let d = tmpdir("recover");
+        let r = Recorder::start(config(&d, 1 << 20)).unwrap();
+        std::mem::forget(r); // as if the process died: manifest stays "open"
+        let bundle = d.join("run.skn");
+        std::fs::write(bundle.join("steps/part-00000.parquet.tmp"), b"half").unwrap();
+        let m = recover(&bundle).unwrap();
+        assert_eq!((m.status.as_str(), m.lost_chunks), ("crashed", 1));
+        assert!(!bundle.join("steps/part-00000.parquet.tmp").exists());
+        assert_eq!(
+            recover(&bundle).unwrap(),
+            m,
+            "recovering twice changes nothing"
+        );
+    }
+
+    #[test]
+    fn foreign_directories_are_not_bundles() {
+        let d = tmpdir("foreign");
+        let e = read_manifest(&d).unwrap_err();
+        assert!(e.to_string().contains("not a readable .skn bundle"), "{e}");
+        std::fs::write(d.join("manifest.json"), br#"{"format": "other"}"#).unwrap();
+        assert!(read_manifest(&d).is_err());
+    }
+
+    #[test]
+    fn run_names_cannot_escape_the_data_dir() {
+        for ok in ["run-1", "a.b_c", "X"] {
+            assert!(validate_run_name(ok).is_ok(), "{ok}");
+        }
+        for bad in [
+            "",
+            "..",
+            ".hidden",
+            "a/b",
+            "../etc",
+            "a\\b",
+            "sp ace",
+            &"x".repeat(65),
+        ] {
+            assert!(validate_run_name(bad).is_err(), "{bad}");
+        }
+    }
+}

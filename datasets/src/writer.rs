@@ -1,0 +1,578 @@
+//! The recorder: a bounded channel to one writer thread that turns records into
+//! Parquet chunks, crash-safely.
+//!
+//! Every chunk is written to `<table>/part-NNNNN.parquet.tmp`, fsynced, renamed to
+//! `part-NNNNN.parquet` and the directory fsynced; readers glob `*.parquet`, so they
+//! never see a half-written file. All tables roll together (by size or age), and the
+//! manifest is rewritten (atomically, the same way) after each roll, so after a crash
+//! it describes exactly the chunks on disk; at most the rows buffered since the last
+//! roll are lost, and [`recover`] counts them in the manifest.
+
+use std::collections::HashSet;
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use arrow_array::RecordBatch;
+use bytes::Bytes;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use serde::{Deserialize, Serialize};
+
+use crate::tables::{
+    EpisodeRow, EventRow, FrameRow, StepRow, episodes_batch, events_batch, frames_batch,
+    steps_batch,
+};
+
+/// Format name written in every manifest.
+pub const FORMAT: &str = "deskgym.skn";
+/// Version of the bundle layout.
+pub const SCHEMA_VERSION: u32 = 1;
+/// The four tables, also the directory names inside a bundle.
+pub const TABLES: [&str; 4] = ["episodes", "steps", "frames", "events"];
+
+/// Why recording failed.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    /// The bundle directory could not be created or written.
+    #[error("cannot write recording at {path}: {source}")]
+    Io {
+        /// Where.
+        path: PathBuf,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// Arrow or Parquet refused the data.
+    #[error("parquet: {0}")]
+    Parquet(String),
+    /// The bundle is not a deskgym recording or is damaged.
+    #[error("{path} is not a readable .skn bundle: {reason}")]
+    NotABundle {
+        /// Where.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> RecordError + '_ {
+    move |source| RecordError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What to do when the writer falls behind and the channel is full.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Overflow {
+    /// The step waits for room (nothing is lost; steps slow down).
+    #[default]
+    Block,
+    /// The record is dropped and counted in the manifest (`dropped_records`).
+    Drop,
+}
+
+/// How a recorder writes.
+#[derive(Clone, Debug)]
+pub struct RecorderConfig {
+    /// The bundle directory to create (must not exist).
+    pub dir: PathBuf,
+    /// Run name.
+    pub run_id: String,
+    /// Task id.
+    pub task: String,
+    /// Screen width.
+    pub width: u32,
+    /// Screen height.
+    pub height: u32,
+    /// Version of the server writing it.
+    pub server_version: String,
+    /// Roll chunks when the buffered rows reach about this many bytes.
+    pub roll_bytes: usize,
+    /// Roll chunks at least this often.
+    pub roll_every: Duration,
+    /// Records the channel holds before `overflow` applies.
+    pub channel_capacity: usize,
+    /// Behaviour when the channel is full.
+    pub overflow: Overflow,
+}
+
+/// A raw frame to store once (the writer encodes PNG itself, off the step path).
+#[derive(Clone, Debug)]
+pub struct FrameRecord {
+    /// XXH3-128 frame hash (the key).
+    pub hash: String,
+    /// Width.
+    pub width: u32,
+    /// Height.
+    pub height: u32,
+    /// Packed RGB.
+    pub rgb: Bytes,
+}
+
+/// One thing to record.
+#[derive(Clone, Debug)]
+pub enum Record {
+    /// A step row.
+    Step(StepRow),
+    /// An ended episode.
+    Episode(EpisodeRow),
+    /// A frame (stored only if its hash is new to this bundle).
+    Frame(FrameRecord),
+    /// An event; `seq` is assigned by the writer in arrival order.
+    Event {
+        /// Kind.
+        kind: String,
+        /// Env id, or empty.
+        env_id: String,
+        /// Details.
+        payload: serde_json::Value,
+    },
+}
+
+/// Counts kept in the manifest.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Counts {
+    /// Episodes written.
+    pub episodes: u64,
+    /// Steps written.
+    pub steps: u64,
+    /// Distinct frames stored.
+    pub frames_stored: u64,
+    /// Frames seen (each step's frame, stored or not).
+    pub frames_observed: u64,
+    /// Events written.
+    pub events: u64,
+    /// Chunk rolls.
+    pub chunks: u64,
+}
+
+/// `manifest.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Always `deskgym.skn`.
+    pub format: String,
+    /// Layout version.
+    pub schema_version: u32,
+    /// Run name.
+    pub run_id: String,
+    /// Server version.
+    pub server_version: String,
+    /// Task id.
+    pub task: String,
+    /// Screen size `[width, height]`.
+    pub screen: [u32; 2],
+    /// Start (Unix ms).
+    pub started_at_ms: i64,
+    /// Last update (Unix ms).
+    pub updated_at_ms: i64,
+    /// `open` while recording, `closed` after a clean close, `crashed` once recovered.
+    pub status: String,
+    /// Video encoder (none yet: video is not recorded by this version).
+    pub encoder: Option<String>,
+    /// Row counts in the closed chunks.
+    pub counts: Counts,
+    /// Records dropped because the writer could not keep up (overflow = drop).
+    pub dropped_records: u64,
+    /// Unclosed chunks found and discarded after a crash.
+    pub lost_chunks: u64,
+    /// Overflow policy.
+    pub overflow: Overflow,
+    /// Chunk files per table, relative to the bundle.
+    pub files: std::collections::BTreeMap<String, Vec<String>>,
+}
+
+/// Current Unix time in ms.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync the directory.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RecordError> {
+    let tmp = path.with_extension("json.tmp");
+    let mut f = File::create(&tmp).map_err(io(&tmp))?;
+    f.write_all(bytes).map_err(io(&tmp))?;
+    f.sync_all().map_err(io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(io(path))?;
+    sync_dir(path)
+}
+
+fn sync_dir(path: &Path) -> Result<(), RecordError> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
+}
+
+/// The recording handle held by the server: cheap to clone, sends never block the
+/// caller unless the overflow policy is `block` and the writer is behind.
+#[derive(Debug)]
+pub struct Recorder {
+    tx: Option<SyncSender<Record>>,
+    overflow: Overflow,
+    dropped: Arc<AtomicU64>,
+    thread: Option<JoinHandle<Result<Manifest, RecordError>>>,
+    dir: PathBuf,
+}
+
+impl Recorder {
+    /// Creates the bundle directory (failing if it exists or cannot be written) and
+    /// starts the writer thread.
+    pub fn start(config: RecorderConfig) -> Result<Self, RecordError> {
+        let dir = config.dir.clone();
+        std::fs::create_dir(&dir).map_err(io(&dir))?;
+        for t in TABLES {
+            std::fs::create_dir(dir.join(t)).map_err(io(&dir))?;
+        }
+        let dropped = Arc::new(AtomicU64::new(0));
+        let mut writer = Writer::new(config.clone(), dropped.clone());
+        // Prove the directory is writable now, not at the first roll.
+        writer.write_manifest("open")?;
+        let (tx, rx) = sync_channel(config.channel_capacity.max(1));
+        let thread = std::thread::Builder::new()
+            .name("deskgym-recorder".into())
+            .spawn(move || writer.run(rx))
+            .map_err(io(&dir))?;
+        Ok(Self {
+            tx: Some(tx),
+            overflow: config.overflow,
+            dropped,
+            thread: Some(thread),
+            dir,
+        })
+    }
+
+    /// The bundle directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Records dropped so far.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Queues a record, applying the overflow policy when the writer is behind.
+    pub fn send(&self, r: Record) {
+        let Some(tx) = &self.tx else { return };
+        let lost = match self.overflow {
+            Overflow::Block => tx.send(r).is_err(),
+            Overflow::Drop => matches!(
+                tx.try_send(r),
+                Err(TrySendError::Full(_) | TrySendError::Disconnected(_))
+            ),
+        };
+        if lost {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Flushes everything, writes the final manifest and returns it.
+    pub fn close(mut self) -> Result<Manifest, RecordError> {
+        self.finish()
+    }
+
+    fn finish(&mut self) -> Result<Manifest, RecordError> {
+        drop(self.tx.take());
+        match self.thread.take() {
+            Some(t) => t
+                .join()
+                .unwrap_or_else(|_| Err(RecordError::Parquet("recorder thread panicked".into()))),
+            None => Err(RecordError::Parquet("recorder already closed".into())),
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            if let Err(e) = self.finish() {
+                tracing::error!(dir = %self.dir.display(), error = %e, "closing recording failed");
+            }
+        }
+    }
+}
+
+struct Table<R> {
+    name: &'static str,
+    rows: Vec<R>,
+    bytes: usize,
+    to_batch: fn(&[R]) -> Result<RecordBatch, arrow_schema::ArrowError>,
+}
+
+impl<R> Table<R> {
+    fn new(
+        name: &'static str,
+        to_batch: fn(&[R]) -> Result<RecordBatch, arrow_schema::ArrowError>,
+    ) -> Self {
+        Self {
+            name,
+            rows: Vec::new(),
+            bytes: 0,
+            to_batch,
+        }
+    }
+
+    fn push(&mut self, row: R, bytes: usize) {
+        self.rows.push(row);
+        self.bytes += bytes;
+    }
+
+    /// Writes the buffered rows as one chunk; returns its relative path.
+    fn flush(&mut self, dir: &Path, part: u64) -> Result<Option<String>, RecordError> {
+        if self.rows.is_empty() {
+            return Ok(None);
+        }
+        let batch = (self.to_batch)(&self.rows).map_err(|e| RecordError::Parquet(e.to_string()))?;
+        let rel = format!("{}/part-{part:05}.parquet", self.name);
+        let path = dir.join(&rel);
+        let tmp = dir.join(format!("{rel}.tmp"));
+        let file = File::create(&tmp).map_err(io(&tmp))?;
+        let props = WriterProperties::builder()
+            .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .build();
+        let pq = |e: parquet::errors::ParquetError| RecordError::Parquet(e.to_string());
+        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(pq)?;
+        w.write(&batch).map_err(pq)?;
+        let file = w.into_inner().map_err(pq)?;
+        file.sync_all().map_err(io(&tmp))?;
+        std::fs::rename(&tmp, &path).map_err(io(&path))?;
+        sync_dir(&path)?;
+        self.rows.clear();
+        self.bytes = 0;
+        Ok(Some(rel))
+    }
+}
+
+struct Writer {
+    config: RecorderConfig,
+    dropped: Arc<AtomicU64>,
+    started_at_ms: i64,
+    steps: Table<StepRow>,
+    episodes: Table<EpisodeRow>,
+    events: Table<EventRow>,
+    frames: Table<FrameRow>,
+    stored: HashSet<String>,
+    counts: Counts,
+    pending: Counts,
+    files: std::collections::BTreeMap<String, Vec<String>>,
+    seq: u64,
+    last_roll: Instant,
+}
+
+impl Writer {
+    fn new(config: RecorderConfig, dropped: Arc<AtomicU64>) -> Self {
+        Self {
+            config,
+            dropped,
+            started_at_ms: now_ms(),
+            steps: Table::new("steps", steps_batch),
+            episodes: Table::new("episodes", episodes_batch),
+            events: Table::new("events", events_batch),
+            frames: Table::new("frames", frames_batch),
+            stored: HashSet::new(),
+            counts: Counts::default(),
+            pending: Counts::default(),
+            files: TABLES.iter().map(|t| (t.to_string(), Vec::new())).collect(),
+            seq: 0,
+            last_roll: Instant::now(),
+        }
+    }
+
+    fn buffered(&self) -> usize {
+        self.steps.bytes + self.episodes.bytes + self.events.bytes + self.frames.bytes
+    }
+
+    fn run(mut self, rx: Receiver<Record>) -> Result<Manifest, RecordError> {
+        loop {
+            let left = self
+                .config
+                .roll_every
+                .saturating_sub(self.last_roll.elapsed());
+            match rx.recv_timeout(left) {
+                Ok(r) => self.take(r)?,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if self.buffered() >= self.config.roll_bytes
+                || self.last_roll.elapsed() >= self.config.roll_every
+            {
+                self.roll()?;
+            }
+        }
+        self.roll()?;
+        self.write_manifest("closed")
+    }
+
+    fn take(&mut self, r: Record) -> Result<(), RecordError> {
+        match r {
+            Record::Step(s) => {
+                let n = 200 + s.action_json.len();
+                self.steps.push(s, n);
+                self.pending.steps += 1;
+            }
+            Record::Episode(e) => {
+                let n = 100 + e.instruction.len();
+                self.episodes.push(e, n);
+                self.pending.episodes += 1;
+            }
+            Record::Event {
+                kind,
+                env_id,
+                payload,
+            } => {
+                self.seq += 1;
+                let payload = payload.to_string();
+                let n = 64 + payload.len();
+                self.events.push(
+                    EventRow {
+                        seq: self.seq,
+                        time_ms: now_ms(),
+                        kind,
+                        env_id,
+                        payload,
+                    },
+                    n,
+                );
+                self.pending.events += 1;
+            }
+            Record::Frame(f) => {
+                self.pending.frames_observed += 1;
+                if self.stored.insert(f.hash.clone()) {
+                    let png = encode_png(&f)?;
+                    let n = png.len();
+                    self.frames.push(
+                        FrameRow {
+                            frame_hash: f.hash,
+                            width: f.width,
+                            height: f.height,
+                            png,
+                        },
+                        n,
+                    );
+                    self.pending.frames_stored += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes a chunk of every table at once, then publishes the new manifest.
+    fn roll(&mut self) -> Result<(), RecordError> {
+        self.last_roll = Instant::now();
+        if self.buffered() == 0 && self.pending == Counts::default() {
+            return Ok(());
+        }
+        let part = self.counts.chunks;
+        let dir = self.config.dir.clone();
+        let written = [
+            self.episodes.flush(&dir, part)?,
+            self.steps.flush(&dir, part)?,
+            self.frames.flush(&dir, part)?,
+            self.events.flush(&dir, part)?,
+        ];
+        for rel in written.into_iter().flatten() {
+            let table = rel.split('/').next().unwrap_or_default().to_string();
+            self.files.entry(table).or_default().push(rel);
+        }
+        let p = std::mem::take(&mut self.pending);
+        let c = &mut self.counts;
+        c.episodes += p.episodes;
+        c.steps += p.steps;
+        c.frames_stored += p.frames_stored;
+        c.frames_observed += p.frames_observed;
+        c.events += p.events;
+        c.chunks += 1;
+        self.write_manifest("open").map(|_| ())
+    }
+
+    fn write_manifest(&mut self, status: &str) -> Result<Manifest, RecordError> {
+        let m = Manifest {
+            format: FORMAT.into(),
+            schema_version: SCHEMA_VERSION,
+            run_id: self.config.run_id.clone(),
+            server_version: self.config.server_version.clone(),
+            task: self.config.task.clone(),
+            screen: [self.config.width, self.config.height],
+            started_at_ms: self.started_at_ms,
+            updated_at_ms: now_ms(),
+            status: status.into(),
+            encoder: None,
+            counts: self.counts.clone(),
+            dropped_records: self.dropped.load(Ordering::Relaxed),
+            lost_chunks: 0,
+            overflow: self.config.overflow,
+            files: self.files.clone(),
+        };
+        let json =
+            serde_json::to_vec_pretty(&m).map_err(|e| RecordError::Parquet(e.to_string()))?;
+        write_atomic(&self.config.dir.join("manifest.json"), &json)?;
+        Ok(m)
+    }
+}
+
+fn encode_png(f: &FrameRecord) -> Result<Vec<u8>, RecordError> {
+    let err = |e: png::EncodingError| RecordError::Parquet(format!("png: {e}"));
+    let mut out = Vec::with_capacity(f.rgb.len() / 8);
+    let mut enc = png::Encoder::new(&mut out, f.width, f.height);
+    enc.set_color(png::ColorType::Rgb);
+    enc.set_depth(png::BitDepth::Eight);
+    enc.set_compression(png::Compression::Fast);
+    let mut w = enc.write_header().map_err(err)?;
+    w.write_image_data(&f.rgb).map_err(err)?;
+    w.finish().map_err(err)?;
+    Ok(out)
+}
+
+/// Reads a bundle's manifest, with a clear error for anything that is not one.
+pub fn read_manifest(dir: &Path) -> Result<Manifest, RecordError> {
+    let not = |reason: String| RecordError::NotABundle {
+        path: dir.to_path_buf(),
+        reason,
+    };
+    let text = std::fs::read_to_string(dir.join("manifest.json"))
+        .map_err(|e| not(format!("manifest.json: {e}")))?;
+    let m: Manifest =
+        serde_json::from_str(&text).map_err(|e| not(format!("manifest.json: {e}")))?;
+    if m.format != FORMAT {
+        return Err(not(format!("format is {:?}, not {FORMAT:?}", m.format)));
+    }
+    Ok(m)
+}
+
+/// After a crash: discards unclosed chunks (`*.tmp`), counts them in the manifest as
+/// `lost_chunks`, and marks the bundle `crashed`. A bundle that was closed cleanly is
+/// left alone. Returns the manifest as it now stands.
+pub fn recover(dir: &Path) -> Result<Manifest, RecordError> {
+    let mut m = read_manifest(dir)?;
+    if m.status != "open" {
+        return Ok(m);
+    }
+    let mut lost = 0;
+    for t in TABLES {
+        let Ok(entries) = std::fs::read_dir(dir.join(t)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().ends_with(".tmp") {
+                lost += 1;
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+    // Rows buffered in memory at the crash are gone too; at least one chunk's worth.
+    m.lost_chunks += lost.max(1);
+    m.status = "crashed".into();
+    m.updated_at_ms = now_ms();
+    let json = serde_json::to_vec_pretty(&m).map_err(|e| RecordError::Parquet(e.to_string()))?;
+    write_atomic(&dir.join("manifest.json"), &json)?;
+    Ok(m)
+}
