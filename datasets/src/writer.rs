@@ -293,10 +293,10 @@ impl Recorder {
 
 impl Drop for Recorder {
     fn drop(&mut self) {
-        if self.thread.is_some() {
-            if let Err(e) = self.finish() {
-                tracing::error!(dir = %self.dir.display(), error = %e, "closing recording failed");
-            }
+        if self.thread.is_some()
+            && let Err(e) = self.finish()
+        {
+            tracing::error!(dir = %self.dir.display(), error = %e, "closing recording failed");
         }
     }
 }

@@ -58,6 +58,14 @@ pub struct ServerConfig {
     /// Pools untouched for this long are closed (a dropped client must not leak envs).
     /// `None` disables reaping.
     pub idle_timeout: Option<Duration>,
+    /// Where recordings (`<run>.skn` bundles) are written; clients only name runs.
+    pub data_dir: std::path::PathBuf,
+    /// Roll recording chunks at about this many buffered bytes.
+    pub record_roll_bytes: usize,
+    /// Roll recording chunks at least this often.
+    pub record_roll_every: Duration,
+    /// What a recording does when its writer falls behind.
+    pub record_overflow: deskgym_datasets::Overflow,
 }
 
 impl Default for ServerConfig {
@@ -67,6 +75,10 @@ impl Default for ServerConfig {
             token: None,
             step_threads: 64,
             idle_timeout: Some(Duration::from_secs(600)),
+            data_dir: "deskgym-data".into(),
+            record_roll_bytes: 64 << 20,
+            record_roll_every: Duration::from_secs(30),
+            record_overflow: deskgym_datasets::Overflow::Block,
         }
     }
 }

@@ -11,8 +11,9 @@ use deskgym_proto::v1 as pb;
 use deskgym_worker::{Action, Desktop, DesktopConfig, Frame, Point, SettleReport};
 
 use crate::error::ServiceError;
-use crate::frame_cache::FrameCache;
+use crate::frame_cache::{Blob, FrameCache};
 use crate::pool::{Pool, PoolSpec};
+use crate::record::{self, EpisodeLog};
 
 /// Locks a mutex, recovering from poisoning: a panicked step is reported as INTERNAL and
 /// must not take every later call on that env down with it.
@@ -36,6 +37,10 @@ struct Episode {
     actions: Vec<Action>,
     /// Hash of the last frame captured.
     frame_hash: u128,
+    /// What the recording needs (id, start time, return).
+    log: EpisodeLog,
+    /// The episodes table has this episode already.
+    recorded: bool,
 }
 
 #[derive(Debug, Default)]
@@ -118,6 +123,7 @@ fn encoding_or(pool: &PoolSpec, raw: i32) -> Result<pb::ImageEncoding, ServiceEr
 /// does not hold this frame already.
 pub(crate) fn observation(
     cache: &FrameCache,
+    pool: &Pool,
     frame: Frame,
     pointer: Point,
     settle: SettleReport,
@@ -125,18 +131,26 @@ pub(crate) fn observation(
     known: &[u128],
 ) -> Result<pb::Observation, ServiceError> {
     let (width, height, hash) = (frame.width, frame.height, frame.hash);
+    let hash_hex = deskgym_worker::hash_hex(hash);
+    let raw = Blob {
+        width,
+        height,
+        bytes: Bytes::from(frame.rgb),
+    };
+    // The recorder shares the buffer and stores each distinct frame once, on its thread.
+    pool.record(|| record::frame(&hash_hex, width, height, raw.bytes.clone()));
     let not_modified = known.contains(&hash);
     let bytes = if not_modified {
         // Keep the raw frame cached for GetFrames; count what was not sent.
         let saved = match enc {
-            pb::ImageEncoding::RawRgb | pb::ImageEncoding::Unspecified => frame.rgb.len() as u64,
+            pb::ImageEncoding::RawRgb | pb::ImageEncoding::Unspecified => raw.bytes.len() as u64,
             e => cache.get(hash, e)?.map_or(0, |b| b.bytes.len() as u64),
         };
-        cache.put(frame, pb::ImageEncoding::RawRgb)?;
+        cache.put_raw(hash, raw, pb::ImageEncoding::RawRgb)?;
         cache.record_not_modified(saved);
         Bytes::new()
     } else {
-        cache.put(frame, enc)?.bytes
+        cache.put_raw(hash, raw, enc)?.bytes
     };
     Ok(pb::Observation {
         frame: bytes,
@@ -216,6 +230,13 @@ impl Env {
         }
         let d = match self.pool.take_spare() {
             Some(d) => {
+                self.pool.record(|| {
+                    record::event(
+                        "env_started",
+                        &self.id,
+                        serde_json::json!({"display": d.display(), "warm_spare": true}),
+                    )
+                });
                 tracing::info!(env = %self.id, display = d.display(), "desktop replaced by a warm spare");
                 d
             }
@@ -228,6 +249,13 @@ impl Env {
                     settle: spec.settle,
                 })?;
                 tracing::info!(env = %self.id, display = d.display(), "desktop (re)started");
+                self.pool.record(|| {
+                    record::event(
+                        "env_started",
+                        &self.id,
+                        serde_json::json!({"display": d.display(), "warm_spare": false}),
+                    )
+                });
                 d
             }
         };
@@ -264,6 +292,7 @@ impl Env {
             Ok::<_, ServiceError>((out, frame, d.pointer()))
         })();
         let (out, frame, pointer) = result.inspect_err(|e| self.on_error(s, e))?;
+        self.end_episode(s, "reset");
         s.episodes += 1;
         s.next_seed = seed.wrapping_add(1);
         let ep = Episode {
@@ -275,8 +304,20 @@ impl Env {
             ended: None,
             actions: Vec::new(),
             frame_hash: frame.hash,
+            log: self.new_log(s.episodes),
+            recorded: false,
         };
-        let observation = observation(cache, frame, pointer, out.settle, enc, known)?;
+        self.pool.record(|| {
+            record::event(
+                "reset",
+                &self.id,
+                serde_json::json!({
+                    "episode_id": ep.log.episode_id, "seed": seed, "instruction": ep.instruction,
+                    "frame_hash": deskgym_worker::hash_hex(frame.hash),
+                }),
+            )
+        });
+        let observation = observation(cache, &self.pool, frame, pointer, out.settle, enc, known)?;
         let info = self.info(&ep, started, s.desktop.as_ref().map(Desktop::display));
         s.episode = Some(ep);
         Ok(pb::ResetResponse {
@@ -285,12 +326,65 @@ impl Env {
         })
     }
 
-    /// Forgets a desktop that failed fatally, so the next Reset restarts it.
+    /// Forgets a desktop that failed fatally, so the next Reset restarts it; the running
+    /// episode is recorded as ended by the crash.
     fn on_error(&self, s: &mut EnvState, e: &ServiceError) {
+        self.pool.record(|| {
+            record::event(
+                "error",
+                &self.id,
+                serde_json::json!({"code": format!("{:?}", e.code()), "message": e.to_string()}),
+            )
+        });
         if e.code() == tonic::Code::Unavailable {
             tracing::warn!(env = %self.id, error = %e, "desktop failed");
+            self.pool.record(|| {
+                record::event(
+                    "env_crash",
+                    &self.id,
+                    serde_json::json!({"message": e.to_string()}),
+                )
+            });
+            self.end_episode(s, "env_crash");
             s.desktop = None;
         }
+    }
+
+    fn new_log(&self, number: u64) -> EpisodeLog {
+        EpisodeLog {
+            episode_id: format!("{}/{number}", self.id),
+            start_ms: deskgym_datasets::writer::now_ms(),
+            ret: 0.0,
+        }
+    }
+
+    /// Writes the episodes-table row of the current episode (once), with `why` unless
+    /// the episode already ended for its own reason.
+    fn end_episode(&self, s: &mut EnvState, why: &str) {
+        let Some(ep) = s.episode.as_mut() else { return };
+        if ep.recorded {
+            return;
+        }
+        ep.recorded = true;
+        let termination = ep.ended.unwrap_or(why);
+        let task = self.pool.spec.task.id;
+        self.pool.record(|| {
+            record::episode_row(
+                &ep.log,
+                &self.id,
+                task,
+                &ep.instruction,
+                ep.seed,
+                ep.step_index,
+                termination,
+            )
+        });
+    }
+
+    /// Records the running episode as ended (pool closing).
+    pub(crate) fn finish_recording(&self, why: &str) {
+        let mut s = lock(&self.state);
+        self.end_episode(&mut s, why);
     }
 
     /// Blocking: one action, settle, capture. With `autoreset`, an episode that ends
@@ -326,6 +420,8 @@ impl Env {
             )));
         };
         let display = d.display();
+        let t_start = deskgym_datasets::writer::now_ms();
+        let hash_before = deskgym_worker::hash_hex(ep.frame_hash);
         let result = d
             .step(action)
             .and_then(|out| Ok((out, d.capture()?, d.pointer())));
@@ -333,6 +429,20 @@ impl Env {
             Ok(r) => r,
             Err(e) => {
                 let err = ServiceError::from(e);
+                let (episode_id, step_index) = (ep.log.episode_id.clone(), ep.step_index + 1);
+                self.pool.record(|| {
+                    deskgym_datasets::Record::Step(deskgym_datasets::StepRow {
+                        episode_id,
+                        env_id: self.id.clone(),
+                        step_index,
+                        t_start_ms: t_start,
+                        t_end_ms: deskgym_datasets::writer::now_ms(),
+                        frame_hash_before: hash_before,
+                        error_code: Some(format!("{:?}", err.code())),
+                        latency_ms: started.elapsed().as_secs_f64() * 1e3,
+                        ..record::step_row(action)
+                    })
+                });
                 self.on_error(s, &err);
                 return Err(err);
             }
@@ -355,8 +465,38 @@ impl Env {
         } else {
             None
         };
-        let observation = observation(cache, frame, pointer, out.settle, enc, &opts.known)?;
+        ep.log.ret += reward;
+        let hash_after = deskgym_worker::hash_hex(frame.hash);
+        let observation = observation(
+            cache,
+            &self.pool,
+            frame,
+            pointer,
+            out.settle,
+            enc,
+            &opts.known,
+        )?;
         let mut info = self.info(ep, started, Some(display));
+        self.pool.record(|| {
+            deskgym_datasets::Record::Step(deskgym_datasets::StepRow {
+                episode_id: ep.log.episode_id.clone(),
+                env_id: self.id.clone(),
+                step_index: ep.step_index,
+                t_start_ms: t_start,
+                t_end_ms: deskgym_datasets::writer::now_ms(),
+                reward,
+                terminated,
+                truncated,
+                frame_hash_before: hash_before,
+                frame_hash_after: Some(hash_after),
+                settle_ms: out.settle.waited_ms,
+                latency_ms: info.latency_ms,
+                ..record::step_row(action)
+            })
+        });
+        if terminated || truncated {
+            self.end_episode(s, "");
+        }
         let reset = if autoreset && (terminated || truncated) {
             match self.reset_locked(s, cache, None, enc, &opts.known, Instant::now()) {
                 Ok(r) => Some(r),
@@ -401,7 +541,7 @@ impl Env {
                     quiesced: true,
                     ..Default::default()
                 };
-                observation(cache, frame, pointer, settle, enc, &opts.known)
+                observation(cache, &self.pool, frame, pointer, settle, enc, &opts.known)
             }
             Err(e) => {
                 let err = ServiceError::from(e);
@@ -471,14 +611,38 @@ impl Env {
         if !exact {
             tracing::warn!(env = %self.id, checkpoint = %cp.id, "rebuild diverged from its checkpoint");
         }
+        self.end_episode(s, "restore");
         s.episodes += 1;
         s.next_seed = cp.episode.seed.wrapping_add(1);
+        let log = EpisodeLog {
+            ret: cp.episode.log.ret,
+            ..self.new_log(s.episodes)
+        };
         let ep = Episode {
             number: s.episodes,
             frame_hash: frame.hash,
+            log,
+            recorded: false,
             ..cp.episode.clone()
         };
-        let observation = observation(cache, frame, pointer, out.settle, enc, &opts.known)?;
+        self.pool.record(|| {
+            record::event(
+                "restore",
+                &self.id,
+                serde_json::json!({
+                    "checkpoint": cp.id, "episode_id": ep.log.episode_id, "exact": exact,
+                }),
+            )
+        });
+        let observation = observation(
+            cache,
+            &self.pool,
+            frame,
+            pointer,
+            out.settle,
+            enc,
+            &opts.known,
+        )?;
         let info = self.info(&ep, started, Some(display));
         s.episode = Some(ep);
         Ok(pb::RestoreResponse {

@@ -20,6 +20,9 @@ pub enum ServiceError {
         /// What is wrong and how to fix it.
         message: String,
     },
+    /// The thing to create exists already (a recording of that name).
+    #[error("{0}")]
+    AlreadyExists(String),
     /// The env is not in a state that allows this (step before reset, after the end).
     #[error("{0}")]
     FailedPrecondition(String),
@@ -51,6 +54,7 @@ impl ServiceError {
         match self {
             Self::NotFound(_) => Code::NotFound,
             Self::InvalidArgument { .. } => Code::InvalidArgument,
+            Self::AlreadyExists(_) => Code::AlreadyExists,
             Self::FailedPrecondition(_) => Code::FailedPrecondition,
             Self::ResourceExhausted(_) => Code::ResourceExhausted,
             Self::Unavailable(_) => Code::Unavailable,

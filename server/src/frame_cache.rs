@@ -136,14 +136,23 @@ impl FrameCache {
     /// Stores a captured frame (unless the same pixels are cached) and returns it in
     /// `encoding`, encoding it only if no one has yet.
     pub fn put(&self, frame: Frame, encoding: pb::ImageEncoding) -> Result<Blob, ServiceError> {
-        let (hash, width, height) = (frame.hash, frame.width, frame.height);
-        let raw = self.lookup((hash, pb::ImageEncoding::RawRgb), || {
-            Ok(Blob {
-                width,
-                height,
-                bytes: Bytes::from(frame.rgb),
-            })
-        })?;
+        let raw = Blob {
+            width: frame.width,
+            height: frame.height,
+            bytes: Bytes::from(frame.rgb),
+        };
+        self.put_raw(frame.hash, raw, encoding)
+    }
+
+    /// [`put`](Self::put) for a frame whose pixels are already shared `Bytes` (so a
+    /// recorder can hold the same buffer without a copy).
+    pub fn put_raw(
+        &self,
+        hash: u128,
+        raw: Blob,
+        encoding: pb::ImageEncoding,
+    ) -> Result<Blob, ServiceError> {
+        let raw = self.lookup((hash, pb::ImageEncoding::RawRgb), || Ok(raw))?;
         self.encoded(hash, raw, encoding)
     }
 

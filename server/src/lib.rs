@@ -7,6 +7,7 @@
 //! - [`pool`]: pools, warm spares, checkpoints and fork, and the blocking step pool.
 //! - [`env`]: one env's desktop and episode: reset, step, observe, save, restore.
 //! - [`frame_cache`]: the fleet-wide content-addressed frame cache.
+//! - [`record`]: recording pools as `.skn` bundles (through `deskgym-datasets`).
 //! - [`encode`]: RAW/PNG/JPEG frame encoding.
 //! - [`service`]: the RPC handlers.
 //! - [`auth`]: the bearer-token interceptor.
@@ -22,6 +23,7 @@ pub mod env;
 pub mod error;
 pub mod frame_cache;
 pub mod pool;
+pub mod record;
 pub mod service;
 
 use std::future::Future;
@@ -93,9 +95,18 @@ pub async fn run(
     if !addr.ip().is_loopback() && config.token.is_none() {
         return Err(RunError::InsecureBind(addr));
     }
+    // Recordings a crashed predecessor left open are closed out before anything new.
+    record::recover_all(&config.data_dir);
+    let settings = record::RecordSettings {
+        data_dir: config.data_dir.clone(),
+        roll_bytes: config.record_roll_bytes,
+        roll_every: config.record_roll_every,
+        overflow: config.record_overflow,
+    };
     let mgr = Arc::new(PoolManager::new(
         config.limits.clone(),
         config.step_threads,
+        settings,
     )?);
     let (health, health_service) = tonic_health::server::health_reporter();
     health

@@ -28,6 +28,19 @@ struct Args {
     /// Close pools untouched for this many seconds (0 disables).
     #[arg(long, default_value_t = 600)]
     idle_timeout_s: u64,
+    /// Where recordings (`<run>.skn` bundles) are written. Clients only name runs.
+    #[arg(long, default_value = "deskgym-data")]
+    data_dir: std::path::PathBuf,
+    /// Roll recording chunks at about this many buffered bytes.
+    #[arg(long, default_value_t = 64 << 20)]
+    record_roll_bytes: usize,
+    /// Roll recording chunks at least every this many seconds.
+    #[arg(long, default_value_t = 30.0)]
+    record_roll_s: f64,
+    /// When a recording's writer falls behind: `block` the steps, or `drop` records
+    /// (counted in the manifest).
+    #[arg(long, default_value = "block", value_parser = ["block", "drop"])]
+    record_overflow: String,
 }
 
 #[tokio::main]
@@ -59,6 +72,14 @@ async fn main() -> anyhow::Result<()> {
         token,
         step_threads: args.step_threads,
         idle_timeout: (args.idle_timeout_s > 0).then(|| Duration::from_secs(args.idle_timeout_s)),
+        data_dir: args.data_dir,
+        record_roll_bytes: args.record_roll_bytes,
+        record_roll_every: Duration::from_secs_f64(args.record_roll_s.max(0.01)),
+        record_overflow: if args.record_overflow == "drop" {
+            deskgym_datasets::Overflow::Drop
+        } else {
+            deskgym_datasets::Overflow::Block
+        },
     };
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await

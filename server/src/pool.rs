@@ -23,6 +23,7 @@ use crate::convert::Screen;
 use crate::env::{Checkpoint, Env, ObsOptions, lock};
 use crate::error::ServiceError;
 use crate::frame_cache::FrameCache;
+use crate::record::{self, RecordSettings};
 
 /// Server defaults applied where a request leaves a field at zero.
 pub const DEFAULT_WIDTH: u32 = 1280;
@@ -84,9 +85,22 @@ pub struct Pool {
     spares: Mutex<Vec<Desktop>>,
     spares_starting: AtomicU32,
     closed: AtomicBool,
+    /// The pool's recording, when it records; taken (and closed) with the pool.
+    recorder: Mutex<Option<deskgym_datasets::Recorder>>,
+    /// Where the recording goes.
+    pub recording_path: Option<std::path::PathBuf>,
 }
 
 impl Pool {
+    /// Queues a record when the pool records; `make` is not even called otherwise.
+    pub(crate) fn record(&self, make: impl FnOnce() -> deskgym_datasets::Record) {
+        if self.recording_path.is_some() {
+            if let Some(r) = lock(&self.recorder).as_ref() {
+                r.send(make());
+            }
+        }
+    }
+
     fn touch(&self) {
         *lock(&self.last_used) = Instant::now();
     }
@@ -117,6 +131,7 @@ pub struct PoolManager {
     next_id: AtomicU64,
     /// Distinguishes ids of this server instance from a previous one's.
     nonce: String,
+    record: RecordSettings,
 }
 
 impl std::fmt::Debug for PoolManager {
@@ -142,7 +157,7 @@ impl Drop for Pending<'_> {
 
 impl PoolManager {
     /// Creates a manager whose blocking work runs on `threads` dedicated threads.
-    pub fn new(limits: Limits, threads: usize) -> std::io::Result<Self> {
+    pub fn new(limits: Limits, threads: usize, record: RecordSettings) -> std::io::Result<Self> {
         let executor = rayon::ThreadPoolBuilder::new()
             .num_threads(threads.max(1))
             .thread_name(|i| format!("deskgym-step-{i}"))
@@ -162,6 +177,7 @@ impl PoolManager {
             pending: Mutex::new(0),
             next_id: AtomicU64::new(1),
             nonce: format!("{:06x}", nanos & 0xff_ffff),
+            record,
         })
     }
 
@@ -352,7 +368,13 @@ impl PoolManager {
     }
 
     /// Registers a pool around started desktops (envs first, the rest become spares).
-    fn register(&self, spec: PoolSpec, mut desktops: Vec<Desktop>, n: u32) -> Arc<Pool> {
+    fn register(
+        &self,
+        spec: PoolSpec,
+        mut desktops: Vec<Desktop>,
+        n: u32,
+        recorder: Option<deskgym_datasets::Recorder>,
+    ) -> Arc<Pool> {
         let spares = desktops.split_off(n as usize);
         let pool_id = self.new_id("p");
         let env_ids: Vec<String> = (0..n).map(|_| self.new_id("e")).collect();
@@ -364,6 +386,19 @@ impl PoolManager {
             spares: Mutex::new(spares),
             spares_starting: AtomicU32::new(0),
             closed: AtomicBool::new(false),
+            recording_path: recorder.as_ref().map(|r| r.dir().to_path_buf()),
+            recorder: Mutex::new(recorder),
+        });
+        pool.record(|| {
+            record::event(
+                "pool_created",
+                "",
+                serde_json::json!({
+                    "pool_id": pool.id, "task": pool.spec.task.id, "envs": pool.env_ids,
+                    "screen": [pool.spec.screen.width, pool.spec.screen.height],
+                    "max_steps": pool.spec.max_steps, "settle_ms": pool.spec.settle.settle_ms,
+                }),
+            )
         });
         let envs: Vec<_> = env_ids
             .iter()
@@ -389,11 +424,26 @@ impl PoolManager {
         self: &Arc<Self>,
         spec: PoolSpec,
         n: u32,
+        record_as: Option<&str>,
     ) -> Result<Arc<Pool>, ServiceError> {
         let total = n + spec.warm_spares;
         let pending = self.reserve(total, "this pool")?;
-        let desktops = self.start_desktops(&spec, total, spec.warm_spares).await?;
-        let pool = self.register(spec, desktops, n);
+        let recorder = record_as
+            .map(|name| record::open(&self.record, name, &spec))
+            .transpose()?;
+        let desktops = match self.start_desktops(&spec, total, spec.warm_spares).await {
+            Ok(d) => d,
+            Err(e) => {
+                // Nothing half-created: not even an empty bundle.
+                if let Some(r) = recorder {
+                    let dir = r.dir().to_path_buf();
+                    drop(r.close());
+                    let _ = std::fs::remove_dir_all(dir);
+                }
+                return Err(e);
+            }
+        };
+        let pool = self.register(spec, desktops, n, recorder);
         drop(pending);
         tracing::info!(pool = %pool.id, task = pool.spec.task.id, n, spares = pool.spec.warm_spares,
             w = pool.spec.screen.width, h = pool.spec.screen.height, "pool created");
@@ -438,7 +488,10 @@ impl PoolManager {
 
     /// Stops every desktop of a pool and deletes its checkpoints. Waits for in-flight
     /// steps on its envs.
-    pub async fn close_pool(self: &Arc<Self>, pool_id: &str) -> Result<u32, ServiceError> {
+    pub async fn close_pool(
+        self: &Arc<Self>,
+        pool_id: &str,
+    ) -> Result<(u32, Option<std::path::PathBuf>), ServiceError> {
         let pool = lock(&self.pools).remove(pool_id).ok_or_else(|| {
             ServiceError::NotFound(format!(
                 "pool {pool_id:?} not found (closed, reaped, or never created)"
@@ -454,6 +507,17 @@ impl PoolManager {
         };
         lock(&self.checkpoints).retain(|c| c.pool.id != pool.id);
         let n = envs.len() as u32;
+        if pool.recording_path.is_some() {
+            let (p, e) = (pool.clone(), envs.clone());
+            Self::join(self.spawn(move || {
+                for env in &e {
+                    env.finish_recording("closed");
+                }
+                p.record(|| record::event("pool_closed", "", serde_json::json!({"pool_id": p.id})));
+                Ok(())
+            }))
+            .await?;
+        }
         // Stopping a desktop waits for its processes to exit: stop them all at once.
         let desktops: Vec<Desktop> = std::mem::take(&mut *lock(&pool.spares))
             .into_iter()
@@ -471,8 +535,20 @@ impl PoolManager {
         for s in stops {
             Self::join(s).await?;
         }
+        let recorder = lock(&pool.recorder).take();
+        if let Some(r) = recorder {
+            let m = Self::join(self.spawn(move || {
+                r.close().map_err(|e| {
+                    ServiceError::Internal(format!("finishing the recording failed: {e}"))
+                })
+            }))
+            .await?;
+            tracing::info!(pool = %pool_id, run = %m.run_id, episodes = m.counts.episodes, steps = m.counts.steps,
+                frames_stored = m.counts.frames_stored, frames_observed = m.counts.frames_observed,
+                dropped = m.dropped_records, "recording closed");
+        }
         tracing::info!(pool = %pool_id, envs = n, "pool closed");
-        Ok(n)
+        Ok((n, pool.recording_path.clone()))
     }
 
     /// Closes every pool (shutdown).
@@ -605,7 +681,7 @@ impl PoolManager {
                 return Err(e);
             }
         }
-        let pool = self.register(spec, desktops, n);
+        let pool = self.register(spec, desktops, n, None);
         drop((pending, moved));
         let t_desktops = t0.elapsed();
 

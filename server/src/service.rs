@@ -166,7 +166,8 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::CreatePoolResponse>, Status> {
         let req = req.into_inner();
         let spec = self.mgr.spec(&req)?;
-        let pool = self.mgr.create_pool(spec, req.num_envs).await?;
+        let record = (!req.record.is_empty()).then_some(req.record.as_str());
+        let pool = self.mgr.create_pool(spec, req.num_envs, record).await?;
         Ok(Response::new(pb::CreatePoolResponse {
             pool_id: pool.id.clone(),
             env_ids: pool.env_ids.clone(),
@@ -175,6 +176,11 @@ impl Deskgym for DeskgymService {
                 height: pool.spec.screen.height,
             }),
             max_steps: pool.spec.max_steps,
+            recording_path: pool
+                .recording_path
+                .as_ref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
         }))
     }
 
@@ -182,8 +188,11 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::ClosePoolRequest>,
     ) -> Result<Response<pb::ClosePoolResponse>, Status> {
-        let n = self.mgr.close_pool(&req.into_inner().pool_id).await?;
-        Ok(Response::new(pb::ClosePoolResponse { envs_closed: n }))
+        let (n, path) = self.mgr.close_pool(&req.into_inner().pool_id).await?;
+        Ok(Response::new(pb::ClosePoolResponse {
+            envs_closed: n,
+            recording_path: path.map(|p| p.display().to_string()).unwrap_or_default(),
+        }))
     }
 
     async fn reset(

@@ -1,0 +1,279 @@
+//! Recording a pool as a `.skn` bundle: where bundles go, and turning steps, episodes
+//! and lifecycle events into rows for the `deskgym-datasets` writer (which runs on its
+//! own thread, off the step path).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use deskgym_datasets::{
+    EpisodeRow, FrameRecord, Overflow, Record, Recorder, RecorderConfig, StepRow,
+};
+use deskgym_worker::Action;
+use serde_json::json;
+
+use crate::error::ServiceError;
+use crate::pool::PoolSpec;
+
+/// Server-wide recording settings.
+#[derive(Clone, Debug)]
+pub struct RecordSettings {
+    /// Bundles go to `<data_dir>/<run>.skn`.
+    pub data_dir: PathBuf,
+    /// Roll chunks at about this many buffered bytes.
+    pub roll_bytes: usize,
+    /// Roll chunks at least this often.
+    pub roll_every: Duration,
+    /// Behaviour when the writer falls behind.
+    pub overflow: Overflow,
+}
+
+/// Records queued per pool before the overflow policy applies.
+const CHANNEL_CAPACITY: usize = 4096;
+
+/// Opens the bundle for run `name`: INVALID_ARGUMENT for a name that could leave the
+/// data dir, ALREADY_EXISTS for a run that exists, FAILED_PRECONDITION when the data
+/// dir cannot be written (the pool is then not created).
+pub fn open(
+    settings: &RecordSettings,
+    name: &str,
+    spec: &PoolSpec,
+) -> Result<Recorder, ServiceError> {
+    deskgym_datasets::validate_run_name(name).map_err(|m| ServiceError::invalid("record", m))?;
+    let data_dir = &settings.data_dir;
+    std::fs::create_dir_all(data_dir).map_err(|e| {
+        ServiceError::FailedPrecondition(format!(
+            "data dir {} cannot be created: {e}",
+            data_dir.display()
+        ))
+    })?;
+    let data_dir = data_dir.canonicalize().map_err(|e| {
+        ServiceError::FailedPrecondition(format!(
+            "data dir {} is not usable: {e}",
+            data_dir.display()
+        ))
+    })?;
+    let dir = data_dir.join(format!("{name}{}", deskgym_datasets::BUNDLE_SUFFIX));
+    if dir.exists() {
+        return Err(ServiceError::AlreadyExists(format!(
+            "recording {name:?} exists at {}; pick another run name",
+            dir.display()
+        )));
+    }
+    Recorder::start(RecorderConfig {
+        dir,
+        run_id: name.to_string(),
+        task: spec.task.id.to_string(),
+        width: spec.screen.width,
+        height: spec.screen.height,
+        server_version: env!("CARGO_PKG_VERSION").to_string(),
+        roll_bytes: settings.roll_bytes,
+        roll_every: settings.roll_every,
+        channel_capacity: CHANNEL_CAPACITY,
+        overflow: settings.overflow,
+    })
+    .map_err(|e| match e {
+        deskgym_datasets::RecordError::Io { ref source, .. }
+            if source.kind() == std::io::ErrorKind::AlreadyExists =>
+        {
+            ServiceError::AlreadyExists(e.to_string())
+        }
+        e => ServiceError::FailedPrecondition(format!("recording cannot start: {e}")),
+    })
+}
+
+/// Finishes recordings a crashed server left open in `data_dir` (their unclosed chunks
+/// are counted as lost in their manifests).
+pub fn recover_all(data_dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(data_dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let path = e.path();
+        if !path
+            .to_string_lossy()
+            .ends_with(deskgym_datasets::BUNDLE_SUFFIX)
+        {
+            continue;
+        }
+        match deskgym_datasets::read_manifest(&path) {
+            Ok(m) if m.status == "open" => match deskgym_datasets::recover(&path) {
+                Ok(m) => {
+                    tracing::warn!(bundle = %path.display(), lost_chunks = m.lost_chunks, "recovered a recording left open by a crash")
+                }
+                Err(e) => {
+                    tracing::error!(bundle = %path.display(), error = %e, "cannot recover recording")
+                }
+            },
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(bundle = %path.display(), error = %e, "skipping unreadable bundle")
+            }
+        }
+    }
+}
+
+/// An event record.
+pub fn event(kind: &str, env_id: &str, payload: serde_json::Value) -> Record {
+    Record::Event {
+        kind: kind.into(),
+        env_id: env_id.into(),
+        payload,
+    }
+}
+
+/// A frame record (the writer stores each distinct hash once).
+pub fn frame(hash: &str, width: u32, height: u32, rgb: bytes::Bytes) -> Record {
+    Record::Frame(FrameRecord {
+        hash: hash.into(),
+        width,
+        height,
+        rgb,
+    })
+}
+
+/// An action as typed columns plus JSON.
+pub fn step_row(action: &Action) -> StepRow {
+    let (verb, x, y, to_x, to_y, text, keys, extra) = match action {
+        Action::Click { at, button, count } => (
+            "click",
+            Some(at.x),
+            Some(at.y),
+            None,
+            None,
+            None,
+            None,
+            json!({"button": format!("{button:?}").to_lowercase(), "count": count}),
+        ),
+        Action::Move { to } => (
+            "move",
+            Some(to.x),
+            Some(to.y),
+            None,
+            None,
+            None,
+            None,
+            json!({}),
+        ),
+        Action::Scroll { at, dx, dy } => (
+            "scroll",
+            Some(at.x),
+            Some(at.y),
+            None,
+            None,
+            None,
+            None,
+            json!({"dx": dx, "dy": dy}),
+        ),
+        Action::Drag { from, to, button } => (
+            "drag",
+            Some(from.x),
+            Some(from.y),
+            Some(to.x),
+            Some(to.y),
+            None,
+            None,
+            json!({"button": format!("{button:?}").to_lowercase()}),
+        ),
+        Action::MouseDown { at, button } | Action::MouseUp { at, button } => {
+            let verb = if matches!(action, Action::MouseDown { .. }) {
+                "mouse_down"
+            } else {
+                "mouse_up"
+            };
+            (
+                verb,
+                at.map(|p| p.x),
+                at.map(|p| p.y),
+                None,
+                None,
+                None,
+                None,
+                json!({"button": format!("{button:?}").to_lowercase()}),
+            )
+        }
+        Action::TypeText(t) => (
+            "type_text",
+            None,
+            None,
+            None,
+            None,
+            Some(t.clone()),
+            None,
+            json!({}),
+        ),
+        Action::Key(k) => (
+            "key",
+            None,
+            None,
+            None,
+            None,
+            None,
+            Some(k.clone()),
+            json!({}),
+        ),
+        Action::Wait(ms) => (
+            "wait",
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            json!({"ms": ms}),
+        ),
+        Action::Noop => ("noop", None, None, None, None, None, None, json!({})),
+    };
+    let mut j = json!({"verb": verb, "x": x, "y": y, "to_x": to_x, "to_y": to_y, "text": text, "keys": keys});
+    if let (Some(o), Some(e)) = (j.as_object_mut(), extra.as_object()) {
+        o.extend(e.clone());
+        o.retain(|_, v| !v.is_null());
+    }
+    StepRow {
+        verb: verb.into(),
+        x,
+        y,
+        to_x,
+        to_y,
+        text,
+        keys,
+        action_json: j.to_string(),
+        ..Default::default()
+    }
+}
+
+/// Everything about an episode the episodes table needs, filled in as it runs.
+#[derive(Clone, Debug, Default)]
+pub struct EpisodeLog {
+    /// `<env_id>/<episode number>`.
+    pub episode_id: String,
+    /// Unix ms at reset.
+    pub start_ms: i64,
+    /// Sum of rewards.
+    pub ret: f64,
+}
+
+/// The row for an episode that ended with `termination`.
+#[allow(clippy::too_many_arguments)]
+pub fn episode_row(
+    log: &EpisodeLog,
+    env_id: &str,
+    task: &str,
+    instruction: &str,
+    seed: u64,
+    length: u32,
+    termination: &str,
+) -> Record {
+    Record::Episode(EpisodeRow {
+        episode_id: log.episode_id.clone(),
+        env_id: env_id.into(),
+        task: task.into(),
+        instruction: instruction.into(),
+        seed,
+        length,
+        ret: log.ret,
+        success: termination == "success",
+        termination: termination.into(),
+        start_ms: log.start_ms,
+        end_ms: deskgym_datasets::writer::now_ms(),
+    })
+}
