@@ -60,6 +60,8 @@ class Pool:
     width: int
     height: int
     max_steps: int
+    #: Where the server writes this pool's recording ("" when not recording).
+    recording_path: str = ""
 
 
 class Client:
@@ -126,6 +128,7 @@ class Client:
         settle_max_ms: int = 0,
         labels: dict[str, str] | None = None,
         warm_spares: int = 0,
+        record: str | None = None,
     ) -> Pool:
         """Starts ``num_envs`` desktops running ``task``."""
         settle = pb.SettleConfig(settle_max_ms=settle_max_ms)
@@ -143,12 +146,13 @@ class Client:
                 encoding=encoding_of(encoding),
                 labels=labels or {},
                 warm_spares=warm_spares,
+                record=record or "",
             ),
         )
-        return Pool(r.pool_id, list(r.env_ids), r.screen.width, r.screen.height, r.max_steps)
+        return Pool(r.pool_id, list(r.env_ids), r.screen.width, r.screen.height, r.max_steps, r.recording_path)
 
     def close_pool(self, pool_id: str) -> int:
-        """Stops every desktop of a pool; returns how many."""
+        """Stops every desktop of a pool (and finishes its recording); returns how many."""
         return self._call(self._stub.ClosePool, pb.ClosePoolRequest(pool_id=pool_id)).envs_closed
 
     def release(self, pool: Pool | None) -> None:

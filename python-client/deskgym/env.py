@@ -41,6 +41,7 @@ class DeskgymEnv(gym.Env[Any, Any]):
         settle_ms: int | None = None,
         render_mode: str | None = None,
         info_timing: bool = True,
+        record: str | None = None,
         client: Client | None = None,
     ) -> None:
         if obs_type not in OBS_TYPES:
@@ -56,8 +57,11 @@ class DeskgymEnv(gym.Env[Any, Any]):
         self._seed = seed
         self._pool: Pool | None = None
         self._pool = self.client.create_pool(
-            task, 1, screen=screen, seed=seed or 0, max_steps=max_steps or 0, encoding=obs_type, settle_ms=settle_ms
+            task, 1, screen=screen, seed=seed or 0, max_steps=max_steps or 0, encoding=obs_type, settle_ms=settle_ms,
+            record=record,
         )
+        #: Where the server writes this env's recording (when ``record`` names a run).
+        self.recording_path = self._pool.recording_path
         self.env_id = self._pool.env_ids[0]
         self.max_steps = self._pool.max_steps
         w, h = self._pool.width, self._pool.height

@@ -55,6 +55,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         max_steps: int | None = None,
         settle_ms: int | None = None,
         autoreset_mode: str | AutoresetMode = "next_step",
+        record: str | None = None,
         client: Client | None = None,
         _pool: Pool | None = None,
     ) -> None:
@@ -73,8 +74,11 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         # Unseeded pools still get distinct, reproducible-per-run episode seeds.
         base_seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
         self._pool: Pool | None = _pool or self.client.create_pool(
-            task, num_envs, screen=screen, seed=base_seed, max_steps=max_steps or 0, encoding=obs_type, settle_ms=settle_ms
+            task, num_envs, screen=screen, seed=base_seed, max_steps=max_steps or 0, encoding=obs_type,
+            settle_ms=settle_ms, record=record,
         )
+        #: Where the server writes this vector env's recording (when ``record`` names a run).
+        self.recording_path = self._pool.recording_path
         self.env_ids = list(self._pool.env_ids)
         w, h = self._pool.width, self._pool.height
         self.single_observation_space = observation_space(obs_type, w, h)

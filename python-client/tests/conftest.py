@@ -48,8 +48,13 @@ class Server:
 
 
 @pytest.fixture(scope="session")
-def server() -> Iterator[Server]:
-    s = Server("--max-envs", "24", "--max-batch", "16", "--idle-timeout-s", "0")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
+    return tmp_path_factory.mktemp("deskgym-data")
+
+
+@pytest.fixture(scope="session")
+def server(data_dir: pathlib.Path) -> Iterator[Server]:
+    s = Server("--max-envs", "24", "--max-batch", "16", "--idle-timeout-s", "0", "--data-dir", str(data_dir))
     yield s
     assert s.stop() == 0
 

@@ -81,27 +81,27 @@ async fn main() -> anyhow::Result<()> {
             deskgym_datasets::Overflow::Block
         },
     };
+    // Install the signal handlers before announcing the address, so a SIGTERM that
+    // follows the announcement at once still drains and cleans up.
+    let shutdown = shutdown_signal()?;
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
     // Scripts that pass port 0 read the real address from this line.
     println!("deskgym-server listening on {}", listener.local_addr()?);
-    deskgym_server::run(listener, config, shutdown_signal()).await?;
+    deskgym_server::run(listener, config, shutdown).await?;
     Ok(())
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!(error = %e, "cannot listen for SIGTERM; Ctrl-C only");
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+/// A future that resolves on SIGTERM or Ctrl-C; the handlers are installed now.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM"),
+            _ = int.recv() => tracing::info!("SIGINT"),
         }
-    };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("Ctrl-C"),
-    }
+    })
 }

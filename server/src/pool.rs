@@ -406,6 +406,13 @@ impl PoolManager {
             .enumerate()
             .map(|(i, (id, d))| {
                 let first_seed = pool.spec.seed.wrapping_add(i as u64);
+                pool.record(|| {
+                    record::event(
+                        "env_started",
+                        id,
+                        serde_json::json!({"display": d.display(), "warm_spare": false}),
+                    )
+                });
                 (
                     id.clone(),
                     Arc::new(Env::new(id.clone(), pool.clone(), Some(d), first_seed)),

@@ -1,0 +1,182 @@
+"""Recording: .skn bundles read back with pyarrow and DuckDB, crash safety, bad input."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+import time
+import uuid
+
+import duckdb
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+import deskgym
+import deskgym.datasets as ds
+from deskgym.agents import PixelAgent
+
+from conftest import Server
+
+
+def run_name() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+def test_round_trip_50_episodes_over_4_envs(address: str) -> None:
+    env = deskgym.make_vec("click-button", 4, address=address, screen=(320, 240), settle_ms=0, max_steps=3,
+                           record=run_name(), seed=0)
+    path = pathlib.Path(env.recording_path)
+    assert path.name.endswith(".skn") and path.is_absolute()
+    agent, rng = PixelAgent(), np.random.default_rng(0)
+    env.action_space.seed(0)
+    obs, infos = env.reset(seed=0)
+    returns: list[float] = []
+    running = np.zeros(4)
+    resetting = np.zeros(4, dtype=bool)
+    steps = 0
+    try:
+        while len(returns) < 50:
+            sample = env.action_space.sample()
+            actions = []
+            for i in range(4):
+                info_i = {k: v[i] for k, v in infos.items() if not k.startswith("_") and isinstance(v, np.ndarray)}
+                scripted = rng.random() < 0.5 and "task" in info_i
+                actions.append(agent.act(obs[i], info_i) if scripted else {k: v[i] for k, v in sample.items()})
+            obs, rew, term, trunc, infos = env.step(actions)
+            for i in range(4):
+                if resetting[i]:
+                    resetting[i] = False
+                    continue
+                steps += 1
+                running[i] += rew[i]
+                if term[i] or trunc[i]:
+                    returns.append(float(running[i]))
+                    running[i] = 0.0
+                    resetting[i] = True
+    finally:
+        env.close()
+
+    m = ds.manifest(path)
+    assert m["status"] == "closed" and m["dropped_records"] == 0
+    t = ds.open(path)
+    ep = t["episodes"].to_pylist()
+    finished = [e for e in ep if e["termination"] != "closed"]
+    assert len(finished) == len(returns)
+    assert sorted(e["return"] for e in finished) == sorted(returns)
+    assert {e["termination"] for e in finished} <= {"success", "failure", "max_steps"}
+    assert t["steps"].num_rows == steps == m["counts"]["steps"]
+    hashes = set(t["frames"].column("frame_hash").to_pylist())
+    assert set(t["steps"].column("frame_hash_after").to_pylist()) <= hashes
+    assert set(t["steps"].column("frame_hash_before").to_pylist()) <= hashes
+    assert t["frames"].num_rows < m["counts"]["frames_observed"], "frames are stored once"
+    img = t["frames"].column("image")[0].as_py()
+    assert img["bytes"].startswith(b"\x89PNG") and img["path"] is None
+    kinds = set(t["events"].column("kind").to_pylist())
+    assert {"pool_created", "env_started", "reset", "pool_closed"} <= kinds
+    seqs = t["events"].column("seq").to_pylist()
+    assert seqs == sorted(seqs) == list(range(1, len(seqs) + 1))
+
+    con = duckdb.connect()
+    n = con.execute(f"select count(*) from read_parquet('{path}/steps/*.parquet')").fetchone()[0]
+    assert n == steps
+    r = con.execute(f"select sum(\"return\") from read_parquet('{path}/episodes/*.parquet') "
+                    "where termination <> 'closed'").fetchone()[0]
+    assert r == pytest.approx(sum(returns))
+
+    out = subprocess.run([sys.executable, "-m", "deskgym.datasets", "inspect", str(path), "--json"],
+                         capture_output=True, text=True, check=True)
+    summary = json.loads(out.stdout)
+    assert summary["steps"] == steps and summary["dedup_ratio"] > 1
+
+
+def test_kill_9_leaves_only_readable_files(tmp_path: pathlib.Path) -> None:
+    data = tmp_path / "data"
+    s = Server("--data-dir", str(data), "--record-roll-bytes", "1", "--idle-timeout-s", "0")
+    killed = False
+    try:
+        env = deskgym.make_vec("click-target", 2, address=s.address, screen=(320, 240), settle_ms=0,
+                               max_steps=2, record="crashy", seed=0)
+        env.reset(seed=0)
+        ended = stepped = 0
+        for _ in range(7):
+            _, _, term, trunc, infos = env.step([{"verb": "noop"}] * 2)
+            ended += int((term | trunc).sum())
+            stepped += int((infos["step_index"] > 0).sum())  # autoreset rounds are not steps
+        time.sleep(1.0)  # every record rolls a chunk; let the writer catch up
+        s.proc.kill()
+        s.proc.wait()
+        killed = True
+    finally:
+        if not killed:
+            s.stop()
+    bundle = data / "crashy.skn"
+    m = ds.manifest(bundle)
+    assert m["status"] == "open", "killed before a clean close"
+    con = duckdb.connect()
+    for t in ds.TABLES:
+        for f in (bundle / t).glob("*.parquet"):
+            pq.read_table(f)
+            con.execute(f"select count(*) from read_parquet('{f}')").fetchone()
+    t = ds.open(bundle)
+    assert t["episodes"].num_rows == m["counts"]["episodes"] == ended
+    assert t["steps"].num_rows == m["counts"]["steps"] == stepped == 10
+
+    # The next server over the same data dir closes the bundle out and counts the loss.
+    s2 = Server("--data-dir", str(data), "--idle-timeout-s", "0")
+    try:
+        deskgym.Client(s2.address).capabilities()  # serving: start-up recovery is done
+        m2 = ds.manifest(bundle)
+        assert m2["status"] == "crashed" and m2["lost_chunks"] >= 1
+        assert not list(bundle.rglob("*.tmp"))
+    finally:
+        assert s2.stop() == 0
+
+
+def test_bad_run_names_and_unwritable_data_dir(address: str, client: deskgym.Client, tmp_path: pathlib.Path) -> None:
+    for bad in ["../escape", "a/b", ".hidden", "sp ace", "x" * 65]:
+        with pytest.raises(deskgym.DeskgymError) as e:
+            client.create_pool("click-target", 1, screen=(320, 240), record=bad)
+        assert e.value.code == "INVALID_ARGUMENT" and e.value.message.startswith("record:"), bad
+    name = run_name()
+    pool = client.create_pool("click-target", 1, screen=(320, 240), record=name)
+    client.close_pool(pool.pool_id)
+    with pytest.raises(deskgym.DeskgymError) as e:
+        client.create_pool("click-target", 1, screen=(320, 240), record=name)
+    assert e.value.code == "ALREADY_EXISTS"
+    # Nothing was created for the refused pools.
+    assert client.capabilities().limits.max_envs == 24
+
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    s = Server("--data-dir", str(blocker / "data"), "--idle-timeout-s", "0")
+    try:
+        c = deskgym.Client(s.address)
+        with pytest.raises(deskgym.DeskgymError) as e:
+            c.create_pool("click-target", 1, screen=(320, 240), record="r")
+        assert e.value.code == "FAILED_PRECONDITION" and "data dir" in e.value.message
+        c.create_pool("click-target", 1, screen=(320, 240))  # unrecorded pools still work
+    finally:
+        assert s.stop() == 0
+
+
+def test_inspect_rejects_foreign_and_corrupt_bundles(tmp_path: pathlib.Path, address: str) -> None:
+    def inspect(p: pathlib.Path) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "deskgym.datasets", "inspect", str(p)], capture_output=True, text=True)
+
+    r = inspect(tmp_path)
+    assert r.returncode == 2 and "not a .skn bundle" in r.stderr
+    (tmp_path / "manifest.json").write_text('{"format": "something-else"}')
+    r = inspect(tmp_path)
+    assert r.returncode == 2 and "something-else" in r.stderr
+
+    env = deskgym.make("click-target", address=address, screen=(320, 240), record=run_name())
+    env.reset(seed=1)
+    env.close()
+    bundle = pathlib.Path(env.recording_path)
+    part = next((bundle / "steps").glob("*.parquet"), None) or next((bundle / "events").glob("*.parquet"))
+    part.write_bytes(b"PAR1 this is not parquet")
+    r = inspect(bundle)
+    assert r.returncode == 2 and "cannot be read" in r.stderr, r.stderr
