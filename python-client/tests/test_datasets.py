@@ -180,3 +180,31 @@ def test_inspect_rejects_foreign_and_corrupt_bundles(tmp_path: pathlib.Path, add
     part.write_bytes(b"PAR1 this is not parquet")
     r = inspect(bundle)
     assert r.returncode == 2 and "cannot be read" in r.stderr, r.stderr
+
+
+def test_export_hf_and_lerobot(address: str, tmp_path: pathlib.Path) -> None:
+    import datasets as hf
+
+    env = deskgym.make_vec("click-target", 2, address=address, screen=(320, 240), settle_ms=0, max_steps=3,
+                           record=run_name(), seed=5)
+    env.reset(seed=5)
+    for _ in range(6):
+        env.step([{"verb": "click", "x": 3, "y": 230}] * 2)
+    env.close()
+    bundle = env.recording_path
+    r = subprocess.run([sys.executable, "-m", "deskgym.datasets", "export", bundle, "--format", "hf",
+                        "--out", str(tmp_path / "hf")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    d = hf.load_dataset("parquet", data_files=str(tmp_path / "hf" / "data" / "*.parquet"), split="train")
+    steps = ds.open(bundle)["steps"].num_rows
+    assert len(d) == steps
+    img = d[0]["image"]
+    assert img.size == (320, 240), "the image column decodes to a PIL image"
+
+    out = ds.export(bundle, tmp_path / "lerobot", "lerobot")
+    info = json.loads((out / "meta" / "info.json").read_text())
+    assert info["codebase_version"] == "v3.0" and info["total_frames"] == steps
+    data = pq.read_table(out / "data" / "chunk-000" / "file-000.parquet")
+    assert data.num_rows == steps
+    eps = pq.read_table(out / "meta" / "episodes" / "chunk-000" / "file-000.parquet")
+    assert sum(eps.column("length").to_pylist()) == steps

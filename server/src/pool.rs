@@ -94,10 +94,10 @@ pub struct Pool {
 impl Pool {
     /// Queues a record when the pool records; `make` is not even called otherwise.
     pub(crate) fn record(&self, make: impl FnOnce() -> deskgym_datasets::Record) {
-        if self.recording_path.is_some() {
-            if let Some(r) = lock(&self.recorder).as_ref() {
-                r.send(make());
-            }
+        if self.recording_path.is_some()
+            && let Some(r) = lock(&self.recorder).as_ref()
+        {
+            r.send(make());
         }
     }
 
