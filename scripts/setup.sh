@@ -4,8 +4,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# xvfb: the displays; xfonts-base: the task app's 10x20 font; python3-venv: .venv.
-PKGS=(xvfb xfonts-base python3-venv python3-pip)
+# xvfb: the displays; xfonts-base: the task app's 10x20 font; python3-venv: .venv;
+# GStreamer: headers to build, plugins for per-episode H.264 video (x264enc is in
+# -ugly, h264parse/openh264enc/nvcodec in -bad, mp4mux in -good).
+PKGS=(xvfb xfonts-base python3-venv python3-pip pkg-config
+      libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-tools
+      gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -4,6 +4,7 @@
 //!
 //! # Layout
 //! - [`tables`]: rows, Arrow schemas, rows → record batches.
+//! - [`video`]: per-episode H.264 MP4 through GStreamer, with the encoder probe.
 //! - [`writer`]: the recorder thread, chunk rolling, atomic renames, the manifest,
 //!   crash recovery.
 //!
@@ -16,6 +17,7 @@
 //! ```
 
 pub mod tables;
+pub mod video;
 pub mod writer;
 
 pub use tables::{EpisodeRow, EventRow, FrameRow, StepRow};
@@ -70,6 +72,7 @@ mod tests {
             roll_every: Duration::from_secs(3600),
             channel_capacity: 16,
             overflow: Overflow::Block,
+            video_fps: None,
         }
     }
 
@@ -97,6 +100,7 @@ mod tests {
             width: 4,
             height: 2,
             rgb: vec![seed; 24].into(),
+            episode_id: Some("e/1".into()),
         })
     }
 
@@ -156,6 +160,32 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn episodes_get_their_video() {
+        let d = tmpdir("video");
+        let mut c = config(&d, 1 << 20);
+        c.video_fps = Some(10);
+        let r = Recorder::start(c).unwrap();
+        for i in 0..4u8 {
+            r.send(Record::Frame(FrameRecord {
+                hash: format!("{i:032x}"),
+                width: 64,
+                height: 48,
+                rgb: vec![i * 60; 64 * 48 * 3].into(),
+                episode_id: Some("e/1".into()),
+            }));
+        }
+        r.send(Record::Episode(EpisodeRow {
+            episode_id: "e/1".into(),
+            length: 3,
+            ..Default::default()
+        }));
+        let m = r.close().unwrap();
+        assert!(m.encoder.is_some() && m.videos == 1, "{m:?}");
+        let mp4 = std::fs::read(d.join("run.skn/videos/e_1.mp4")).unwrap();
+        assert_eq!(&mp4[4..8], b"ftyp");
     }
 
     #[test]

@@ -81,6 +81,12 @@ pub struct EpisodeRow {
     pub start_ms: i64,
     /// End (Unix ms).
     pub end_ms: i64,
+    /// The episode's MP4, relative to the bundle.
+    pub video_file: Option<String>,
+    /// Where the episode starts in its video (seconds).
+    pub video_start_s: Option<f64>,
+    /// Where it ends.
+    pub video_end_s: Option<f64>,
 }
 
 /// One entry of the event log.
@@ -156,7 +162,6 @@ pub fn episodes_schema() -> SchemaRef {
         Field::new("termination", DataType::Utf8, false),
         Field::new("start_time", ts(), false),
         Field::new("end_time", ts(), false),
-        // Per-episode video (issue "Recording and datasets", not written yet).
         Field::new("video_file", DataType::Utf8, true),
         Field::new("video_start_s", DataType::Float64, true),
         Field::new("video_end_s", DataType::Float64, true),
@@ -316,9 +321,9 @@ pub fn episodes_batch(rows: &[EpisodeRow]) -> Result<RecordBatch, ArrowError> {
         why.append_value(&r.termination);
         t0.append_value(r.start_ms);
         t1.append_value(r.end_ms);
-        vf.append_null();
-        vs.append_null();
-        ve.append_null();
+        vf.append_option(r.video_file.as_deref());
+        vs.append_option(r.video_start_s);
+        ve.append_option(r.video_end_s);
     }
     batch(
         episodes_schema(),

@@ -51,6 +51,9 @@ pub enum RecordError {
     /// Arrow or Parquet refused the data.
     #[error("parquet: {0}")]
     Parquet(String),
+    /// Video was asked for but cannot be recorded (the message names the package).
+    #[error("{0}")]
+    Video(String),
     /// The bundle is not a deskgym recording or is damaged.
     #[error("{path} is not a readable .skn bundle: {reason}")]
     NotABundle {
@@ -102,6 +105,8 @@ pub struct RecorderConfig {
     pub channel_capacity: usize,
     /// Behaviour when the channel is full.
     pub overflow: Overflow,
+    /// Frames per second of per-episode videos; `None` records no video.
+    pub video_fps: Option<u32>,
 }
 
 /// A raw frame to store once (the writer encodes PNG itself, off the step path).
@@ -115,6 +120,9 @@ pub struct FrameRecord {
     pub height: u32,
     /// Packed RGB.
     pub rgb: Bytes,
+    /// The episode this frame belongs to (reset and step frames): it goes into that
+    /// episode's video. `None` for frames outside episodes (Observe).
+    pub episode_id: Option<String>,
 }
 
 /// One thing to record.
@@ -175,8 +183,14 @@ pub struct Manifest {
     pub updated_at_ms: i64,
     /// `open` while recording, `closed` after a clean close, `crashed` once recovered.
     pub status: String,
-    /// Video encoder (none yet: video is not recorded by this version).
+    /// Video encoder element (`nvh264enc`, `x264enc`, `openh264enc`), or none.
     pub encoder: Option<String>,
+    /// Encoders tried and rejected before it, with why.
+    #[serde(default)]
+    pub encoder_rejected: Vec<String>,
+    /// Per-episode MP4 files written.
+    #[serde(default)]
+    pub videos: u64,
     /// Row counts in the closed chunks.
     pub counts: Counts,
     /// Records dropped because the writer could not keep up (overflow = drop).
@@ -232,8 +246,17 @@ impl Recorder {
         for t in TABLES {
             std::fs::create_dir(dir.join(t)).map_err(io(&dir))?;
         }
+        let encoder = match config.video_fps {
+            Some(_) => {
+                Some(crate::video::encoder().map_err(|e| RecordError::Video(e.to_string()))?)
+            }
+            None => None,
+        };
+        if encoder.is_some() {
+            std::fs::create_dir(dir.join("videos")).map_err(io(&dir))?;
+        }
         let dropped = Arc::new(AtomicU64::new(0));
-        let mut writer = Writer::new(config.clone(), dropped.clone());
+        let mut writer = Writer::new(config.clone(), dropped.clone(), encoder);
         // Prove the directory is writable now, not at the first roll.
         writer.write_manifest("open")?;
         let (tx, rx) = sync_channel(config.channel_capacity.max(1));
@@ -366,11 +389,21 @@ struct Writer {
     files: std::collections::BTreeMap<String, Vec<String>>,
     seq: u64,
     last_roll: Instant,
+    encoder: Option<crate::video::EncoderChoice>,
+    videos: std::collections::HashMap<String, crate::video::EpisodeVideo>,
+    videos_written: u64,
 }
 
 impl Writer {
-    fn new(config: RecorderConfig, dropped: Arc<AtomicU64>) -> Self {
+    fn new(
+        config: RecorderConfig,
+        dropped: Arc<AtomicU64>,
+        encoder: Option<crate::video::EncoderChoice>,
+    ) -> Self {
         Self {
+            encoder,
+            videos: std::collections::HashMap::new(),
+            videos_written: 0,
             config,
             dropped,
             started_at_ms: now_ms(),
@@ -392,6 +425,13 @@ impl Writer {
     }
 
     fn run(mut self, rx: Receiver<Record>) -> Result<Manifest, RecordError> {
+        if let Some(e) = self.encoder.clone() {
+            self.take(Record::Event {
+                kind: "encoder".into(),
+                env_id: String::new(),
+                payload: serde_json::json!({"element": e.element, "rejected": e.rejected}),
+            })?;
+        }
         loop {
             let left = self
                 .config
@@ -408,8 +448,37 @@ impl Writer {
                 self.roll()?;
             }
         }
+        // Episodes the server did not end (it always does on close) still get a file.
+        for (id, v) in std::mem::take(&mut self.videos) {
+            if let Err(e) = v.finish() {
+                tracing::warn!(episode = %id, error = %e, "episode video failed");
+            }
+        }
         self.roll()?;
         self.write_manifest("closed")
+    }
+
+    fn video_frame(&mut self, episode_id: &str, f: &FrameRecord) {
+        let (Some(enc), Some(fps)) = (&self.encoder, self.config.video_fps) else {
+            return;
+        };
+        if !self.videos.contains_key(episode_id) {
+            let path = self.config.dir.join(video_rel(episode_id));
+            match crate::video::EpisodeVideo::start(&path, f.width, f.height, fps, &enc.element) {
+                Ok(v) => {
+                    self.videos.insert(episode_id.to_string(), v);
+                }
+                Err(e) => {
+                    tracing::warn!(episode = %episode_id, error = %e, "cannot start episode video");
+                    return;
+                }
+            }
+        }
+        if let Some(v) = self.videos.get_mut(episode_id) {
+            if let Err(e) = v.push(f.rgb.clone()) {
+                tracing::warn!(episode = %episode_id, error = %e, "episode video frame dropped");
+            }
+        }
     }
 
     fn take(&mut self, r: Record) -> Result<(), RecordError> {
@@ -419,7 +488,20 @@ impl Writer {
                 self.steps.push(s, n);
                 self.pending.steps += 1;
             }
-            Record::Episode(e) => {
+            Record::Episode(mut e) => {
+                if let Some(v) = self.videos.remove(&e.episode_id) {
+                    match v.finish() {
+                        Ok(duration) => {
+                            e.video_file = Some(video_rel(&e.episode_id));
+                            e.video_start_s = Some(0.0);
+                            e.video_end_s = Some(duration);
+                            self.videos_written += 1;
+                        }
+                        Err(err) => {
+                            tracing::warn!(episode = %e.episode_id, error = %err, "episode video failed")
+                        }
+                    }
+                }
                 let n = 100 + e.instruction.len();
                 self.episodes.push(e, n);
                 self.pending.episodes += 1;
@@ -445,6 +527,9 @@ impl Writer {
                 self.pending.events += 1;
             }
             Record::Frame(f) => {
+                if let Some(ep) = f.episode_id.clone() {
+                    self.video_frame(&ep, &f);
+                }
                 self.pending.frames_observed += 1;
                 if self.stored.insert(f.hash.clone()) {
                     let png = encode_png(&f)?;
@@ -505,7 +590,13 @@ impl Writer {
             started_at_ms: self.started_at_ms,
             updated_at_ms: now_ms(),
             status: status.into(),
-            encoder: None,
+            encoder: self.encoder.as_ref().map(|e| e.element.clone()),
+            encoder_rejected: self
+                .encoder
+                .as_ref()
+                .map(|e| e.rejected.clone())
+                .unwrap_or_default(),
+            videos: self.videos_written,
             counts: self.counts.clone(),
             dropped_records: self.dropped.load(Ordering::Relaxed),
             lost_chunks: 0,
@@ -517,6 +608,21 @@ impl Writer {
         write_atomic(&self.config.dir.join("manifest.json"), &json)?;
         Ok(m)
     }
+}
+
+/// Where an episode's video goes, relative to the bundle (ids contain '/').
+fn video_rel(episode_id: &str) -> String {
+    let safe: String = episode_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("videos/{safe}.mp4")
 }
 
 fn encode_png(f: &FrameRecord) -> Result<Vec<u8>, RecordError> {
@@ -557,6 +663,15 @@ pub fn recover(dir: &Path) -> Result<Manifest, RecordError> {
         return Ok(m);
     }
     let mut lost = 0;
+    // An unfinished video has no index: not a chunk, but not readable either.
+    if let Ok(entries) = std::fs::read_dir(dir.join("videos")) {
+        for e in entries
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
+        {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
     for t in TABLES {
         let Ok(entries) = std::fs::read_dir(dir.join(t)) else {
             continue;

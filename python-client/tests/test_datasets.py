@@ -75,7 +75,13 @@ def test_round_trip_50_episodes_over_4_envs(address: str) -> None:
     img = t["frames"].column("image")[0].as_py()
     assert img["bytes"].startswith(b"\x89PNG") and img["path"] is None
     kinds = set(t["events"].column("kind").to_pylist())
-    assert {"pool_created", "env_started", "reset", "pool_closed"} <= kinds
+    assert {"pool_created", "env_started", "reset", "encoder", "pool_closed"} <= kinds
+    # One H.264 MP4 per episode: the reset frame plus one frame per step, at 10 fps.
+    assert m["encoder"] in ("nvh264enc", "x264enc", "openh264enc") and m["videos"] == len(ep)
+    for e in ep:
+        video = path / e["video_file"]
+        assert video.read_bytes()[4:8] == b"ftyp"
+        assert e["video_start_s"] == 0 and e["video_end_s"] == pytest.approx((e["length"] + 1) / 10)
     seqs = t["events"].column("seq").to_pylist()
     assert seqs == sorted(seqs) == list(range(1, len(seqs) + 1))
 

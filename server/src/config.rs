@@ -66,6 +66,8 @@ pub struct ServerConfig {
     pub record_roll_every: Duration,
     /// What a recording does when its writer falls behind.
     pub record_overflow: deskgym_datasets::Overflow,
+    /// Frames per second of per-episode H.264 videos in recordings; `None`: no video.
+    pub record_video_fps: Option<u32>,
 }
 
 impl Default for ServerConfig {
@@ -79,6 +81,7 @@ impl Default for ServerConfig {
             record_roll_bytes: 64 << 20,
             record_roll_every: Duration::from_secs(30),
             record_overflow: deskgym_datasets::Overflow::Block,
+            record_video_fps: Some(10),
         }
     }
 }

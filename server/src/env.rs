@@ -121,6 +121,7 @@ fn encoding_or(pool: &PoolSpec, raw: i32) -> Result<pb::ImageEncoding, ServiceEr
 
 /// Builds the wire observation through the fleet cache: pixels only when the client
 /// does not hold this frame already.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn observation(
     cache: &FrameCache,
     pool: &Pool,
@@ -129,6 +130,7 @@ pub(crate) fn observation(
     settle: SettleReport,
     enc: pb::ImageEncoding,
     known: &[u128],
+    episode: Option<&str>,
 ) -> Result<pb::Observation, ServiceError> {
     let (width, height, hash) = (frame.width, frame.height, frame.hash);
     let hash_hex = deskgym_worker::hash_hex(hash);
@@ -138,7 +140,7 @@ pub(crate) fn observation(
         bytes: Bytes::from(frame.rgb),
     };
     // The recorder shares the buffer and stores each distinct frame once, on its thread.
-    pool.record(|| record::frame(&hash_hex, width, height, raw.bytes.clone()));
+    pool.record(|| record::frame(&hash_hex, width, height, raw.bytes.clone(), episode));
     let not_modified = known.contains(&hash);
     let bytes = if not_modified {
         // Keep the raw frame cached for GetFrames; count what was not sent.
@@ -317,7 +319,16 @@ impl Env {
                 }),
             )
         });
-        let observation = observation(cache, &self.pool, frame, pointer, out.settle, enc, known)?;
+        let observation = observation(
+            cache,
+            &self.pool,
+            frame,
+            pointer,
+            out.settle,
+            enc,
+            known,
+            Some(&ep.log.episode_id),
+        )?;
         let info = self.info(&ep, started, s.desktop.as_ref().map(Desktop::display));
         s.episode = Some(ep);
         Ok(pb::ResetResponse {
@@ -467,6 +478,7 @@ impl Env {
         };
         ep.log.ret += reward;
         let hash_after = deskgym_worker::hash_hex(frame.hash);
+        let episode_id = ep.log.episode_id.clone();
         let observation = observation(
             cache,
             &self.pool,
@@ -475,6 +487,7 @@ impl Env {
             out.settle,
             enc,
             &opts.known,
+            Some(&episode_id),
         )?;
         let mut info = self.info(ep, started, Some(display));
         self.pool.record(|| {
@@ -541,7 +554,16 @@ impl Env {
                     quiesced: true,
                     ..Default::default()
                 };
-                observation(cache, &self.pool, frame, pointer, settle, enc, &opts.known)
+                observation(
+                    cache,
+                    &self.pool,
+                    frame,
+                    pointer,
+                    settle,
+                    enc,
+                    &opts.known,
+                    None,
+                )
             }
             Err(e) => {
                 let err = ServiceError::from(e);
@@ -642,6 +664,7 @@ impl Env {
             out.settle,
             enc,
             &opts.known,
+            Some(&ep.log.episode_id),
         )?;
         let info = self.info(&ep, started, Some(display));
         s.episode = Some(ep);

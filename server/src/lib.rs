@@ -102,6 +102,7 @@ pub async fn run(
         roll_bytes: config.record_roll_bytes,
         roll_every: config.record_roll_every,
         overflow: config.record_overflow,
+        video_fps: config.record_video_fps,
     };
     let mgr = Arc::new(PoolManager::new(
         config.limits.clone(),

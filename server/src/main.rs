@@ -41,6 +41,10 @@ struct Args {
     /// (counted in the manifest).
     #[arg(long, default_value = "block", value_parser = ["block", "drop"])]
     record_overflow: String,
+    /// Frames per second of the per-episode H.264 videos in recordings (each step's
+    /// frame is one video frame); 0 records no video.
+    #[arg(long, default_value_t = 10)]
+    record_video_fps: u32,
 }
 
 #[tokio::main]
@@ -75,6 +79,7 @@ async fn main() -> anyhow::Result<()> {
         data_dir: args.data_dir,
         record_roll_bytes: args.record_roll_bytes,
         record_roll_every: Duration::from_secs_f64(args.record_roll_s.max(0.01)),
+        record_video_fps: (args.record_video_fps > 0).then_some(args.record_video_fps),
         record_overflow: if args.record_overflow == "drop" {
             deskgym_datasets::Overflow::Drop
         } else {

@@ -25,6 +25,8 @@ pub struct RecordSettings {
     pub roll_every: Duration,
     /// Behaviour when the writer falls behind.
     pub overflow: Overflow,
+    /// Frames per second of per-episode H.264 videos; `None` records none.
+    pub video_fps: Option<u32>,
 }
 
 /// Records queued per pool before the overflow policy applies.
@@ -70,8 +72,12 @@ pub fn open(
         roll_every: settings.roll_every,
         channel_capacity: CHANNEL_CAPACITY,
         overflow: settings.overflow,
+        video_fps: settings.video_fps,
     })
     .map_err(|e| match e {
+        deskgym_datasets::RecordError::Video(m) => ServiceError::FailedPrecondition(format!(
+            "recording video is not possible: {m}; or start the server with --record-video-fps 0"
+        )),
         deskgym_datasets::RecordError::Io { ref source, .. }
             if source.kind() == std::io::ErrorKind::AlreadyExists =>
         {
@@ -122,12 +128,20 @@ pub fn event(kind: &str, env_id: &str, payload: serde_json::Value) -> Record {
 }
 
 /// A frame record (the writer stores each distinct hash once).
-pub fn frame(hash: &str, width: u32, height: u32, rgb: bytes::Bytes) -> Record {
+/// (The writer also appends frames of an episode to that episode's video.)
+pub fn frame(
+    hash: &str,
+    width: u32,
+    height: u32,
+    rgb: bytes::Bytes,
+    episode_id: Option<&str>,
+) -> Record {
     Record::Frame(FrameRecord {
         hash: hash.into(),
         width,
         height,
         rgb,
+        episode_id: episode_id.map(Into::into),
     })
 }
 
@@ -275,5 +289,6 @@ pub fn episode_row(
         termination: termination.into(),
         start_ms: log.start_ms,
         end_ms: deskgym_datasets::writer::now_ms(),
+        ..Default::default()
     })
 }
