@@ -139,6 +139,11 @@ pub fn encoder() -> Result<EncoderChoice, VideoError> {
 }
 
 /// One episode's MP4, written to `<path>.tmp` and renamed on [`finish`](Self::finish).
+///
+/// Consecutive identical frames (same hash) are not re-encoded: the previous picture is
+/// simply shown longer (MP4 sample durations follow the timestamps), which matters on a
+/// desktop where most steps change nothing. The stream still has one time slot per
+/// frame, so step `i` of an episode is at `i / fps` seconds.
 pub struct EpisodeVideo {
     pipeline: gst::Pipeline,
     src: gst_app::AppSrc,
@@ -147,7 +152,14 @@ pub struct EpisodeVideo {
     tmp: PathBuf,
     fps: u32,
     frames: u64,
+    /// Hash and pixels of the last picture pushed, and whether later slots repeat it.
+    last: Option<(String, Bytes)>,
+    repeated: bool,
 }
+
+/// Frames appsrc may queue before `push` blocks: the writer thread (and through its
+/// bounded channel, the overflow policy) feels a slow encoder instead of memory growing.
+const QUEUED_FRAMES: u64 = 4;
 
 impl EpisodeVideo {
     /// Starts a pipeline writing `width`x`height` RGB at `fps` to `path`.
@@ -181,6 +193,8 @@ impl EpisodeVideo {
             .build()
             .map_err(|e| err(&e))?;
         src.set_caps(Some(&info.to_caps().map_err(|e| err(&e))?));
+        src.set_property("block", true);
+        src.set_property("max-bytes", QUEUED_FRAMES * info.size() as u64);
         pipeline
             .set_state(gst::State::Playing)
             .map_err(|e| err(&e))?;
@@ -192,11 +206,29 @@ impl EpisodeVideo {
             tmp,
             fps,
             frames: 0,
+            last: None,
+            repeated: false,
         })
     }
 
-    /// Appends one packed-RGB frame (rows padded here when GStreamer's stride differs).
-    pub fn push(&mut self, rgb: Bytes) -> Result<(), VideoError> {
+    /// Appends the next frame (packed RGB). A frame whose hash equals the previous
+    /// one only extends the previous picture.
+    pub fn push(&mut self, rgb: Bytes, hash: &str) -> Result<(), VideoError> {
+        if self.last.as_ref().is_some_and(|(h, _)| h == hash) {
+            self.frames += 1;
+            self.repeated = true;
+            return Ok(());
+        }
+        self.push_at(rgb.clone(), self.frames)?;
+        self.last = Some((hash.to_string(), rgb));
+        self.repeated = false;
+        self.frames += 1;
+        Ok(())
+    }
+
+    /// Pushes one picture at time slot `slot` (rows padded when GStreamer's stride
+    /// differs from packed RGB).
+    fn push_at(&mut self, rgb: Bytes, slot: u64) -> Result<(), VideoError> {
         let (w, h) = (self.info.width() as usize, self.info.height() as usize);
         let stride = self.info.stride()[0] as usize;
         let mut buffer = if stride == w * 3 {
@@ -210,13 +242,12 @@ impl EpisodeVideo {
         };
         let frame_time = gst::ClockTime::SECOND / u64::from(self.fps);
         if let Some(b) = buffer.get_mut() {
-            b.set_pts(frame_time * self.frames);
+            b.set_pts(frame_time * slot);
             b.set_duration(frame_time);
         }
         self.src
             .push_buffer(buffer)
             .map_err(|e| VideoError::Pipeline(format!("push: {e:?}")))?;
-        self.frames += 1;
         Ok(())
     }
 
@@ -227,7 +258,14 @@ impl EpisodeVideo {
 
     /// Ends the stream, waits for the muxer to finish the file, fsyncs and renames it
     /// into place. Returns the duration in seconds.
-    pub fn finish(self) -> Result<f64, VideoError> {
+    pub fn finish(mut self) -> Result<f64, VideoError> {
+        // Trailing repeats: show the last picture once more in the final slot, so the
+        // video lasts as long as the episode.
+        if self.repeated {
+            if let Some((_, rgb)) = self.last.clone() {
+                self.push_at(rgb, self.frames - 1)?;
+            }
+        }
         let _ = self.src.end_of_stream();
         let bus = self
             .pipeline
@@ -268,7 +306,10 @@ mod tests {
             let path = dir.join(format!("ep-{w}.mp4"));
             let mut v = EpisodeVideo::start(&path, w, h, 10, &choice.element).unwrap();
             for i in 0..15u8 {
-                v.push(Bytes::from(vec![i * 10; (w * h * 3) as usize]))
+                // Pairs of identical frames: only the changes are encoded, and the
+                // last picture is repeated so the video still lasts 15 slots.
+                let px = i / 2 * 20;
+                v.push(Bytes::from(vec![px; (w * h * 3) as usize]), &px.to_string())
                     .unwrap();
             }
             assert_eq!(v.finish().unwrap(), 1.5);

@@ -475,7 +475,7 @@ impl Writer {
             }
         }
         if let Some(v) = self.videos.get_mut(episode_id) {
-            if let Err(e) = v.push(f.rgb.clone()) {
+            if let Err(e) = v.push(f.rgb.clone(), &f.hash) {
                 tracing::warn!(episode = %episode_id, error = %e, "episode video frame dropped");
             }
         }
