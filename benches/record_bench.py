@@ -17,8 +17,8 @@ import deskgym
 import deskgym.datasets as ds
 
 
-def run(address: str, n: int, seconds: float, record: str | None, task: str) -> tuple[float, str]:
-    env = deskgym.make_vec(task, n, address=address, screen=(640, 480), settle_ms=0, max_steps=20,
+def run(address: str, n: int, seconds: float, record: str | None, task: str, max_steps: int) -> tuple[float, str]:
+    env = deskgym.make_vec(task, n, address=address, screen=(640, 480), settle_ms=0, max_steps=max_steps,
                            record=record, seed=1)
     rng = np.random.default_rng(0)
     try:
@@ -40,15 +40,16 @@ def main() -> None:
     p.add_argument("--seconds", type=float, default=6.0)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--task", default="drag-to-zone")
+    p.add_argument("--max-steps", type=int, default=20, help="episode length (each episode has its own video)")
     a = p.parse_args()
     off, on, paths = [], [], []
     for _ in range(a.rounds):  # alternate, so drift on a shared machine hits both
-        off.append(run(a.address, a.envs, a.seconds, None, a.task)[0])
-        sps, path = run(a.address, a.envs, a.seconds, f"bench-{uuid.uuid4().hex[:8]}", a.task)
+        off.append(run(a.address, a.envs, a.seconds, None, a.task, a.max_steps)[0])
+        sps, path = run(a.address, a.envs, a.seconds, f"bench-{uuid.uuid4().hex[:8]}", a.task, a.max_steps)
         on.append(sps)
         paths.append(path)
     m_off, m_on = statistics.median(off), statistics.median(on)
-    print(f"\n## Recording overhead ({a.envs} envs, 640x480, {a.task}, random clicks, raw frames)\n")
+    print(f"\n## Recording overhead ({a.envs} envs, 640x480, {a.task}, {a.max_steps}-step episodes, random clicks)\n")
     print("| recording | env-steps/s (median of %d) | vs off |" % a.rounds)
     print("|---|---|---|")
     print(f"| off | {m_off:.0f} | 1.00 |")

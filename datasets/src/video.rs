@@ -261,10 +261,10 @@ impl EpisodeVideo {
     pub fn finish(mut self) -> Result<f64, VideoError> {
         // Trailing repeats: show the last picture once more in the final slot, so the
         // video lasts as long as the episode.
-        if self.repeated {
-            if let Some((_, rgb)) = self.last.clone() {
-                self.push_at(rgb, self.frames - 1)?;
-            }
+        if self.repeated
+            && let Some((_, rgb)) = self.last.clone()
+        {
+            self.push_at(rgb, self.frames - 1)?;
         }
         let _ = self.src.end_of_stream();
         let bus = self

@@ -474,10 +474,10 @@ impl Writer {
                 }
             }
         }
-        if let Some(v) = self.videos.get_mut(episode_id) {
-            if let Err(e) = v.push(f.rgb.clone(), &f.hash) {
-                tracing::warn!(episode = %episode_id, error = %e, "episode video frame dropped");
-            }
+        if let Some(v) = self.videos.get_mut(episode_id)
+            && let Err(e) = v.push(f.rgb.clone(), &f.hash)
+        {
+            tracing::warn!(episode = %episode_id, error = %e, "episode video frame dropped");
         }
     }
 

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use deskgym_proto::v1 as pb;
-use deskgym_worker::{Action, Desktop, DesktopConfig, Frame, Point, SettleReport};
+use deskgym_worker::{Action, Desktop, Frame, Point, SettleReport};
 
 use crate::error::ServiceError;
 use crate::frame_cache::{Blob, FrameCache};
@@ -230,37 +230,18 @@ impl Env {
             tracing::warn!(env = %self.id, "desktop died; restarting it");
             s.desktop = None;
         }
-        let d = match self.pool.take_spare() {
-            Some(d) => {
-                self.pool.record(|| {
-                    record::event(
-                        "env_started",
-                        &self.id,
-                        serde_json::json!({"display": d.display(), "warm_spare": true}),
-                    )
-                });
-                tracing::info!(env = %self.id, display = d.display(), "desktop replaced by a warm spare");
-                d
-            }
-            None => {
-                let spec = &self.pool.spec;
-                let d = Desktop::start(DesktopConfig {
-                    task: spec.task.id.to_string(),
-                    width: spec.screen.width,
-                    height: spec.screen.height,
-                    settle: spec.settle,
-                })?;
-                tracing::info!(env = %self.id, display = d.display(), "desktop (re)started");
-                self.pool.record(|| {
-                    record::event(
-                        "env_started",
-                        &self.id,
-                        serde_json::json!({"display": d.display(), "warm_spare": false}),
-                    )
-                });
-                d
-            }
+        let (d, warm_spare) = match self.pool.take_spare() {
+            Some(d) => (d, true),
+            None => (self.pool.spec.start_desktop(false)?, false),
         };
+        tracing::info!(env = %self.id, display = d.display(), warm_spare, "desktop (re)started");
+        self.pool.record(|| {
+            record::event(
+                "env_started",
+                &self.id,
+                serde_json::json!({"display": d.display(), "warm_spare": warm_spare}),
+            )
+        });
         Ok(s.desktop.insert(d))
     }
 

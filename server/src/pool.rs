@@ -62,7 +62,7 @@ impl PoolSpec {
     /// Starts a desktop; a spare is also reset to the task's initial state and captured
     /// once, so its first real use skips the first-draw and first-capture costs
     /// (measured at ~40 ms on a fresh desktop).
-    fn start_desktop(&self, spare: bool) -> Result<Desktop, ServiceError> {
+    pub(crate) fn start_desktop(&self, spare: bool) -> Result<Desktop, ServiceError> {
         let mut d = Desktop::start(self.desktop_config())?;
         if spare {
             d.reset(self.seed)?;
