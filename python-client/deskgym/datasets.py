@@ -188,6 +188,28 @@ def export(path: str | pathlib.Path, out: str | pathlib.Path, fmt: str = "hf", r
         _progress("export lerobot", 1, 3)
         lengths = [e_col.count(e) for e in ep_ids]
         starts = [sum(lengths[:i]) for i in range(len(lengths))]
+        # Episode videos go to videos/, one file per episode (LeRobot v3 allows several
+        # episodes per file; the from/to timestamps say where each one is).
+        import shutil
+
+        vids = episodes.column("video_file").to_pylist()
+        ends = episodes.column("video_end_s").to_pylist()
+        video_key = "observation.video"
+        vdir = dst / "videos" / video_key / "chunk-000"
+        have_video = any(v for v in vids)
+        if have_video:
+            vdir.mkdir(parents=True, exist_ok=True)
+        for i, v in enumerate(vids):
+            if v and (src / v).exists():
+                shutil.copyfile(src / v, vdir / f"file-{i:03d}.mp4")
+        video_cols = {}
+        if have_video:
+            video_cols = {
+                f"videos/{video_key}/chunk_index": pa.array([0 if v else None for v in vids], pa.int64()),
+                f"videos/{video_key}/file_index": pa.array([i if v else None for i, v in enumerate(vids)], pa.int64()),
+                f"videos/{video_key}/from_timestamp": pa.array([0.0 if v else None for v in vids], pa.float64()),
+                f"videos/{video_key}/to_timestamp": pa.array(ends, pa.float64()),
+            }
         pq.write_table(pa.table({
             "episode_index": pa.array(range(len(ep_ids)), pa.int64()),
             "tasks": pa.array([[instr[e]] for e in ep_ids], pa.list_(pa.string())),
@@ -196,6 +218,7 @@ def export(path: str | pathlib.Path, out: str | pathlib.Path, fmt: str = "hf", r
             "dataset_to_index": pa.array([s + n for s, n in zip(starts, lengths)], pa.int64()),
             "data/chunk_index": pa.array([0] * len(ep_ids), pa.int64()),
             "data/file_index": pa.array([0] * len(ep_ids), pa.int64()),
+            **video_cols,
         }), dst / "meta" / "episodes" / "chunk-000" / "file-000.parquet")
         pq.write_table(pa.table({"task_index": pa.array(range(len(tasks)), pa.int64()), "task": tasks}),
                        dst / "meta" / "tasks.parquet")
@@ -210,8 +233,12 @@ def export(path: str | pathlib.Path, out: str | pathlib.Path, fmt: str = "hf", r
             "total_tasks": len(tasks),
             "chunks_size": 1000,
             "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-            "video_path": None,
+            "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4" if have_video else None,
             "features": {
+                **({video_key: {"dtype": "video", "shape": [h, w, 3], "names": ["height", "width", "channel"],
+                                "info": {"video.codec": "h264", "video.fps": 10, "video.pix_fmt": "yuv420p",
+                                         "video.note": "one slot per reset/step; from/to timestamps per episode"}}}
+                   if have_video else {}),
                 "observation.image": {"dtype": "image", "shape": [h, w, 3], "names": ["height", "width", "channel"]},
                 "action": {"dtype": "float32", "shape": [4], "names": ["x", "y", "to_x", "to_y"]},
                 "action.verb": {"dtype": "string", "shape": [1]},

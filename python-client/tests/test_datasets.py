@@ -214,3 +214,11 @@ def test_export_hf_and_lerobot(address: str, tmp_path: pathlib.Path) -> None:
     assert data.num_rows == steps
     eps = pq.read_table(out / "meta" / "episodes" / "chunk-000" / "file-000.parquet")
     assert sum(eps.column("length").to_pylist()) == steps
+    # Episode videos travel too, addressed through info.json's video_path template.
+    assert info["features"]["observation.video"]["dtype"] == "video"
+    for row in eps.to_pylist():
+        rel = info["video_path"].format(video_key="observation.video",
+                                        chunk_index=row["videos/observation.video/chunk_index"],
+                                        file_index=row["videos/observation.video/file_index"])
+        assert (out / rel).read_bytes()[4:8] == b"ftyp"
+        assert row["videos/observation.video/to_timestamp"] > row["videos/observation.video/from_timestamp"]
