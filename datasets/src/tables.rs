@@ -187,14 +187,22 @@ fn image_fields() -> Fields {
 }
 
 /// Schema of `frames`: `image` is `struct<bytes: binary, path: string>`, the layout
-/// Hugging Face `datasets` decodes as an `Image` feature.
+/// Hugging Face `datasets` decodes as an `Image` feature; the `huggingface` metadata
+/// says so, so `load_dataset("parquet", ...)` on the chunks yields images directly.
 pub fn frames_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("frame_hash", DataType::Utf8, false),
-        Field::new("width", DataType::UInt32, false),
-        Field::new("height", DataType::UInt32, false),
-        Field::new("image", DataType::Struct(image_fields()), false),
-    ]))
+    let features = r#"{"info": {"features": {"frame_hash": {"dtype": "string", "_type": "Value"}, "width": {"dtype": "uint32", "_type": "Value"}, "height": {"dtype": "uint32", "_type": "Value"}, "image": {"_type": "Image"}}}}"#;
+    let metadata =
+        std::collections::HashMap::from([("huggingface".to_string(), features.to_string())]);
+    Arc::new(Schema::new_with_metadata(
+        vec![
+            Field::new("frame_hash", DataType::Utf8, false),
+            Field::new("width", DataType::UInt32, false),
+            Field::new("height", DataType::UInt32, false),
+            // Nullable, as the `Image` feature declares it (datasets compares the fields).
+            Field::new("image", DataType::Struct(image_fields()), true),
+        ],
+        metadata,
+    ))
 }
 
 fn batch(schema: SchemaRef, cols: Vec<ArrayRef>) -> Result<RecordBatch, ArrowError> {

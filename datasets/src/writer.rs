@@ -359,8 +359,17 @@ impl<R> Table<R> {
         let path = dir.join(&rel);
         let tmp = dir.join(format!("{rel}.tmp"));
         let file = File::create(&tmp).map_err(io(&tmp))?;
+        // Schema metadata also goes into the Parquet footer's key/value pairs: readers
+        // such as Hugging Face `datasets` look there (for the frames' Image feature).
+        let kv: Vec<parquet::file::metadata::KeyValue> = batch
+            .schema()
+            .metadata()
+            .iter()
+            .map(|(k, v)| parquet::file::metadata::KeyValue::new(k.clone(), v.clone()))
+            .collect();
         let props = WriterProperties::builder()
             .set_compression(Compression::ZSTD(ZstdLevel::default()))
+            .set_key_value_metadata((!kv.is_empty()).then_some(kv))
             .build();
         let pq = |e: parquet::errors::ParquetError| RecordError::Parquet(e.to_string());
         let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(pq)?;

@@ -85,6 +85,11 @@ def test_round_trip_50_episodes_over_4_envs(address: str) -> None:
     seqs = t["events"].column("seq").to_pylist()
     assert seqs == sorted(seqs) == list(range(1, len(seqs) + 1))
 
+    import datasets as hf
+
+    frames_ds = hf.load_dataset("parquet", data_files=str(path / "frames" / "*.parquet"), split="train")
+    assert len(frames_ds) == t["frames"].num_rows and frames_ds[0]["image"].size == (320, 240)
+
     con = duckdb.connect()
     n = con.execute(f"select count(*) from read_parquet('{path}/steps/*.parquet')").fetchone()[0]
     assert n == steps
