@@ -148,11 +148,11 @@ pub(crate) fn observation(
             pb::ImageEncoding::RawRgb | pb::ImageEncoding::Unspecified => raw.bytes.len() as u64,
             e => cache.get(hash, e)?.map_or(0, |b| b.bytes.len() as u64),
         };
-        cache.put_raw(hash, raw, pb::ImageEncoding::RawRgb)?;
+        cache.put(hash, raw, pb::ImageEncoding::RawRgb)?;
         cache.record_not_modified(saved);
         Bytes::new()
     } else {
-        cache.put_raw(hash, raw, enc)?.bytes
+        cache.put(hash, raw, enc)?.bytes
     };
     Ok(pb::Observation {
         frame: bytes,

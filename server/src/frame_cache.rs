@@ -134,19 +134,9 @@ impl FrameCache {
     }
 
     /// Stores a captured frame (unless the same pixels are cached) and returns it in
-    /// `encoding`, encoding it only if no one has yet.
-    pub fn put(&self, frame: Frame, encoding: pb::ImageEncoding) -> Result<Blob, ServiceError> {
-        let raw = Blob {
-            width: frame.width,
-            height: frame.height,
-            bytes: Bytes::from(frame.rgb),
-        };
-        self.put_raw(frame.hash, raw, encoding)
-    }
-
-    /// [`put`](Self::put) for a frame whose pixels are already shared `Bytes` (so a
-    /// recorder can hold the same buffer without a copy).
-    pub fn put_raw(
+    /// `encoding`, encoding it only if no one has yet. The pixels are shared `Bytes`, so
+    /// a recorder can hold the same buffer without a copy.
+    pub fn put(
         &self,
         hash: u128,
         raw: Blob,
@@ -260,6 +250,15 @@ mod tests {
     use super::*;
     use deskgym_worker::hash_hex;
 
+    fn put(c: &FrameCache, f: Frame, enc: pb::ImageEncoding) -> Result<Blob, ServiceError> {
+        let raw = Blob {
+            width: f.width,
+            height: f.height,
+            bytes: Bytes::from(f.rgb),
+        };
+        c.put(f.hash, raw, enc)
+    }
+
     fn frame(seed: u8, w: u32, h: u32) -> Frame {
         let rgb = (0..w * h * 3)
             .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
@@ -272,7 +271,7 @@ mod tests {
         let c = FrameCache::new(64 << 20);
         let f = frame(1, 32, 16);
         for _ in 0..3 {
-            let b = c.put(f.clone(), pb::ImageEncoding::Png).unwrap();
+            let b = put(&c, f.clone(), pb::ImageEncoding::Png).unwrap();
             assert!(b.bytes.starts_with(b"\x89PNG"));
         }
         let s = c.stats();
@@ -287,7 +286,7 @@ mod tests {
         let threads: Vec<_> = (0..8)
             .map(|_| {
                 let (c, f) = (c.clone(), f.clone());
-                std::thread::spawn(move || c.put(f, pb::ImageEncoding::Png).unwrap().bytes.len())
+                std::thread::spawn(move || put(&c, f, pb::ImageEncoding::Png).unwrap().bytes.len())
             })
             .collect();
         let lens: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
@@ -301,7 +300,7 @@ mod tests {
         let c = FrameCache::new(5 * (48 * 48 * 3 + ENTRY_OVERHEAD));
         let frames: Vec<_> = (0..40).map(|i| frame(i, 48, 48)).collect();
         for f in &frames {
-            c.put(f.clone(), pb::ImageEncoding::RawRgb).unwrap();
+            put(&c, f.clone(), pb::ImageEncoding::RawRgb).unwrap();
         }
         assert!(c.stats().evictions > 0);
         let mut found = 0;
