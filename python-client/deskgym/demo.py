@@ -1,6 +1,7 @@
 """The main job: every bundled task, a random and a scripted pixel agent, N desktops
-stepped through ``make_vec``; prints throughput and success rates and writes what it
-recorded (episodes, a summary and a screenshot per task) to ``--out``.
+stepped through ``make_vec``; prints throughput and success rates. Each run is recorded
+by the server as a ``.skn`` dataset (Parquet tables and per-episode H.264) in its data
+directory; a summary, the episode list and a screenshot per task go to ``--out``.
 
     python -m deskgym.demo --address 127.0.0.1:50051 --num-envs 4 --episodes 16
 """
@@ -48,6 +49,7 @@ def run(task: str, agent_name: str, args: argparse.Namespace, records: list[dict
     env = deskgym.make_vec(
         task, args.num_envs, address=args.address, token=args.token, seed=args.seed,
         screen=args.screen, autoreset_mode="next_step", settle_ms=args.settle_ms,
+        record=f"{args.run_prefix}-{task}-{agent_name}" if args.record else None,
     )
     try:
         agents = [
@@ -92,6 +94,7 @@ def run(task: str, agent_name: str, args: argparse.Namespace, records: list[dict
             "success_rate": float(np.mean([r["success"] for r in finished])),
             "mean_length": float(np.mean([r["length"] for r in finished])),
             "env_steps": steps, "seconds": elapsed, "steps_per_s": steps / elapsed,
+            "dataset": env.recording_path,
         }
     finally:
         env.close()
@@ -120,8 +123,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--screen", default="640x480", help="WIDTHxHEIGHT")
     p.add_argument("--settle-ms", type=int, default=0, help="XDamage quiet window (the bundled tasks are exact at 0)")
     p.add_argument("--tasks", default=",".join(deskgym.TASKS))
-    p.add_argument("--out", default=f"runs/demo-{time.strftime('%Y%m%d-%H%M%S')}")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    p.add_argument("--out", default=f"runs/demo-{stamp}")
+    p.add_argument("--no-record", dest="record", action="store_false", help="do not record .skn datasets")
     args = p.parse_args(argv)
+    args.run_prefix = f"demo-{stamp}"
     w, h = (int(v) for v in args.screen.lower().split("x"))
     args.screen = (w, h)
     out = pathlib.Path(args.out)
@@ -150,6 +156,10 @@ def main(argv: list[str] | None = None) -> int:
     (out / "summary.json").write_text(json.dumps({"args": {k: v for k, v in vars(args).items() if k != "token"},
                                                   "runs": summary}, indent=2))
     print(f"wrote {out}/episodes.jsonl ({len(records)} episodes), {out}/summary.json and a screenshot per task ({out}/<task>.png)")
+    datasets = [s["dataset"] for s in summary if s["dataset"]]
+    if datasets:
+        print(f"recorded {len(datasets)} datasets on the server, e.g. {datasets[-1]}")
+        print(f"  inspect: python -m deskgym.datasets inspect {datasets[-1]}")
     return 0
 
 
