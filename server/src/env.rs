@@ -413,7 +413,8 @@ impl Env {
         };
         let display = d.display();
         let t_start = deskgym_datasets::writer::now_ms();
-        let hash_before = deskgym_worker::hash_hex(ep.frame_hash);
+        // Hex strings only when recording (the closures below run only then).
+        let before = ep.frame_hash;
         let result = d
             .step(action)
             .and_then(|out| Ok((out, d.capture()?, d.pointer())));
@@ -429,7 +430,7 @@ impl Env {
                         step_index,
                         t_start_ms: t_start,
                         t_end_ms: deskgym_datasets::writer::now_ms(),
-                        frame_hash_before: hash_before,
+                        frame_hash_before: deskgym_worker::hash_hex(before),
                         error_code: Some(format!("{:?}", err.code())),
                         latency_ms: started.elapsed().as_secs_f64() * 1e3,
                         ..record::step_row(action)
@@ -458,7 +459,7 @@ impl Env {
             None
         };
         ep.log.ret += reward;
-        let hash_after = deskgym_worker::hash_hex(frame.hash);
+        let after = frame.hash;
         let episode_id = ep.log.episode_id.clone();
         let observation = observation(
             cache,
@@ -481,8 +482,8 @@ impl Env {
                 reward,
                 terminated,
                 truncated,
-                frame_hash_before: hash_before,
-                frame_hash_after: Some(hash_after),
+                frame_hash_before: deskgym_worker::hash_hex(before),
+                frame_hash_after: Some(deskgym_worker::hash_hex(after)),
                 settle_ms: out.settle.waited_ms,
                 latency_ms: info.latency_ms,
                 ..record::step_row(action)
