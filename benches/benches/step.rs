@@ -22,6 +22,18 @@ const H: u32 = 480;
 /// A click on an empty spot of the task screen: real input, same pixels every time.
 const SPOT: (i32, i32) = (2, H as i32 - 3);
 
+/// The same click as [`click`], as the worker executes it (for the no-gRPC rows).
+fn spot_click() -> Action {
+    Action::Click {
+        at: Point {
+            x: SPOT.0,
+            y: SPOT.1,
+        },
+        button: Button::Left,
+        count: 1,
+    }
+}
+
 fn click() -> Option<pb::Action> {
     Some(pb::Action {
         verb: Some(pb::action::Verb::Click(pb::Click {
@@ -111,14 +123,7 @@ fn step(c: &mut Criterion) {
     {
         let xvfb = Xvfb::start(W, H).expect("Xvfb");
         let mut x = XSession::connect(xvfb.display()).expect("connect");
-        let a = Action::Click {
-            at: Point {
-                x: SPOT.0,
-                y: SPOT.1,
-            },
-            button: Button::Left,
-            count: 1,
-        };
+        let a = spot_click();
         g.bench_function("floor_raw_x11", |b| {
             b.iter(|| {
                 x.perform(&a).expect("click");
@@ -138,14 +143,7 @@ fn step(c: &mut Criterion) {
         })
         .expect("desktop");
         d.reset(1).expect("reset");
-        let a = Action::Click {
-            at: Point {
-                x: SPOT.0,
-                y: SPOT.1,
-            },
-            button: Button::Left,
-            count: 1,
-        };
+        let a = spot_click();
         g.bench_function("worker_step_no_grpc", |b| {
             b.iter(|| {
                 d.step(&a).expect("step");
