@@ -1,44 +1,54 @@
-//! H.264 encode throughput of each available encoder at 1280x720, through the same
-//! appsrc → encoder → mp4mux pipeline the recorder uses (frames/s = 1 / time per push
-//! in steady state: appsrc blocks once its queue is full).
+//! H.264 recording costs, through the recorder's own [`VideoStream`]:
+//! - encode throughput of each available encoder at 1280x720 (frames/s = 1 / time per
+//!   push in steady state: appsrc blocks once its queue is full);
+//! - the cost of one short episode's video (20 steps, 4 distinct frames, 640x480) when
+//!   the env keeps its encoder, against building an encoder for every episode (what
+//!   the recorder did before, and the baseline here).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use deskgym_datasets::video::{ENCODERS, EpisodeVideo};
-
-const W: u32 = 1280;
-const H: u32 = 720;
+use deskgym_datasets::video::{ENCODERS, VideoStream};
 
 /// A desktop-like frame: flat background with a moving box, so encoders do real work.
-fn frame(i: u32) -> bytes::Bytes {
-    let mut rgb = vec![0xf0u8; (W * H * 3) as usize];
-    let x0 = (i * 17) % (W - 200);
-    for y in 100..300 {
+fn frame(w: u32, h: u32, i: u32) -> bytes::Bytes {
+    let mut rgb = vec![0xf0u8; (w * h * 3) as usize];
+    let x0 = (i * 17) % (w - 200);
+    for y in 100..300.min(h) {
         for x in x0..x0 + 200 {
-            let p = ((y * W + x) * 3) as usize;
+            let p = ((y * w + x) * 3) as usize;
             rgb[p..p + 3].copy_from_slice(&[0xd6, 0x28, (i % 255) as u8]);
         }
     }
     rgb.into()
 }
 
+fn tmp_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("deskgym-encode-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    dir
+}
+
 fn encode(c: &mut Criterion) {
+    const W: u32 = 1280;
+    const H: u32 = 720;
     // The probe initialises GStreamer and tells which encoders work here.
     let chosen = deskgym_datasets::video::encoder();
     println!("probe: {chosen:?}");
-    let frames: Vec<_> = (0..64).map(frame).collect();
-    let dir = std::env::temp_dir().join(format!("deskgym-encode-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let frames: Vec<_> = (0..64).map(|i| frame(W, H, i)).collect();
+    let dir = tmp_dir();
     let mut g = c.benchmark_group(format!("encode/{W}x{H}"));
     g.throughput(Throughput::Elements(1));
     g.sample_size(20);
     for (name, _) in ENCODERS {
-        let path = dir.join(format!("{name}.mp4"));
-        let Ok(mut video) = EpisodeVideo::start(&path, W, H, 10, name) else {
+        let Ok(mut video) = VideoStream::start(W, H, 10, name) else {
             println!("{name}: not available here, skipped");
             continue;
         };
         // A start that succeeds can still fail on the first frames (no NVENC engine).
-        if video.push(frames[0].clone(), "0").is_err() {
+        let started = video.begin_episode(&dir.join(format!("{name}.mp4")));
+        if started
+            .and_then(|()| video.push(frames[0].clone(), "0"))
+            .is_err()
+        {
             println!("{name}: fails to encode here, skipped");
             continue;
         }
@@ -57,5 +67,37 @@ fn encode(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, encode);
+fn episode(c: &mut Criterion) {
+    const W: u32 = 640;
+    const H: u32 = 480;
+    let Ok(chosen) = deskgym_datasets::video::encoder() else {
+        return;
+    };
+    let enc = chosen.element;
+    let frames: Vec<_> = (0..4).map(|i| frame(W, H, i)).collect();
+    let path = tmp_dir().join("episode.mp4");
+    // 20 steps showing 4 distinct pictures, as a short episode on a desktop does.
+    let record = |v: &mut VideoStream| {
+        v.begin_episode(&path).expect("begin");
+        for i in 0..20 {
+            v.push(frames[i / 5].clone(), &(i / 5).to_string())
+                .expect("push");
+        }
+        v.end_episode().expect("end")
+    };
+    let mut g = c.benchmark_group(format!("episode-video/{W}x{H}/20-steps/{enc}"));
+    g.sample_size(30);
+    g.bench_function("encoder per episode (baseline)", |b| {
+        b.iter(|| {
+            let mut v = VideoStream::start(W, H, 10, &enc).expect("start");
+            record(&mut v);
+            v.finish().expect("finish")
+        })
+    });
+    let mut v = VideoStream::start(W, H, 10, &enc).expect("start");
+    g.bench_function("one encoder per env", |b| b.iter(|| record(&mut v)));
+    g.finish();
+}
+
+criterion_group!(benches, encode, episode);
 criterion_main!(benches);

@@ -100,6 +100,7 @@ mod tests {
             width: 4,
             height: 2,
             rgb: vec![seed; 24].into(),
+            env_id: "e".into(),
             episode_id: Some("e/1".into()),
         })
     }
@@ -168,24 +169,36 @@ mod tests {
         let mut c = config(&d, 1 << 20);
         c.video_fps = Some(10);
         let r = Recorder::start(c).unwrap();
-        for i in 0..4u8 {
-            r.send(Record::Frame(FrameRecord {
-                hash: format!("{i:032x}"),
-                width: 64,
-                height: 48,
-                rgb: vec![i * 60; 64 * 48 * 3].into(),
-                episode_id: Some("e/1".into()),
-            }));
+        // Two envs interleaved, two episodes each: every episode gets its own file
+        // although each env keeps one encoder.
+        for episode in 1..=2u8 {
+            for i in 0..4u8 {
+                for env in ["a", "b"] {
+                    r.send(Record::Frame(FrameRecord {
+                        hash: format!("{env}{episode}{i}"),
+                        width: 64,
+                        height: 48,
+                        rgb: vec![i * 60 + episode; 64 * 48 * 3].into(),
+                        env_id: env.into(),
+                        episode_id: Some(format!("{env}/{episode}")),
+                    }));
+                }
+            }
+            for env in ["a", "b"] {
+                r.send(Record::Episode(EpisodeRow {
+                    episode_id: format!("{env}/{episode}"),
+                    env_id: env.into(),
+                    length: 3,
+                    ..Default::default()
+                }));
+            }
         }
-        r.send(Record::Episode(EpisodeRow {
-            episode_id: "e/1".into(),
-            length: 3,
-            ..Default::default()
-        }));
         let m = r.close().unwrap();
-        assert!(m.encoder.is_some() && m.videos == 1, "{m:?}");
-        let mp4 = std::fs::read(d.join("run.skn/videos/e_1.mp4")).unwrap();
-        assert_eq!(&mp4[4..8], b"ftyp");
+        assert!(m.encoder.is_some() && m.videos == 4, "{m:?}");
+        for name in ["a_1", "a_2", "b_1", "b_2"] {
+            let mp4 = std::fs::read(d.join(format!("run.skn/videos/{name}.mp4"))).unwrap();
+            assert_eq!(&mp4[4..8], b"ftyp", "{name}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! why) are reported, so the recorder can put them in its manifest and event log.
 
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
 use std::sync::OnceLock;
 
 use bytes::Bytes;
@@ -26,9 +27,10 @@ pub const ENCODERS: [(&str, &str); 3] = [
 ];
 
 /// Other elements every recording pipeline needs, with their Debian packages.
-const REQUIRED: [(&str, &str); 5] = [
+const REQUIRED: [(&str, &str); 6] = [
     ("appsrc", "gstreamer1.0-plugins-base"),
-    ("videoconvert", "gstreamer1.0-plugins-base"),
+    ("appsink", "gstreamer1.0-plugins-base"),
+    ("videotestsrc", "gstreamer1.0-plugins-base"),
     ("h264parse", "gstreamer1.0-plugins-bad"),
     ("mp4mux", "gstreamer1.0-plugins-good"),
     ("filesink", "gstreamer1.0-tools (core elements)"),
@@ -58,8 +60,15 @@ fn element_settings(element: &str) -> String {
     match element {
         // Seek-friendly keyframes every 3 s at 10 fps; fastest preset: this runs beside
         // the desktops.
-        "x264enc" => "x264enc speed-preset=ultrafast tune=zerolatency key-int-max=30".into(),
-        "nvh264enc" => "nvh264enc gop-size=30".into(),
+        // threads=1: each env has its own encoder, so they already run in parallel;
+        // trellis=false: the element's default would override the preset's.
+        "x264enc" => {
+            "x264enc speed-preset=ultrafast tune=zerolatency key-int-max=30 threads=1 trellis=false"
+                .into()
+        }
+        // zerolatency: no reordering delay, so an episode's last frame comes out of the
+        // encoder without waiting for more input.
+        "nvh264enc" => "nvh264enc gop-size=30 zerolatency=true".into(),
         other => other.into(),
     }
 }
@@ -106,7 +115,7 @@ fn probe() -> Result<EncoderChoice, VideoError> {
             continue;
         }
         let desc = format!(
-            "videotestsrc num-buffers=1 ! video/x-raw,width=64,height=64 ! videoconvert ! {} ! fakesink",
+            "videotestsrc num-buffers=1 ! video/x-raw,format=I420,width=64,height=64 ! {} ! fakesink",
             element_settings(name)
         );
         let outcome = gst::parse::launch(&desc)
@@ -138,61 +147,133 @@ pub fn encoder() -> Result<EncoderChoice, VideoError> {
     CHOICE.get_or_init(probe).clone()
 }
 
-/// One episode's MP4, written to `<path>.tmp` and renamed on [`finish`](Self::finish).
+/// One env's video: a long-lived encoder, cut into one MP4 per episode.
+///
+/// Building and tearing down an encoder for every episode costs ~20 ms of CPU
+/// (x264/openh264 start-up and shutdown), which at short episodes and ~1000 steps/s
+/// was a quarter of the machine. So each env keeps one encoder pipeline
+/// (`appsrc ! enc ! h264parse ! appsink`, fed I420 converted here) for the whole run; an
+/// episode asks for a keyframe at its first frame, and its encoded frames are muxed
+/// into that episode's own file by a small `appsrc ! mp4mux ! filesink` pipeline,
+/// rebased so every episode file starts at 0.
 ///
 /// Consecutive identical frames (same hash) are not re-encoded: the previous picture is
-/// simply shown longer (MP4 sample durations follow the timestamps), which matters on a
-/// desktop where most steps change nothing. The stream still has one time slot per
-/// frame, so step `i` of an episode is at `i / fps` seconds.
-pub struct EpisodeVideo {
+/// simply shown longer (MP4 sample durations follow the timestamps; the last one's
+/// covers the episode's trailing repeats), which matters on a desktop where most steps
+/// change nothing. Each frame still has its own time slot, so step `i` of an episode
+/// is at `i / fps` seconds in its file.
+pub struct VideoStream {
     pipeline: gst::Pipeline,
     src: gst_app::AppSrc,
+    sink: gst_app::AppSink,
+    /// Size of the RGB frames pushed; `info` (I420) is that rounded down to even.
+    width: u32,
+    height: u32,
     info: gst_video::VideoInfo,
+    /// I420 buffers for the encoder's input.
+    pool: gst::BufferPool,
+    fps: u32,
+    /// First free time slot of the encoder's stream (slots never go back).
+    slot: u64,
+    /// Pictures pushed into the encoder, and encoded frames taken out: the encoders
+    /// used here emit exactly one frame per picture, so `out == pushed` means drained.
+    pushed: u64,
+    out: u64,
+    episode: Option<EpisodeFile>,
+    /// The last episode's muxer, reset and reused (building one costs more).
+    spare: Option<Muxer>,
+}
+
+/// `appsrc ! mp4mux ! filesink`: writes one episode's encoded frames to a file.
+struct Muxer {
+    pipeline: gst::Pipeline,
+    src: gst_app::AppSrc,
+    sink: gst::Element,
+}
+
+/// The episode being written: its muxer and what has been pushed for it.
+struct EpisodeFile {
+    mux: Muxer,
     path: PathBuf,
     tmp: PathBuf,
-    fps: u32,
+    /// Slot of the episode's first frame in the encoder's stream.
+    start: u64,
+    /// Slots used so far (frames pushed, elided repeats included).
     frames: u64,
-    /// Hash and pixels of the last picture pushed, and whether later slots repeat it.
-    last: Option<(String, Bytes)>,
-    repeated: bool,
+    /// Hash of the last picture encoded.
+    last: Option<String>,
+    /// Encoded frames taken for this episode so far.
+    muxed: u64,
+    /// Timestamp of the episode's first encoded frame (encoders may offset their
+    /// output, x264enc by 1000 h), subtracted so each file starts at 0.
+    base: Option<gst::ClockTime>,
+    /// The latest encoded frame, held back until its duration is known (the next
+    /// frame's time, or the episode's end).
+    held: Option<gst::Buffer>,
 }
 
 /// Frames appsrc may queue before `push` blocks: the writer thread (and through its
 /// bounded channel, the overflow policy) feels a slow encoder instead of memory growing.
 const QUEUED_FRAMES: u64 = 4;
 
-impl EpisodeVideo {
-    /// Starts a pipeline writing `width`x`height` RGB at `fps` to `path`.
-    pub fn start(
-        path: &Path,
-        width: u32,
-        height: u32,
-        fps: u32,
-        encoder: &str,
-    ) -> Result<Self, VideoError> {
+/// How long to wait for the encoder or the muxer before calling it stuck.
+const STUCK: gst::ClockTime = gst::ClockTime::from_seconds(30);
+
+fn pipeline(desc: &str) -> Result<gst::Pipeline, VideoError> {
+    gst::parse::launch(desc)
+        .map_err(|e| VideoError::Pipeline(e.to_string()))?
+        .downcast::<gst::Pipeline>()
+        .map_err(|_| VideoError::Pipeline("not a pipeline".into()))
+}
+
+fn by_name<T: IsA<gst::Element>>(p: &gst::Pipeline, name: &str) -> Result<T, VideoError> {
+    p.by_name(name)
+        .and_then(|e| e.downcast::<T>().ok())
+        .ok_or_else(|| VideoError::Pipeline(format!("no element {name}")))
+}
+
+/// The first error a pipeline posted, if any (without waiting).
+fn bus_error(p: &gst::Pipeline) -> Option<VideoError> {
+    let msg = p.bus()?.pop_filtered(&[gst::MessageType::Error])?;
+    match msg.view() {
+        gst::MessageView::Error(e) => Some(VideoError::Pipeline(format!(
+            "{} ({})",
+            e.error(),
+            e.debug().map(|d| d.to_string()).unwrap_or_default()
+        ))),
+        _ => None,
+    }
+}
+
+impl VideoStream {
+    /// Starts an encoder for `width`x`height` RGB at `fps` with `encoder` (an element
+    /// name from [`ENCODERS`]).
+    pub fn start(width: u32, height: u32, fps: u32, encoder: &str) -> Result<Self, VideoError> {
         let err = |e: &dyn std::fmt::Display| VideoError::Pipeline(e.to_string());
-        let tmp = path.with_extension("mp4.tmp");
-        let desc = format!(
-            "appsrc name=src format=time ! videoconvert ! {} ! h264parse ! mp4mux ! filesink name=sink",
+        // The encoder gets 4:2:0, which every player decodes (from RGB, x264enc would
+        // pick 4:4:4, which browsers and hardware decoders cannot play), converted by
+        // `rgb_to_i420` at a fraction of videoconvert's cost. 4:2:0 needs even sides:
+        // an odd screen loses its last column or row in the video.
+        let pipeline = pipeline(&format!(
+            "appsrc name=src format=time ! {} \
+             ! h264parse ! video/x-h264,stream-format=avc,alignment=au ! appsink name=sink sync=false",
             element_settings(encoder)
-        );
-        let pipeline = gst::parse::launch(&desc)
-            .map_err(|e| err(&e))?
-            .downcast::<gst::Pipeline>()
-            .map_err(|_| VideoError::Pipeline("not a pipeline".into()))?;
-        let sink = pipeline
-            .by_name("sink")
-            .ok_or_else(|| VideoError::Pipeline("no filesink".into()))?;
-        sink.set_property("location", tmp.to_string_lossy().as_ref());
-        let src = pipeline
-            .by_name("src")
-            .and_then(|e| e.downcast::<gst_app::AppSrc>().ok())
-            .ok_or_else(|| VideoError::Pipeline("no appsrc".into()))?;
-        let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::Rgb, width, height)
-            .fps(gst::Fraction::new(fps as i32, 1))
-            .build()
-            .map_err(|e| err(&e))?;
-        src.set_caps(Some(&info.to_caps().map_err(|e| err(&e))?));
+        ))?;
+        let src: gst_app::AppSrc = by_name(&pipeline, "src")?;
+        let sink: gst_app::AppSink = by_name(&pipeline, "sink")?;
+        let info =
+            gst_video::VideoInfo::builder(gst_video::VideoFormat::I420, width & !1, height & !1)
+                .fps(gst::Fraction::new(fps as i32, 1))
+                .colorimetry(&gst_video::VideoColorimetry::from_str("bt601").map_err(|e| err(&e))?)
+                .build()
+                .map_err(|e| err(&e))?;
+        let caps = info.to_caps().map_err(|e| err(&e))?;
+        src.set_caps(Some(&caps));
+        let pool = gst::BufferPool::new();
+        let mut config = pool.config();
+        config.set_params(Some(&caps), info.size() as u32, 0, 0);
+        pool.set_config(config).map_err(|e| err(&e))?;
+        pool.set_active(true).map_err(|e| err(&e))?;
         src.set_property("block", true);
         src.set_property("max-bytes", QUEUED_FRAMES * info.size() as u64);
         pipeline
@@ -201,93 +282,323 @@ impl EpisodeVideo {
         Ok(Self {
             pipeline,
             src,
+            sink,
+            width,
+            height,
             info,
-            path: path.to_path_buf(),
-            tmp,
+            pool,
             fps,
-            frames: 0,
-            last: None,
-            repeated: false,
+            slot: 0,
+            pushed: 0,
+            out: 0,
+            episode: None,
+            spare: None,
         })
     }
 
-    /// Appends the next frame (packed RGB). A frame whose hash equals the previous
-    /// one only extends the previous picture.
+    /// Width and height of the frames this stream takes.
+    pub fn size(&self) -> (u32, u32) {
+        (self.width, self.height)
+    }
+
+    /// Starts an episode whose file will be `path` (written as `<path>.tmp` until
+    /// [`end_episode`](Self::end_episode)). An episode still open is ended first.
+    pub fn begin_episode(&mut self, path: &Path) -> Result<(), VideoError> {
+        if self.episode.is_some() {
+            self.end_episode()?;
+        }
+        let tmp = path.with_extension("mp4.tmp");
+        let mux = match self.spare.take() {
+            Some(m) => m,
+            None => Muxer::new()?,
+        };
+        mux.sink
+            .set_property("location", tmp.to_string_lossy().as_ref());
+        mux.pipeline
+            .set_state(gst::State::Playing)
+            .map_err(|e| VideoError::Pipeline(e.to_string()))?;
+        self.episode = Some(EpisodeFile {
+            mux,
+            path: path.to_path_buf(),
+            tmp,
+            start: self.slot,
+            frames: 0,
+            last: None,
+            muxed: 0,
+            base: None,
+            held: None,
+        });
+        Ok(())
+    }
+
+    /// Appends the next frame (packed RGB) to the current episode. A frame whose hash
+    /// equals the previous one only extends the previous picture.
     pub fn push(&mut self, rgb: Bytes, hash: &str) -> Result<(), VideoError> {
-        if self.last.as_ref().is_some_and(|(h, _)| h == hash) {
-            self.frames += 1;
-            self.repeated = true;
+        let ep = self
+            .episode
+            .as_mut()
+            .ok_or_else(|| VideoError::Pipeline("push outside an episode".into()))?;
+        if ep.last.as_deref() == Some(hash) {
+            ep.frames += 1;
             return Ok(());
         }
-        self.push_at(rgb.clone(), self.frames)?;
-        self.last = Some((hash.to_string(), rgb));
-        self.repeated = false;
-        self.frames += 1;
-        Ok(())
+        let slot = ep.start + ep.frames;
+        if ep.frames == 0 {
+            // The episode's file must start with a keyframe. appsrc queues the event
+            // in order with the buffers, so "the next frame" is this one. (No running
+            // time: GStreamer 1.22's encoder base class compares it against its own
+            // offset timestamps, 1000 h ahead for x264enc, and ignores the request.)
+            let key = gst_video::DownstreamForceKeyUnitEvent::builder()
+                .all_headers(true)
+                .build();
+            self.src.send_event(key);
+        }
+        let ep = self.episode.as_mut().expect("checked above");
+        ep.last = Some(hash.to_string());
+        ep.frames += 1;
+        self.encode(rgb, slot)?;
+        self.forward(false)
     }
 
-    /// Pushes one picture at time slot `slot` (rows padded when GStreamer's stride
-    /// differs from packed RGB).
-    fn push_at(&mut self, rgb: Bytes, slot: u64) -> Result<(), VideoError> {
-        let (w, h) = (self.info.width() as usize, self.info.height() as usize);
-        let stride = self.info.stride()[0] as usize;
-        let mut buffer = if stride == w * 3 {
-            gst::Buffer::from_slice(rgb)
-        } else {
-            let mut padded = vec![0u8; stride * h];
-            for (dst, src) in padded.chunks_exact_mut(stride).zip(rgb.chunks_exact(w * 3)) {
-                dst[..w * 3].copy_from_slice(src);
+    /// Ends the current episode: waits for its last frame to be encoded, finishes the
+    /// file, fsyncs and renames it into place. Returns the duration in seconds.
+    pub fn end_episode(&mut self) -> Result<f64, VideoError> {
+        if self.episode.is_none() {
+            return Err(VideoError::Pipeline("no episode to end".into()));
+        }
+        let drained = self.forward(true);
+        let mut ep = self.episode.take().expect("checked above");
+        let (frames, tmp) = (ep.frames, ep.tmp.clone());
+        self.slot = ep.start + frames;
+        // The last picture lasts until the episode's end, trailing repeats included.
+        let end = self.slot_time(ep.start + frames) - self.slot_time(ep.start);
+        let written = drained.and_then(|()| {
+            if let Some(mut last) = ep.held.take() {
+                let b = last.make_mut();
+                b.set_duration(b.pts().map(|p| end.saturating_sub(p)));
+                ep.mux.push(last)?;
             }
-            gst::Buffer::from_mut_slice(padded)
-        };
-        let frame_time = gst::ClockTime::SECOND / u64::from(self.fps);
-        if let Some(b) = buffer.get_mut() {
-            b.set_pts(frame_time * slot);
-            b.set_duration(frame_time);
+            ep.finish()
+        });
+        match written {
+            Ok(mux) => self.spare = Some(mux),
+            Err(e) => {
+                // Nothing half-written stays behind (readers never look at .tmp).
+                let _ = std::fs::remove_file(&tmp);
+                return Err(e);
+            }
         }
-        self.src
-            .push_buffer(buffer)
-            .map_err(|e| VideoError::Pipeline(format!("push: {e:?}")))?;
+        Ok(frames as f64 / f64::from(self.fps))
+    }
+
+    /// Ends the current episode (if any) and stops the encoder.
+    pub fn finish(mut self) -> Result<(), VideoError> {
+        let ended = if self.episode.is_some() {
+            self.end_episode().map(|_| ())
+        } else {
+            Ok(())
+        };
+        let _ = self.pipeline.set_state(gst::State::Null);
+        ended
+    }
+
+    fn slot_time(&self, slot: u64) -> gst::ClockTime {
+        gst::ClockTime::SECOND
+            .mul_div_floor(slot, u64::from(self.fps))
+            .unwrap_or_default()
+    }
+
+    /// Pushes one picture (packed RGB) into the encoder at time slot `slot`.
+    fn encode(&mut self, rgb: Bytes, slot: u64) -> Result<(), VideoError> {
+        if rgb.len() != self.width as usize * self.height as usize * 3 {
+            return Err(VideoError::Pipeline(format!(
+                "a frame of {} bytes is not {}x{} RGB",
+                rgb.len(),
+                self.width,
+                self.height
+            )));
+        }
+        // Buffers come back to the pool once encoded: no fresh pages to fault in and
+        // zero for every frame.
+        let mut buffer = self
+            .pool
+            .acquire_buffer(None)
+            .map_err(|e| VideoError::Pipeline(format!("buffer pool: {e:?}")))?;
+        {
+            let b = buffer.get_mut().expect("a pooled buffer is ours alone");
+            let mut map = b
+                .map_writable()
+                .map_err(|e| VideoError::Pipeline(e.to_string()))?;
+            rgb_to_i420(&rgb, self.width, &self.info, &mut map);
+        }
+        let (pts, next) = (self.slot_time(slot), self.slot_time(slot + 1));
+        if let Some(b) = buffer.get_mut() {
+            b.set_pts(pts);
+            b.set_duration(next - pts);
+        }
+        self.src.push_buffer(buffer).map_err(|e| {
+            bus_error(&self.pipeline)
+                .unwrap_or_else(|| VideoError::Pipeline(format!("push: {e:?}")))
+        })?;
+        self.pushed += 1;
         Ok(())
     }
 
-    /// Frames pushed so far.
-    pub fn frames(&self) -> u64 {
-        self.frames
+    /// Moves encoded frames to the current episode's muxer: those ready now, or
+    /// (`drain`) every picture pushed so far, waiting for the encoder.
+    fn forward(&mut self, drain: bool) -> Result<(), VideoError> {
+        while self.out < self.pushed {
+            let wait = if drain { STUCK } else { gst::ClockTime::ZERO };
+            let Some(sample) = self.sink.try_pull_sample(wait) else {
+                if !drain {
+                    return Ok(());
+                }
+                return Err(bus_error(&self.pipeline).unwrap_or_else(|| {
+                    VideoError::Pipeline(format!("the encoder did not deliver frame {}", self.out))
+                }));
+            };
+            self.out += 1;
+            let (Some(ep), Some(mut buffer)) = (self.episode.as_mut(), sample.buffer_owned())
+            else {
+                continue;
+            };
+            let b = buffer.make_mut();
+            if ep.muxed == 0 {
+                if b.flags().contains(gst::BufferFlags::DELTA_UNIT) {
+                    return Err(VideoError::Pipeline(
+                        "the encoder ignored the keyframe request at an episode start".into(),
+                    ));
+                }
+                ep.base = b.dts().or(b.pts());
+                ep.mux.src.set_caps(sample.caps_owned().as_ref());
+            }
+            let base = ep.base.unwrap_or_default();
+            b.set_pts(b.pts().map(|t| t.saturating_sub(base)));
+            b.set_dts(b.dts().map(|t| t.saturating_sub(base)));
+            ep.muxed += 1;
+            if let Some(mut prev) = ep.held.replace(buffer) {
+                let next = ep.held.as_ref().and_then(|b| b.pts());
+                let p = prev.make_mut();
+                if let (Some(next), Some(pts)) = (next, p.pts()) {
+                    p.set_duration(next.saturating_sub(pts));
+                }
+                ep.mux.push(prev)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Packed RGB (`width` px per row) to I420 in `out`, laid out as `info` says (its
+/// size may be one smaller than the RGB's in either direction), BT.601 limited range,
+/// chroma from the mean of each 2x2 block. Integer maths, the same as videoconvert's
+/// to within a level or two, in one pass over the pixels.
+fn rgb_to_i420(rgb: &[u8], width: u32, info: &gst_video::VideoInfo, out: &mut [u8]) {
+    let (w, h) = (info.width() as usize & !1, info.height() as usize & !1);
+    let row = width as usize * 3;
+    let (stride, offset) = (info.stride(), info.offset());
+    let (ys, us, vs) = (stride[0] as usize, stride[1] as usize, stride[2] as usize);
+    let (y_plane, chroma) = out.split_at_mut(offset[1]);
+    let (u_plane, v_plane) = chroma.split_at_mut(offset[2] - offset[1]);
+    let luma = |p: &[u8]| {
+        let (r, g, b) = (u32::from(p[0]), u32::from(p[1]), u32::from(p[2]));
+        (((66 * r + 129 * g + 25 * b + 128) >> 8) + 16) as u8
+    };
+    for cy in 0..h / 2 {
+        let top = &rgb[2 * cy * row..][..w * 3];
+        let bottom = &rgb[(2 * cy + 1) * row..][..w * 3];
+        let (y0, y1) = y_plane[2 * cy * ys..].split_at_mut(ys);
+        let pixels = top
+            .chunks_exact(6)
+            .zip(bottom.chunks_exact(6))
+            .zip(y0[..w].chunks_exact_mut(2).zip(y1[..w].chunks_exact_mut(2)))
+            .zip(
+                u_plane[cy * us..][..w / 2]
+                    .iter_mut()
+                    .zip(&mut v_plane[cy * vs..][..w / 2]),
+            );
+        for (((t, b), (ya, yb)), (u, v)) in pixels {
+            ya[0] = luma(&t[..3]);
+            ya[1] = luma(&t[3..]);
+            yb[0] = luma(&b[..3]);
+            yb[1] = luma(&b[3..]);
+            let sum = |c: usize| {
+                i32::from(t[c]) + i32::from(t[c + 3]) + i32::from(b[c]) + i32::from(b[c + 3])
+            };
+            let (r, g, b) = (sum(0), sum(1), sum(2));
+            // Sums of four pixels: the >> 10 divides by 4 * 256.
+            *u = (((-38 * r - 74 * g + 112 * b + 512) >> 10) + 128) as u8;
+            *v = (((112 * r - 94 * g - 18 * b + 512) >> 10) + 128) as u8;
+        }
+    }
+}
+
+impl Muxer {
+    fn new() -> Result<Self, VideoError> {
+        // The caps filter makes mp4mux give the source a video pad; the exact caps
+        // (with codec_data) are set from the encoder's first sample.
+        let pipeline = pipeline(
+            "appsrc name=src format=time ! video/x-h264,stream-format=avc,alignment=au \
+             ! mp4mux ! filesink name=sink",
+        )?;
+        Ok(Self {
+            src: by_name(&pipeline, "src")?,
+            sink: by_name(&pipeline, "sink")?,
+            pipeline,
+        })
     }
 
-    /// Ends the stream, waits for the muxer to finish the file, fsyncs and renames it
-    /// into place. Returns the duration in seconds.
-    pub fn finish(mut self) -> Result<f64, VideoError> {
-        // Trailing repeats: show the last picture once more in the final slot, so the
-        // video lasts as long as the episode.
-        if self.repeated
-            && let Some((_, rgb)) = self.last.clone()
-        {
-            self.push_at(rgb, self.frames - 1)?;
-        }
-        let _ = self.src.end_of_stream();
-        let bus = self
+    fn push(&self, buffer: gst::Buffer) -> Result<(), VideoError> {
+        self.src.push_buffer(buffer).map_err(|e| {
+            bus_error(&self.pipeline).unwrap_or_else(|| VideoError::Pipeline(format!("mux: {e:?}")))
+        })?;
+        Ok(())
+    }
+}
+
+impl EpisodeFile {
+    /// Ends the muxer's stream, waits for it to write the file, fsyncs, renames.
+    /// Returns the muxer, reset for the next episode.
+    fn finish(self) -> Result<Muxer, VideoError> {
+        let mux = self.mux;
+        let _ = mux.src.end_of_stream();
+        let bus = mux
             .pipeline
             .bus()
             .ok_or_else(|| VideoError::Pipeline("no bus".into()))?;
-        let msg = bus.timed_pop_filtered(
-            gst::ClockTime::from_seconds(30),
-            &[gst::MessageType::Eos, gst::MessageType::Error],
-        );
+        let msg = bus.timed_pop_filtered(STUCK, &[gst::MessageType::Eos, gst::MessageType::Error]);
         let outcome = match msg.as_ref().map(|m| m.view()) {
             Some(gst::MessageView::Eos(_)) => Ok(()),
             Some(gst::MessageView::Error(e)) => Err(VideoError::Pipeline(e.error().to_string())),
             _ => Err(VideoError::Pipeline("the muxer did not finish".into())),
         };
-        let _ = self.pipeline.set_state(gst::State::Null);
+        // Back to NULL (not dropped): ready to take the next episode's location.
+        let _ = mux.pipeline.set_state(gst::State::Null);
         outcome?;
         let io = |e: std::io::Error| VideoError::Pipeline(format!("{}: {e}", self.path.display()));
         std::fs::File::open(&self.tmp)
             .and_then(|f| f.sync_all())
             .map_err(io)?;
         std::fs::rename(&self.tmp, &self.path).map_err(io)?;
-        Ok(self.frames as f64 / f64::from(self.fps))
+        Ok(mux)
+    }
+}
+
+impl Drop for Muxer {
+    fn drop(&mut self) {
+        let _ = self.pipeline.set_state(gst::State::Null);
+    }
+}
+
+impl Drop for VideoStream {
+    fn drop(&mut self) {
+        // An episode dropped unfinished (its stream failed) leaves no .tmp behind.
+        if let Some(ep) = self.episode.take() {
+            drop(ep.mux);
+            let _ = std::fs::remove_file(&ep.tmp);
+        }
+        let _ = self.pipeline.set_state(gst::State::Null);
+        let _ = self.pool.set_active(false);
     }
 }
 
@@ -295,27 +606,165 @@ impl EpisodeVideo {
 mod tests {
     use super::*;
 
+    /// (pts, duration, keyframe) of every sample in an MP4, read back by qtdemux.
+    fn samples(path: &Path) -> Vec<(gst::ClockTime, gst::ClockTime, bool)> {
+        let p = pipeline(&format!(
+            "filesrc location={} ! qtdemux ! appsink name=sink sync=false",
+            path.display()
+        ))
+        .unwrap();
+        let sink: gst_app::AppSink = by_name(&p, "sink").unwrap();
+        p.set_state(gst::State::Playing).unwrap();
+        let mut out = Vec::new();
+        while let Ok(s) = sink.pull_sample() {
+            let b = s.buffer().unwrap();
+            let key = !b.flags().contains(gst::BufferFlags::DELTA_UNIT);
+            out.push((b.pts().unwrap(), b.duration().unwrap(), key));
+        }
+        p.set_state(gst::State::Null).unwrap();
+        out
+    }
+
+    /// The first decoded picture's middle pixel (openh264dec decodes the baseline
+    /// profile openh264enc writes).
+    fn first_pixel(path: &Path, w: u32, h: u32) -> [u8; 3] {
+        let p = pipeline(&format!(
+            "filesrc location={} ! qtdemux ! h264parse ! openh264dec ! videoconvert \
+             ! video/x-raw,format=RGB ! appsink name=sink sync=false",
+            path.display()
+        ))
+        .unwrap();
+        let sink: gst_app::AppSink = by_name(&p, "sink").unwrap();
+        p.set_state(gst::State::Playing).unwrap();
+        let s = sink.pull_sample().expect("a decoded frame");
+        let map = s.buffer().unwrap().map_readable().unwrap();
+        let stride = gst_video::VideoInfo::from_caps(s.caps().unwrap())
+            .unwrap()
+            .stride()[0] as usize;
+        let at = (h as usize / 2) * stride + (w as usize / 2) * 3;
+        let px = [map[at], map[at + 1], map[at + 2]];
+        drop(map);
+        p.set_state(gst::State::Null).unwrap();
+        px
+    }
+
     #[test]
-    fn probe_picks_a_working_encoder_and_writes_an_mp4() {
+    fn rgb_to_i420_matches_videoconvert() {
+        gst::init().unwrap();
+        let (w, h) = (64u32, 48u32);
+        let rgb: Vec<u8> = (0..w * h)
+            .flat_map(|i| {
+                let (x, y) = (i % w, i / w);
+                [(x * 4) as u8, (y * 5) as u8, ((x + y) * 2) as u8]
+            })
+            .collect();
+        let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::I420, w, h)
+            .colorimetry(&gst_video::VideoColorimetry::from_str("bt601").unwrap())
+            .build()
+            .unwrap();
+        let mut ours = vec![0; info.size()];
+        rgb_to_i420(&rgb, w, &info, &mut ours);
+        let p = pipeline(&format!(
+            "appsrc name=src caps=video/x-raw,format=RGB,width={w},height={h},framerate=0/1 \
+             ! videoconvert ! video/x-raw,format=I420,colorimetry=bt601 ! appsink name=sink"
+        ))
+        .unwrap();
+        let src: gst_app::AppSrc = by_name(&p, "src").unwrap();
+        let sink: gst_app::AppSink = by_name(&p, "sink").unwrap();
+        p.set_state(gst::State::Playing).unwrap();
+        src.push_buffer(gst::Buffer::from_mut_slice(rgb)).unwrap();
+        let sample = sink.pull_sample().unwrap();
+        let theirs = sample.buffer().unwrap().map_readable().unwrap().to_vec();
+        p.set_state(gst::State::Null).unwrap();
+        assert_eq!(ours.len(), theirs.len());
+        let worst = ours
+            .iter()
+            .zip(&theirs)
+            .map(|(a, b)| a.abs_diff(*b))
+            .max()
+            .unwrap();
+        assert!(
+            worst <= 3,
+            "differs from videoconvert by up to {worst} levels"
+        );
+    }
+
+    #[test]
+    fn a_failed_stream_leaves_no_partial_file() {
+        let choice = encoder().expect("an H.264 encoder");
+        let dir = std::env::temp_dir().join(format!("deskgym-video-fault-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("ep.mp4");
+        let mut v = VideoStream::start(64, 48, 10, &choice.element).unwrap();
+        v.begin_episode(&path).unwrap();
+        v.push(Bytes::from(vec![9; 64 * 48 * 3]), "a").unwrap();
+        let e = v
+            .push(Bytes::from(vec![9; 64 * 48 * 3 - 1]), "b")
+            .unwrap_err();
+        assert!(e.to_string().contains("not 64x48 RGB"), "{e}");
+        // The recorder drops a failed stream; the episode's partial file goes with it.
+        drop(v);
+        assert_eq!(
+            std::fs::read_dir(&dir).unwrap().count(),
+            0,
+            "no .mp4 nor .tmp"
+        );
+    }
+
+    #[test]
+    fn one_encoder_cuts_one_playable_mp4_per_episode() {
         let choice = encoder().expect("an H.264 encoder (install gstreamer1.0-plugins-ugly)");
         assert!(ENCODERS.iter().any(|(n, _)| *n == choice.element));
         let dir = std::env::temp_dir().join(format!("deskgym-video-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        // 322 px wide: 966-byte rows, which GStreamer pads to 968.
-        for (w, h) in [(320u32, 240u32), (322, 100)] {
-            let path = dir.join(format!("ep-{w}.mp4"));
-            let mut v = EpisodeVideo::start(&path, w, h, 10, &choice.element).unwrap();
-            for i in 0..15u8 {
-                // Pairs of identical frames: only the changes are encoded, and the
-                // last picture is repeated so the video still lasts 15 slots.
-                let px = i / 2 * 20;
-                v.push(Bytes::from(vec![px; (w * h * 3) as usize]), &px.to_string())
-                    .unwrap();
+        let installed = ["x264enc", "openh264enc"]
+            .into_iter()
+            .filter(|e| gst::ElementFactory::find(e).is_some());
+        // 321x101: odd sides, which 4:2:0 cannot hold; the video drops the last
+        // column and row.
+        for (enc, (w, h)) in installed.flat_map(|e| [(e, (320u32, 240u32)), (e, (321, 101))]) {
+            let mut v = VideoStream::start(w, h, 10, enc).unwrap();
+            // Episodes of 15, 4 and 1 slots with their own colours, in pairs of
+            // identical frames: only changes are encoded, and each video still lasts
+            // as many slots as its episode has frames (a trailing repeat included).
+            for (n, (len, base)) in [(15u8, 0u8), (4, 100), (1, 200)].into_iter().enumerate() {
+                let path = dir.join(format!("{enc}-{w}-{n}.mp4"));
+                v.begin_episode(&path).unwrap();
+                for i in 0..len {
+                    let px = base + i / 2 * 10;
+                    let hash = format!("{n}-{px}");
+                    v.push(Bytes::from(vec![px; (w * h * 3) as usize]), &hash)
+                        .unwrap();
+                }
+                assert_eq!(v.end_episode().unwrap(), f64::from(len) / 10.0);
+                assert!(!path.with_extension("mp4.tmp").exists());
+                let s = samples(&path);
+                assert_eq!(
+                    s.len(),
+                    usize::from(len.div_ceil(2)),
+                    "{enc} {w}x{h} episode {n}: {s:?}"
+                );
+                assert_eq!(
+                    (s[0].0, s[0].2),
+                    (gst::ClockTime::ZERO, true),
+                    "starts at 0 with a keyframe"
+                );
+                let (last_pts, last_duration, _) = s[s.len() - 1];
+                let lasts = last_pts + last_duration;
+                assert_eq!(
+                    lasts,
+                    gst::ClockTime::from_mseconds(u64::from(len) * 100),
+                    "{s:?}"
+                );
+                if enc == "openh264enc" {
+                    let got = first_pixel(&path, w, h);
+                    assert!(
+                        got.iter().all(|c| c.abs_diff(base) <= 8),
+                        "{got:?} vs {base}"
+                    );
+                }
             }
-            assert_eq!(v.finish().unwrap(), 1.5);
-            let bytes = std::fs::read(&path).unwrap();
-            assert_eq!(&bytes[4..8], b"ftyp", "an MP4 file");
-            assert!(!path.with_extension("mp4.tmp").exists());
+            v.finish().unwrap();
         }
     }
 }

@@ -8,7 +8,7 @@
 //! it describes exactly the chunks on disk; at most the rows buffered since the last
 //! roll are lost, and [`recover`] counts them in the manifest.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -29,6 +29,7 @@ use crate::tables::{
     EpisodeRow, EventRow, FrameRow, StepRow, episodes_batch, events_batch, frames_batch,
     steps_batch,
 };
+use crate::video::{VideoError, VideoStream};
 
 /// Format name written in every manifest.
 pub const FORMAT: &str = "deskgym.skn";
@@ -120,6 +121,8 @@ pub struct FrameRecord {
     pub height: u32,
     /// Packed RGB.
     pub rgb: Bytes,
+    /// The env that showed it (each env has its own video stream).
+    pub env_id: String,
     /// The episode this frame belongs to (reset and step frames): it goes into that
     /// episode's video. `None` for frames outside episodes (Observe).
     pub episode_id: Option<String>,
@@ -399,8 +402,15 @@ struct Writer {
     seq: u64,
     last_roll: Instant,
     encoder: Option<crate::video::EncoderChoice>,
-    videos: std::collections::HashMap<String, crate::video::EpisodeVideo>,
+    /// One video stream per env, kept across its episodes.
+    streams: HashMap<String, EnvVideo>,
     videos_written: u64,
+}
+
+/// An env's video stream and the episode it is writing, if any.
+struct EnvVideo {
+    stream: VideoStream,
+    episode: Option<String>,
 }
 
 impl Writer {
@@ -411,7 +421,7 @@ impl Writer {
     ) -> Self {
         Self {
             encoder,
-            videos: std::collections::HashMap::new(),
+            streams: HashMap::new(),
             videos_written: 0,
             config,
             dropped,
@@ -458,9 +468,9 @@ impl Writer {
             }
         }
         // Episodes the server did not end (it always does on close) still get a file.
-        for (id, v) in std::mem::take(&mut self.videos) {
-            if let Err(e) = v.finish() {
-                tracing::warn!(episode = %id, error = %e, "episode video failed");
+        for (env, v) in std::mem::take(&mut self.streams) {
+            if let Err(e) = v.stream.finish() {
+                tracing::warn!(env = %env, error = %e, "episode video failed");
             }
         }
         self.roll()?;
@@ -471,22 +481,62 @@ impl Writer {
         let (Some(enc), Some(fps)) = (&self.encoder, self.config.video_fps) else {
             return;
         };
-        if !self.videos.contains_key(episode_id) {
-            let path = self.config.dir.join(video_rel(episode_id));
-            match crate::video::EpisodeVideo::start(&path, f.width, f.height, fps, &enc.element) {
-                Ok(v) => {
-                    self.videos.insert(episode_id.to_string(), v);
+        // A stream that failed is dropped here and the env's next episode starts a new
+        // one, so one bad episode costs that episode's video only.
+        let fail = |streams: &mut HashMap<String, EnvVideo>, e: VideoError| {
+            tracing::warn!(env = %f.env_id, episode = %episode_id, error = %e, "episode video failed");
+            streams.remove(&f.env_id);
+        };
+        if self
+            .streams
+            .get(&f.env_id)
+            .is_some_and(|v| v.stream.size() != (f.width, f.height))
+            && let Some(old) = self.streams.remove(&f.env_id)
+        {
+            let _ = old.stream.finish();
+        }
+        if !self.streams.contains_key(&f.env_id) {
+            match VideoStream::start(f.width, f.height, fps, &enc.element) {
+                Ok(stream) => {
+                    let v = EnvVideo {
+                        stream,
+                        episode: None,
+                    };
+                    self.streams.insert(f.env_id.clone(), v);
                 }
-                Err(e) => {
-                    tracing::warn!(episode = %episode_id, error = %e, "cannot start episode video");
-                    return;
-                }
+                Err(e) => return fail(&mut self.streams, e),
             }
         }
-        if let Some(v) = self.videos.get_mut(episode_id)
-            && let Err(e) = v.push(f.rgb.clone(), &f.hash)
-        {
-            tracing::warn!(episode = %episode_id, error = %e, "episode video frame dropped");
+        let Some(v) = self.streams.get_mut(&f.env_id) else {
+            return;
+        };
+        if v.episode.as_deref() != Some(episode_id) {
+            // begin_episode ends an episode the server never reported as ended.
+            let path = self.config.dir.join(video_rel(episode_id));
+            if let Err(e) = v.stream.begin_episode(&path) {
+                return fail(&mut self.streams, e);
+            }
+            v.episode = Some(episode_id.to_string());
+        }
+        if let Err(e) = v.stream.push(f.rgb.clone(), &f.hash) {
+            fail(&mut self.streams, e);
+        }
+    }
+
+    /// Finishes the video of an ended episode; `None` when it has none.
+    fn end_video(&mut self, env_id: &str, episode_id: &str) -> Option<f64> {
+        let v = self.streams.get_mut(env_id)?;
+        if v.episode.as_deref() != Some(episode_id) {
+            return None;
+        }
+        v.episode = None;
+        match v.stream.end_episode() {
+            Ok(duration) => Some(duration),
+            Err(e) => {
+                tracing::warn!(episode = %episode_id, error = %e, "episode video failed");
+                self.streams.remove(env_id);
+                None
+            }
         }
     }
 
@@ -498,18 +548,11 @@ impl Writer {
                 self.pending.steps += 1;
             }
             Record::Episode(mut e) => {
-                if let Some(v) = self.videos.remove(&e.episode_id) {
-                    match v.finish() {
-                        Ok(duration) => {
-                            e.video_file = Some(video_rel(&e.episode_id));
-                            e.video_start_s = Some(0.0);
-                            e.video_end_s = Some(duration);
-                            self.videos_written += 1;
-                        }
-                        Err(err) => {
-                            tracing::warn!(episode = %e.episode_id, error = %err, "episode video failed")
-                        }
-                    }
+                if let Some(duration) = self.end_video(&e.env_id, &e.episode_id) {
+                    e.video_file = Some(video_rel(&e.episode_id));
+                    e.video_start_s = Some(0.0);
+                    e.video_end_s = Some(duration);
+                    self.videos_written += 1;
                 }
                 let n = 100 + e.instruction.len();
                 self.episodes.push(e, n);

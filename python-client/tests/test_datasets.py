@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import struct
 import subprocess
 import sys
 import time
@@ -17,6 +18,16 @@ import pytest
 import deskgym
 import deskgym.datasets as ds
 from deskgym.agents import PixelAgent
+
+
+def mp4_seconds(mp4: bytes) -> float:
+    """Duration from the MP4's movie header (mvhd), without a decoder."""
+    i = mp4.index(b"mvhd")
+    if mp4[i + 4] == 0:
+        timescale, duration = struct.unpack(">II", mp4[i + 16:i + 24])
+    else:
+        timescale, duration = struct.unpack(">IQ", mp4[i + 24:i + 36])
+    return duration / timescale
 
 from conftest import Server
 
@@ -79,9 +90,12 @@ def test_round_trip_50_episodes_over_4_envs(address: str) -> None:
     # One H.264 MP4 per episode: the reset frame plus one frame per step, at 10 fps.
     assert m["encoder"] in ("nvh264enc", "x264enc", "openh264enc") and m["videos"] == len(ep)
     for e in ep:
-        video = path / e["video_file"]
-        assert video.read_bytes()[4:8] == b"ftyp"
+        video = (path / e["video_file"]).read_bytes()
+        assert video[4:8] == b"ftyp"
         assert e["video_start_s"] == 0 and e["video_end_s"] == pytest.approx((e["length"] + 1) / 10)
+        # The file itself lasts that long (trailing repeated frames are not re-encoded,
+        # the last picture is held).
+        assert mp4_seconds(video) == pytest.approx(e["video_end_s"], abs=0.01)
     seqs = t["events"].column("seq").to_pylist()
     assert seqs == sorted(seqs) == list(range(1, len(seqs) + 1))
 

@@ -130,6 +130,7 @@ pub(crate) fn observation(
     settle: SettleReport,
     enc: pb::ImageEncoding,
     known: &[u128],
+    env_id: &str,
     episode: Option<&str>,
 ) -> Result<pb::Observation, ServiceError> {
     let (width, height, hash) = (frame.width, frame.height, frame.hash);
@@ -140,7 +141,7 @@ pub(crate) fn observation(
         bytes: Bytes::from(frame.rgb),
     };
     // The recorder shares the buffer and stores each distinct frame once, on its thread.
-    pool.record(|| record::frame(&hash_hex, width, height, raw.bytes.clone(), episode));
+    pool.record(|| record::frame(&hash_hex, width, height, raw.bytes.clone(), env_id, episode));
     let not_modified = known.contains(&hash);
     let bytes = if not_modified {
         // Keep the raw frame cached for GetFrames; count what was not sent.
@@ -308,6 +309,7 @@ impl Env {
             out.settle,
             enc,
             known,
+            &self.id,
             Some(&ep.log.episode_id),
         )?;
         let info = self.info(&ep, started, s.desktop.as_ref().map(Desktop::display));
@@ -469,6 +471,7 @@ impl Env {
             out.settle,
             enc,
             &opts.known,
+            &self.id,
             Some(&episode_id),
         )?;
         let mut info = self.info(ep, started, Some(display));
@@ -544,6 +547,7 @@ impl Env {
                     settle,
                     enc,
                     &opts.known,
+                    &self.id,
                     None,
                 )
             }
@@ -646,6 +650,7 @@ impl Env {
             out.settle,
             enc,
             &opts.known,
+            &self.id,
             Some(&ep.log.episode_id),
         )?;
         let info = self.info(&ep, started, Some(display));

@@ -134,6 +134,7 @@ pub fn frame(
     width: u32,
     height: u32,
     rgb: bytes::Bytes,
+    env_id: &str,
     episode_id: Option<&str>,
 ) -> Record {
     Record::Frame(FrameRecord {
@@ -141,6 +142,7 @@ pub fn frame(
         width,
         height,
         rgb,
+        env_id: env_id.into(),
         episode_id: episode_id.map(Into::into),
     })
 }
