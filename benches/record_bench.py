@@ -38,7 +38,7 @@ def main() -> None:
     p.add_argument("--address", required=True)
     p.add_argument("--envs", type=int, default=4)
     p.add_argument("--seconds", type=float, default=6.0)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--task", default="drag-to-zone")
     p.add_argument("--max-steps", type=int, default=20, help="episode length (each episode has its own video)")
     a = p.parse_args()

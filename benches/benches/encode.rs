@@ -7,6 +7,7 @@
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use deskgym_datasets::video::{ENCODERS, VideoStream};
+use gstreamer::prelude::*;
 
 /// A desktop-like frame: flat background with a moving box, so encoders do real work.
 fn frame(w: u32, h: u32, i: u32) -> bytes::Bytes {
@@ -99,5 +100,46 @@ fn episode(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, encode, episode);
+/// The RGB → I420 conversion the recorder does before encoding, against GStreamer's
+/// videoconvert doing the same in a pipeline (the baseline it replaced).
+fn convert(c: &mut Criterion) {
+    const W: u32 = 1280;
+    const H: u32 = 720;
+    gstreamer::init().expect("GStreamer");
+    let rgb = frame(W, H, 7);
+    let info = gstreamer_video::VideoInfo::builder(gstreamer_video::VideoFormat::I420, W, H)
+        .build()
+        .expect("I420 info");
+    let mut out = vec![0u8; info.size()];
+    let mut g = c.benchmark_group(format!("rgb-to-i420/{W}x{H}"));
+    g.bench_function("videoconvert (baseline)", |b| {
+        let p = gstreamer::parse::launch(&format!(
+            "appsrc name=src caps=video/x-raw,format=RGB,width={W},height={H},framerate=0/1 \
+             ! videoconvert ! video/x-raw,format=I420 ! appsink name=sink sync=false"
+        ))
+        .expect("pipeline")
+        .downcast::<gstreamer::Pipeline>()
+        .expect("a pipeline");
+        let by = |n: &str| p.by_name(n).expect(n);
+        let src = by("src")
+            .downcast::<gstreamer_app::AppSrc>()
+            .expect("appsrc");
+        let sink = by("sink")
+            .downcast::<gstreamer_app::AppSink>()
+            .expect("appsink");
+        p.set_state(gstreamer::State::Playing).expect("play");
+        b.iter(|| {
+            src.push_buffer(gstreamer::Buffer::from_slice(rgb.clone()))
+                .expect("push");
+            sink.pull_sample().expect("converted")
+        });
+        let _ = p.set_state(gstreamer::State::Null);
+    });
+    g.bench_function("deskgym rgb_to_i420", |b| {
+        b.iter(|| deskgym_datasets::video::rgb_to_i420(&rgb, W, &info, &mut out))
+    });
+    g.finish();
+}
+
+criterion_group!(benches, encode, episode, convert);
 criterion_main!(benches);
