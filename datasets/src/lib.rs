@@ -236,6 +236,62 @@ mod tests {
     }
 
     #[test]
+    fn recover_rolls_committed_rolls_forward_and_the_rest_back() {
+        let d = tmpdir("roll-forward");
+        let r = Recorder::start(config(&d, 1)).unwrap();
+        r.send(frame(1));
+        let closed = r.close().unwrap();
+        let bundle = d.join("run.skn");
+        let chunk = bundle.join("frames/part-00000.parquet");
+        // The crash came after the roll's commit record (its staged manifest) was
+        // written and before its chunk and manifest were renamed into place.
+        let committed = Manifest {
+            status: "open".into(),
+            ..closed.clone()
+        };
+        let before = Manifest {
+            files: Default::default(),
+            counts: Default::default(),
+            ..committed.clone()
+        };
+        std::fs::rename(&chunk, bundle.join("frames/part-00000.parquet.tmp")).unwrap();
+        std::fs::write(
+            bundle.join("manifest.json.tmp"),
+            serde_json::to_vec(&committed).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(
+            bundle.join("manifest.json"),
+            serde_json::to_vec(&before).unwrap(),
+        )
+        .unwrap();
+        let m = recover(&bundle).unwrap();
+        assert_eq!(m.status, "crashed");
+        assert_eq!((m.counts.frames_stored, m.files["frames"].len()), (1, 1));
+        assert_eq!(rows(&chunk), 1, "the committed chunk is back in place");
+
+        // A staged manifest cut short by the crash: that roll never happened.
+        let open = Manifest {
+            status: "open".into(),
+            ..m.clone()
+        };
+        std::fs::write(
+            bundle.join("manifest.json"),
+            serde_json::to_vec(&open).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(bundle.join("manifest.json.tmp"), b"{\"format\": ").unwrap();
+        std::fs::write(bundle.join("steps/part-00001.parquet.tmp"), b"half").unwrap();
+        let m2 = recover(&bundle).unwrap();
+        assert_eq!(
+            (m2.counts.clone(), m2.lost_chunks),
+            (m.counts.clone(), m.lost_chunks + 1)
+        );
+        assert!(!bundle.join("manifest.json.tmp").exists());
+        assert!(!bundle.join("steps/part-00001.parquet.tmp").exists());
+    }
+
+    #[test]
     fn foreign_directories_are_not_bundles() {
         let d = tmpdir("foreign");
         let e = read_manifest(&d).unwrap_err();

@@ -203,7 +203,16 @@ pub struct Manifest {
     /// Overflow policy.
     pub overflow: Overflow,
     /// Chunk files per table, relative to the bundle.
-    pub files: std::collections::BTreeMap<String, Vec<String>>,
+    pub files: Files,
+}
+
+/// Chunk files per table (table name → paths relative to the bundle).
+pub type Files = std::collections::BTreeMap<String, Vec<String>>;
+
+impl Manifest {
+    fn to_json(&self) -> Result<Vec<u8>, RecordError> {
+        serde_json::to_vec_pretty(self).map_err(|e| RecordError::Parquet(e.to_string()))
+    }
 }
 
 /// Current Unix time in ms.
@@ -216,12 +225,28 @@ pub fn now_ms() -> i64 {
 
 /// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync the directory.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RecordError> {
-    let tmp = path.with_extension("json.tmp");
-    let mut f = File::create(&tmp).map_err(io(&tmp))?;
-    f.write_all(bytes).map_err(io(&tmp))?;
-    f.sync_all().map_err(io(&tmp))?;
+    let tmp = tmp_of(path);
+    write_tmp(&tmp, bytes)?;
     std::fs::rename(&tmp, path).map_err(io(path))?;
     sync_dir(path)
+}
+
+/// `<path>.tmp`: where a file is written before it is renamed into place.
+fn tmp_of(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".tmp");
+    PathBuf::from(name)
+}
+
+/// Writes and fsyncs `tmp`; a failed write (a full disk) leaves no file.
+fn write_tmp(tmp: &Path, bytes: &[u8]) -> Result<(), RecordError> {
+    let written = File::create(tmp)
+        .and_then(|mut f| f.write_all(bytes).and_then(|()| f.sync_all()))
+        .map_err(io(tmp));
+    if written.is_err() {
+        let _ = std::fs::remove_file(tmp);
+    }
+    written
 }
 
 fn sync_dir(path: &Path) -> Result<(), RecordError> {
@@ -265,7 +290,18 @@ impl Recorder {
         let (tx, rx) = sync_channel(config.channel_capacity.max(1));
         let thread = std::thread::Builder::new()
             .name("deskgym-recorder".into())
-            .spawn(move || writer.run(rx))
+            .spawn({
+                let dir = dir.clone();
+                move || {
+                    let outcome = writer.run(rx);
+                    // Said when it happens, not only when the pool closes: later
+                    // records of this run are dropped (and counted) from here on.
+                    if let Err(e) = &outcome {
+                        tracing::error!(dir = %dir.display(), error = %e, "recording stopped");
+                    }
+                    outcome
+                }
+            })
             .map_err(io(&dir))?;
         Ok(Self {
             tx: Some(tx),
@@ -353,38 +389,56 @@ impl<R> Table<R> {
     }
 
     /// Writes the buffered rows as one chunk; returns its relative path.
-    fn flush(&mut self, dir: &Path, part: u64) -> Result<Option<String>, RecordError> {
+    /// Writes the buffered rows as chunk `part` under a temporary name, fsynced but
+    /// not yet visible; `None` when there are no rows. A failed write leaves no file.
+    fn stage(&self, dir: &Path, part: u64) -> Result<Option<Staged>, RecordError> {
         if self.rows.is_empty() {
             return Ok(None);
         }
         let batch = (self.to_batch)(&self.rows).map_err(|e| RecordError::Parquet(e.to_string()))?;
         let rel = format!("{}/part-{part:05}.parquet", self.name);
         let path = dir.join(&rel);
-        let tmp = dir.join(format!("{rel}.tmp"));
-        let file = File::create(&tmp).map_err(io(&tmp))?;
-        // Schema metadata also goes into the Parquet footer's key/value pairs: readers
-        // such as Hugging Face `datasets` look there (for the frames' Image feature).
-        let kv: Vec<parquet::file::metadata::KeyValue> = batch
-            .schema()
-            .metadata()
-            .iter()
-            .map(|(k, v)| parquet::file::metadata::KeyValue::new(k.clone(), v.clone()))
-            .collect();
-        let props = WriterProperties::builder()
-            .set_compression(Compression::ZSTD(ZstdLevel::default()))
-            .set_key_value_metadata((!kv.is_empty()).then_some(kv))
-            .build();
-        let pq = |e: parquet::errors::ParquetError| RecordError::Parquet(e.to_string());
-        let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(pq)?;
-        w.write(&batch).map_err(pq)?;
-        let file = w.into_inner().map_err(pq)?;
-        file.sync_all().map_err(io(&tmp))?;
-        std::fs::rename(&tmp, &path).map_err(io(&path))?;
-        sync_dir(&path)?;
+        let tmp = tmp_of(&path);
+        let write = || {
+            let file = File::create(&tmp).map_err(io(&tmp))?;
+            // Schema metadata also goes into the Parquet footer's key/value pairs:
+            // readers such as Hugging Face `datasets` look there (for the frames'
+            // Image feature).
+            let kv: Vec<parquet::file::metadata::KeyValue> = batch
+                .schema()
+                .metadata()
+                .iter()
+                .map(|(k, v)| parquet::file::metadata::KeyValue::new(k.clone(), v.clone()))
+                .collect();
+            let props = WriterProperties::builder()
+                .set_compression(Compression::ZSTD(ZstdLevel::default()))
+                .set_key_value_metadata((!kv.is_empty()).then_some(kv))
+                .build();
+            let pq = |e: parquet::errors::ParquetError| RecordError::Parquet(e.to_string());
+            let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(pq)?;
+            w.write(&batch).map_err(pq)?;
+            let file = w.into_inner().map_err(pq)?;
+            file.sync_all().map_err(io(&tmp))
+        };
+        if let Err(e) = write() {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
+        }
+        Ok(Some(Staged { tmp, path, rel }))
+    }
+
+    fn clear(&mut self) {
         self.rows.clear();
         self.bytes = 0;
-        Ok(Some(rel))
     }
+}
+
+/// A chunk written and fsynced under its temporary name, waiting to be published.
+struct Staged {
+    tmp: PathBuf,
+    path: PathBuf,
+    /// Path relative to the bundle, as the manifest lists it.
+    rel: String,
 }
 
 struct Writer {
@@ -398,7 +452,7 @@ struct Writer {
     stored: HashSet<String>,
     counts: Counts,
     pending: Counts,
-    files: std::collections::BTreeMap<String, Vec<String>>,
+    files: Files,
     seq: u64,
     last_roll: Instant,
     encoder: Option<crate::video::EncoderChoice>,
@@ -610,29 +664,59 @@ impl Writer {
         }
         let part = self.counts.chunks;
         let dir = self.config.dir.clone();
-        let written = [
-            self.episodes.flush(&dir, part)?,
-            self.steps.flush(&dir, part)?,
-            self.frames.flush(&dir, part)?,
-            self.events.flush(&dir, part)?,
-        ];
-        for rel in written.into_iter().flatten() {
-            let table = rel.split('/').next().unwrap_or_default().to_string();
-            self.files.entry(table).or_default().push(rel);
+        // Two phases, so readers only ever see whole rolls: every table's chunk and then
+        // the manifest that lists them are written under temporary names and fsynced;
+        // the staged manifest is the commit record. Only then is everything renamed
+        // into place. A failure before that (a full disk) publishes nothing of this
+        // roll; a crash after it is rolled forward by `recover`.
+        let mut staged = Vec::new();
+        let mut files = self.files.clone();
+        let mut counts = self.counts.clone();
+        let manifest = dir.join("manifest.json");
+        let written = (|| {
+            staged.extend(self.episodes.stage(&dir, part)?);
+            staged.extend(self.steps.stage(&dir, part)?);
+            staged.extend(self.frames.stage(&dir, part)?);
+            staged.extend(self.events.stage(&dir, part)?);
+            for s in &staged {
+                let table = s.rel.split('/').next().unwrap_or_default().to_string();
+                files.entry(table).or_default().push(s.rel.clone());
+            }
+            let p = &self.pending;
+            counts.episodes += p.episodes;
+            counts.steps += p.steps;
+            counts.frames_stored += p.frames_stored;
+            counts.frames_observed += p.frames_observed;
+            counts.events += p.events;
+            counts.chunks += 1;
+            let json = self.manifest("open", &counts, &files).to_json()?;
+            write_tmp(&tmp_of(&manifest), &json)
+        })();
+        if let Err(e) = written {
+            for s in &staged {
+                let _ = std::fs::remove_file(&s.tmp);
+            }
+            return Err(e);
         }
-        let p = std::mem::take(&mut self.pending);
-        let c = &mut self.counts;
-        c.episodes += p.episodes;
-        c.steps += p.steps;
-        c.frames_stored += p.frames_stored;
-        c.frames_observed += p.frames_observed;
-        c.events += p.events;
-        c.chunks += 1;
-        self.write_manifest("open").map(|_| ())
+        for s in &staged {
+            std::fs::rename(&s.tmp, &s.path).map_err(io(&s.path))?;
+            sync_dir(&s.path)?;
+        }
+        std::fs::rename(tmp_of(&manifest), &manifest).map_err(io(&manifest))?;
+        sync_dir(&manifest)?;
+        self.files = files;
+        self.counts = counts;
+        self.pending = Counts::default();
+        self.episodes.clear();
+        self.steps.clear();
+        self.frames.clear();
+        self.events.clear();
+        Ok(())
     }
 
-    fn write_manifest(&mut self, status: &str) -> Result<Manifest, RecordError> {
-        let m = Manifest {
+    /// The manifest describing `counts` and `files` with `status`.
+    fn manifest(&self, status: &str, counts: &Counts, files: &Files) -> Manifest {
+        Manifest {
             format: FORMAT.into(),
             schema_version: SCHEMA_VERSION,
             run_id: self.config.run_id.clone(),
@@ -649,15 +733,17 @@ impl Writer {
                 .map(|e| e.rejected.clone())
                 .unwrap_or_default(),
             videos: self.videos_written,
-            counts: self.counts.clone(),
+            counts: counts.clone(),
             dropped_records: self.dropped.load(Ordering::Relaxed),
             lost_chunks: 0,
             overflow: self.config.overflow,
-            files: self.files.clone(),
-        };
-        let json =
-            serde_json::to_vec_pretty(&m).map_err(|e| RecordError::Parquet(e.to_string()))?;
-        write_atomic(&self.config.dir.join("manifest.json"), &json)?;
+            files: files.clone(),
+        }
+    }
+
+    fn write_manifest(&mut self, status: &str) -> Result<Manifest, RecordError> {
+        let m = self.manifest(status, &self.counts, &self.files);
+        write_atomic(&self.config.dir.join("manifest.json"), &m.to_json()?)?;
         Ok(m)
     }
 }
@@ -710,6 +796,7 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest, RecordError> {
 /// `lost_chunks`, and marks the bundle `crashed`. A bundle that was closed cleanly is
 /// left alone. Returns the manifest as it now stands.
 pub fn recover(dir: &Path) -> Result<Manifest, RecordError> {
+    roll_forward(dir)?;
     let mut m = read_manifest(dir)?;
     if m.status != "open" {
         return Ok(m);
@@ -739,7 +826,30 @@ pub fn recover(dir: &Path) -> Result<Manifest, RecordError> {
     m.lost_chunks += lost.max(1);
     m.status = "crashed".into();
     m.updated_at_ms = now_ms();
-    let json = serde_json::to_vec_pretty(&m).map_err(|e| RecordError::Parquet(e.to_string()))?;
-    write_atomic(&dir.join("manifest.json"), &json)?;
+    write_atomic(&dir.join("manifest.json"), &m.to_json()?)?;
     Ok(m)
+}
+
+/// Finishes a roll that crashed after its commit record (the staged manifest) was
+/// written: its chunks are complete, so they are renamed into place with it. A staged
+/// manifest that does not parse was cut short by the crash: that roll never happened.
+fn roll_forward(dir: &Path) -> Result<(), RecordError> {
+    let manifest = dir.join("manifest.json");
+    let staged = tmp_of(&manifest);
+    let Ok(text) = std::fs::read(&staged) else {
+        return Ok(());
+    };
+    let Ok(m) = serde_json::from_slice::<Manifest>(&text) else {
+        return std::fs::remove_file(&staged).map_err(io(&staged));
+    };
+    for rel in m.files.values().flatten() {
+        let path = dir.join(rel);
+        let tmp = tmp_of(&path);
+        if !path.exists() && tmp.exists() {
+            std::fs::rename(&tmp, &path).map_err(io(&path))?;
+            sync_dir(&path)?;
+        }
+    }
+    std::fs::rename(&staged, &manifest).map_err(io(&manifest))?;
+    sync_dir(&manifest)
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pathlib
+import shutil
 import struct
 import subprocess
 import sys
@@ -158,6 +159,61 @@ def test_kill_9_leaves_only_readable_files(tmp_path: pathlib.Path) -> None:
         assert not list(bundle.rglob("*.tmp"))
     finally:
         assert s2.stop() == 0
+
+
+def test_a_full_disk_stops_the_recording_not_the_envs(tmp_path: pathlib.Path) -> None:
+    """A write failure mid-run (a 1 MiB tmpfs filling up) stops that recording only: the
+    recorded env and an unrecorded neighbour keep stepping, the chunks readers see are
+    whole rolls that match the manifest, nothing half-written stays, and closing the
+    recorded env answers INTERNAL with the cause."""
+    small = tmp_path / "small"
+    small.mkdir()
+    mount = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(small)],
+                           capture_output=True, text=True)
+    if mount.returncode != 0:  # CI runs as root, where this test always runs
+        pytest.skip(f"simulating a full disk needs a small tmpfs (root): {mount.stderr.strip()}")
+    try:
+        s = Server("--data-dir", str(small), "--record-roll-bytes", "1", "--idle-timeout-s", "0")
+        try:
+            kw = dict(address=s.address, screen=(640, 480), settle_ms=0, max_steps=1, seed=0)
+            rec = deskgym.make("click-target", record="full", **kw)
+            plain = deskgym.make("click-target", **kw)
+            bundle = pathlib.Path(rec.recording_path)
+            extra = None  # rounds to go once the disk is (nearly) full
+            for i in range(1000):
+                for env in (rec, plain):
+                    env.reset(seed=i)
+                    env.step({"verb": "click", "x": 320, "y": 240})
+                if extra is None and shutil.disk_usage(small).free < 64 << 10:
+                    extra = 20
+                elif extra is not None:
+                    extra -= 1
+                    if extra == 0:
+                        break
+            assert extra == 0, "the disk never filled up"
+            time.sleep(0.5)  # let the writer reach the wall
+            plain.reset(seed=0)
+            plain.step({"verb": "noop"})
+            plain.close()
+            with pytest.raises(deskgym.DeskgymError) as e:
+                rec.close()
+            assert e.value.code == "INTERNAL" and "No space left" in e.value.message, e.value.message
+            assert shutil.disk_usage(small).total <= 1 << 20
+        finally:
+            assert s.stop() == 0
+        m = ds.manifest(bundle)
+        assert m["status"] == "open" and m["counts"]["chunks"] > 0
+        assert not list(bundle.rglob("*.tmp")), "failed writes leave nothing behind"
+        on_disk = {t: sorted(f.relative_to(bundle).as_posix() for f in (bundle / t).glob("*.parquet"))
+                   for t in ds.TABLES}
+        assert on_disk == {t: sorted(m["files"].get(t, [])) for t in ds.TABLES}
+        t = ds.open(bundle)
+        assert t["steps"].num_rows == m["counts"]["steps"] > 0
+        assert t["episodes"].num_rows == m["counts"]["episodes"] > 0
+        for f in bundle.rglob("*.parquet"):
+            duckdb.connect().execute(f"select count(*) from read_parquet('{f}')").fetchone()
+    finally:
+        subprocess.run(["umount", str(small)], check=True)
 
 
 def test_bad_run_names_and_unwritable_data_dir(address: str, client: deskgym.Client, tmp_path: pathlib.Path) -> None:
