@@ -380,7 +380,7 @@ impl VideoStream {
             }
             ep.finish()
         });
-        match written {
+        match written.and_then(|mux| self.drain_bus().map(|()| mux)) {
             Ok(mux) => self.spare = Some(mux),
             Err(e) => {
                 // Nothing half-written stays behind (readers never look at .tmp).
@@ -400,6 +400,20 @@ impl VideoStream {
         };
         let _ = self.pipeline.set_state(gst::State::Null);
         ended
+    }
+
+    /// Empties the encoder's bus, which nobody else reads: tags and latency messages
+    /// would pile up for the whole run. An error found there is returned.
+    fn drain_bus(&self) -> Result<(), VideoError> {
+        let Some(bus) = self.pipeline.bus() else {
+            return Ok(());
+        };
+        while let Some(msg) = bus.pop() {
+            if let gst::MessageView::Error(e) = msg.view() {
+                return Err(VideoError::Pipeline(e.error().to_string()));
+            }
+        }
+        Ok(())
     }
 
     fn slot_time(&self, slot: u64) -> gst::ClockTime {
@@ -775,6 +789,11 @@ mod tests {
                     );
                 }
             }
+            let bus = v.pipeline.bus().unwrap();
+            assert!(
+                !bus.have_pending(),
+                "the encoder's bus does not grow with episodes"
+            );
             v.finish().unwrap();
         }
     }
