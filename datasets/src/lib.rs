@@ -4,7 +4,8 @@
 //!
 //! # Layout
 //! - [`tables`]: rows, Arrow schemas, rows → record batches.
-//! - [`video`]: per-episode H.264 MP4 through GStreamer, with the encoder probe.
+//! - [`video`]: the encoder probe, one H.264 encoder per env cut into one MP4 per
+//!   episode, RGB → I420.
 //! - [`writer`]: the recorder thread, chunk rolling, atomic renames, the manifest,
 //!   crash recovery.
 //!
@@ -14,6 +15,7 @@
 //!   manifest.json
 //!   episodes/part-00000.parquet  steps/part-00000.parquet
 //!   frames/part-00000.parquet    events/part-00000.parquet   ...
+//!   videos/<env>_<episode>.mp4   (one per episode, when video is on)
 //! ```
 
 pub mod tables;

@@ -1,4 +1,5 @@
-//! Per-episode H.264 MP4 through GStreamer (`appsrc` fed with captured RGB frames).
+//! One H.264 MP4 per episode through GStreamer, cut from one long-lived encoder per
+//! env ([`VideoStream`], fed the captured RGB frames converted to I420).
 //!
 //! The encoder is chosen once per process by running a one-frame test pipeline for
 //! each candidate in order: `nvh264enc` (NVENC through nvcodec; an element that exists
@@ -33,7 +34,7 @@ const REQUIRED: [(&str, &str); 6] = [
     ("videotestsrc", "gstreamer1.0-plugins-base"),
     ("h264parse", "gstreamer1.0-plugins-bad"),
     ("mp4mux", "gstreamer1.0-plugins-good"),
-    ("filesink", "gstreamer1.0-tools (core elements)"),
+    ("filesink", "libgstreamer1.0-0"),
 ];
 
 /// Why video cannot be recorded.
@@ -59,9 +60,8 @@ pub struct EncoderChoice {
 fn element_settings(element: &str) -> String {
     match element {
         // Seek-friendly keyframes every 3 s at 10 fps; fastest preset: this runs beside
-        // the desktops.
-        // threads=1: each env has its own encoder, so they already run in parallel;
-        // trellis=false: the element's default would override the preset's.
+        // the desktops. threads=1: each env has its own encoder, so they already run in
+        // parallel. trellis=false: the element's default would override the preset's.
         "x264enc" => {
             "x264enc speed-preset=ultrafast tune=zerolatency key-int-max=30 threads=1 trellis=false"
                 .into()
