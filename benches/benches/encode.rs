@@ -141,5 +141,55 @@ fn convert(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, encode, episode, convert);
+/// How many distinct 1280x720 frames per second one recording's writer thread absorbs
+/// (each is stored once as PNG and, with video, converted and encoded), tables only
+/// against tables + video. Steps that show no new frame cost the writer next to nothing.
+fn recorder(c: &mut Criterion) {
+    use deskgym_datasets::{FrameRecord, Overflow, Record, Recorder, RecorderConfig};
+    const W: u32 = 1280;
+    const H: u32 = 720;
+    let frames: Vec<_> = (0..64).map(|i| frame(W, H, i)).collect();
+    let dir = tmp_dir();
+    let mut g = c.benchmark_group(format!("recorder/distinct-frames/{W}x{H}"));
+    g.throughput(Throughput::Elements(1));
+    g.sample_size(10);
+    for (name, fps) in [("tables only", None), ("tables + video", Some(10))] {
+        let mut run = 0;
+        g.bench_function(name, |b| {
+            b.iter_custom(|n| {
+                run += 1;
+                let r = Recorder::start(RecorderConfig {
+                    dir: dir.join(format!("{}-{run}.skn", fps.is_some())),
+                    run_id: "bench".into(),
+                    task: "bench".into(),
+                    width: W,
+                    height: H,
+                    server_version: "bench".into(),
+                    roll_bytes: 64 << 20,
+                    roll_every: std::time::Duration::from_secs(30),
+                    channel_capacity: 64,
+                    overflow: Overflow::Block,
+                    video_fps: fps,
+                })
+                .expect("recorder");
+                let t = std::time::Instant::now();
+                for i in 0..n {
+                    r.send(Record::Frame(FrameRecord {
+                        hash: format!("{run}-{i}"),
+                        width: W,
+                        height: H,
+                        rgb: frames[i as usize % frames.len()].clone(),
+                        env_id: "e".into(),
+                        episode_id: Some(format!("e/{}", i / 20)),
+                    }));
+                }
+                r.close().expect("close");
+                t.elapsed()
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, encode, episode, convert, recorder);
 criterion_main!(benches);
