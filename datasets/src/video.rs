@@ -438,17 +438,15 @@ impl VideoStream {
             .pool
             .acquire_buffer(None)
             .map_err(|e| VideoError::Pipeline(format!("buffer pool: {e:?}")))?;
+        let (pts, next) = (self.slot_time(slot), self.slot_time(slot + 1));
         {
             let b = buffer.get_mut().expect("a pooled buffer is ours alone");
+            b.set_pts(pts);
+            b.set_duration(next - pts);
             let mut map = b
                 .map_writable()
                 .map_err(|e| VideoError::Pipeline(e.to_string()))?;
             rgb_to_i420(&rgb, self.width, &self.info, &mut map);
-        }
-        let (pts, next) = (self.slot_time(slot), self.slot_time(slot + 1));
-        if let Some(b) = buffer.get_mut() {
-            b.set_pts(pts);
-            b.set_duration(next - pts);
         }
         self.src.push_buffer(buffer).map_err(|e| {
             bus_error(&self.pipeline)

@@ -119,62 +119,72 @@ fn encoding_or(pool: &PoolSpec, raw: i32) -> Result<pb::ImageEncoding, ServiceEr
     }
 }
 
-/// Builds the wire observation through the fleet cache: pixels only when the client
-/// does not hold this frame already.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn observation(
-    cache: &FrameCache,
-    pool: &Pool,
-    frame: Frame,
-    pointer: Point,
-    settle: SettleReport,
-    enc: pb::ImageEncoding,
-    known: &[u128],
-    env_id: &str,
-    episode: Option<&str>,
-) -> Result<pb::Observation, ServiceError> {
-    let (width, height, hash) = (frame.width, frame.height, frame.hash);
-    let hash_hex = deskgym_worker::hash_hex(hash);
-    let raw = Blob {
-        width,
-        height,
-        bytes: Bytes::from(frame.rgb),
-    };
-    // The recorder shares the buffer and stores each distinct frame once, on its thread.
-    pool.record(|| record::frame(&hash_hex, width, height, raw.bytes.clone(), env_id, episode));
-    let not_modified = known.contains(&hash);
-    let bytes = if not_modified {
-        // Keep the raw frame cached for GetFrames; count what was not sent.
-        let saved = match enc {
-            pb::ImageEncoding::RawRgb | pb::ImageEncoding::Unspecified => raw.bytes.len() as u64,
-            e => cache.get(hash, e)?.map_or(0, |b| b.bytes.len() as u64),
-        };
-        cache.put(hash, raw, pb::ImageEncoding::RawRgb)?;
-        cache.record_not_modified(saved);
-        Bytes::new()
-    } else {
-        cache.put(hash, raw, enc)?.bytes
-    };
-    Ok(pb::Observation {
-        frame: bytes,
-        encoding: enc as i32,
-        width,
-        height,
-        frame_hash: deskgym_worker::hash_hex(hash),
-        pointer: Some(pb::PointPx {
-            x: pointer.x,
-            y: pointer.y,
-        }),
-        settle: Some(pb::SettleReport {
-            waited_ms: settle.waited_ms,
-            quiesced: settle.quiesced,
-            damage_events: settle.damage_events,
-        }),
-        not_modified,
-    })
-}
-
 impl Env {
+    /// Builds the wire observation through the fleet cache: pixels only when the client
+    /// does not hold this frame already.
+    #[allow(clippy::too_many_arguments)]
+    fn observation(
+        &self,
+        cache: &FrameCache,
+        frame: Frame,
+        pointer: Point,
+        settle: SettleReport,
+        enc: pb::ImageEncoding,
+        known: &[u128],
+        episode: Option<&str>,
+    ) -> Result<pb::Observation, ServiceError> {
+        let (width, height, hash) = (frame.width, frame.height, frame.hash);
+        let hash_hex = deskgym_worker::hash_hex(hash);
+        let raw = Blob {
+            width,
+            height,
+            bytes: Bytes::from(frame.rgb),
+        };
+        // The recorder shares the buffer and stores each distinct frame once, on its thread.
+        self.pool.record(|| {
+            record::frame(
+                &hash_hex,
+                width,
+                height,
+                raw.bytes.clone(),
+                &self.id,
+                episode,
+            )
+        });
+        let not_modified = known.contains(&hash);
+        let bytes = if not_modified {
+            // Keep the raw frame cached for GetFrames; count what was not sent.
+            let saved = match enc {
+                pb::ImageEncoding::RawRgb | pb::ImageEncoding::Unspecified => {
+                    raw.bytes.len() as u64
+                }
+                e => cache.get(hash, e)?.map_or(0, |b| b.bytes.len() as u64),
+            };
+            cache.put(hash, raw, pb::ImageEncoding::RawRgb)?;
+            cache.record_not_modified(saved);
+            Bytes::new()
+        } else {
+            cache.put(hash, raw, enc)?.bytes
+        };
+        Ok(pb::Observation {
+            frame: bytes,
+            encoding: enc as i32,
+            width,
+            height,
+            frame_hash: hash_hex,
+            pointer: Some(pb::PointPx {
+                x: pointer.x,
+                y: pointer.y,
+            }),
+            settle: Some(pb::SettleReport {
+                waited_ms: settle.waited_ms,
+                quiesced: settle.quiesced,
+                damage_events: settle.damage_events,
+            }),
+            not_modified,
+        })
+    }
+
     /// A new env around an already started desktop.
     pub(crate) fn new(
         id: String,
@@ -301,15 +311,13 @@ impl Env {
                 }),
             )
         });
-        let observation = observation(
+        let observation = self.observation(
             cache,
-            &self.pool,
             frame,
             pointer,
             out.settle,
             enc,
             known,
-            &self.id,
             Some(&ep.log.episode_id),
         )?;
         let info = self.info(&ep, started, s.desktop.as_ref().map(Desktop::display));
@@ -463,15 +471,13 @@ impl Env {
         ep.log.ret += reward;
         let after = frame.hash;
         let episode_id = ep.log.episode_id.clone();
-        let observation = observation(
+        let observation = self.observation(
             cache,
-            &self.pool,
             frame,
             pointer,
             out.settle,
             enc,
             &opts.known,
-            &self.id,
             Some(&episode_id),
         )?;
         let mut info = self.info(ep, started, Some(display));
@@ -539,17 +545,7 @@ impl Env {
                     quiesced: true,
                     ..Default::default()
                 };
-                observation(
-                    cache,
-                    &self.pool,
-                    frame,
-                    pointer,
-                    settle,
-                    enc,
-                    &opts.known,
-                    &self.id,
-                    None,
-                )
+                self.observation(cache, frame, pointer, settle, enc, &opts.known, None)
             }
             Err(e) => {
                 let err = ServiceError::from(e);
@@ -642,15 +638,13 @@ impl Env {
                 }),
             )
         });
-        let observation = observation(
+        let observation = self.observation(
             cache,
-            &self.pool,
             frame,
             pointer,
             out.settle,
             enc,
             &opts.known,
-            &self.id,
             Some(&ep.log.episode_id),
         )?;
         let info = self.info(&ep, started, Some(display));
