@@ -64,7 +64,7 @@ def dedup(address: str, k: int) -> list[tuple[int, tuple, tuple]]:
     for n in (1, 4, 16):
         # Forked: one env reaches the typing state, its checkpoint is forked n ways.
         c = deskgym.Client(address)
-        src = deskgym.make("type-word", client=c, screen=SCREEN, settle_ms=0, max_steps=10**6, obs_type="rgb")
+        src = deskgym.make("type-word", client=c, screen=SCREEN, max_steps=10**6, obs_type="rgb")
         # Fresh seeds per configuration: the server's cache is fleet-wide, so frames an
         # earlier configuration produced would otherwise count as cache hits here.
         obs, _ = src.reset(seed=1000 * n)
@@ -78,10 +78,10 @@ def dedup(address: str, k: int) -> list[tuple[int, tuple, tuple]]:
         # Independent: n envs with their own seeds, each focused on its own field.
         c = deskgym.Client(address)
         seed = 100_000 * n
-        vec = deskgym.make_vec("type-word", n, client=c, screen=SCREEN, settle_ms=0, max_steps=10**6, obs_type="png", seed=seed)
+        vec = deskgym.make_vec("type-word", n, client=c, screen=SCREEN, max_steps=10**6, obs_type="png", seed=seed)
         _, _ = vec.reset(seed=seed)
         # Re-focus from the RGB layout of the same seeds (PNG frames are not decoded here).
-        rgb = deskgym.make_vec("type-word", n, client=c, screen=SCREEN, settle_ms=0, obs_type="rgb", seed=seed)
+        rgb = deskgym.make_vec("type-word", n, client=c, screen=SCREEN, obs_type="rgb", seed=seed)
         robs, _ = rgb.reset(seed=seed)
         rgb.close()
         vec.step([field_click(o) for o in robs])
@@ -94,7 +94,7 @@ def dedup(address: str, k: int) -> list[tuple[int, tuple, tuple]]:
 
 def fork_latency(address: str, spares: int, n: int, reps: int) -> tuple[float, float]:
     c = deskgym.Client(address)
-    pool = c.create_pool("click-button", 1, screen=SCREEN, settle_ms=0, warm_spares=spares)
+    pool = c.create_pool("click-button", 1, screen=SCREEN, warm_spares=spares)
     try:
         c.reset(pool.env_ids[0], seed=3)
         c.step(pool.env_ids[0], deskgym.to_proto({"verb": "click", "x": 2, "y": 470}))
@@ -143,7 +143,7 @@ def xvfb_pid(display: str) -> int:
 
 def crash_reset_latency(address: str, spares: int, reps: int) -> float:
     c = deskgym.Client(address)
-    pool = c.create_pool("click-target", 1, screen=SCREEN, settle_ms=0, warm_spares=spares)
+    pool = c.create_pool("click-target", 1, screen=SCREEN, warm_spares=spares)
     env = pool.env_ids[0]
     try:
         r = c.reset(env, seed=1)

@@ -19,7 +19,7 @@ import deskgym.datasets as ds
 
 def run(address: str, n: int, seconds: float, record: str | None, task: str, max_steps: int,
         screen: tuple[int, int]) -> tuple[float, str]:
-    env = deskgym.make_vec(task, n, address=address, screen=screen, settle_ms=0, max_steps=max_steps,
+    env = deskgym.make_vec(task, n, address=address, screen=screen, max_steps=max_steps,
                            record=record, seed=1)
     w, h = screen
     rng = np.random.default_rng(0)

@@ -4,6 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 cargo fmt --all --check
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 # Binaries first: the tests spawn deskgym-task-app and deskgym-server.
 cargo build --workspace --bins
 cargo test --workspace

@@ -14,7 +14,7 @@ use deskgym_proto::v1::deskgym_client::DeskgymClient;
 use deskgym_server::{Limits, ServerConfig};
 use deskgym_worker::x11::XSession;
 use deskgym_worker::xvfb::Xvfb;
-use deskgym_worker::{Action, Button, Desktop, DesktopConfig, Point, Settle};
+use deskgym_worker::{Action, Button, Desktop, DesktopConfig, Point, Settle, SettlePolicy};
 use tonic::transport::Channel;
 
 const W: u32 = 640;
@@ -93,10 +93,6 @@ fn server(n: u32) -> Server {
                     width: W,
                     height: H,
                 }),
-                settle: Some(pb::SettleConfig {
-                    settle_ms: Some(0),
-                    settle_max_ms: 0,
-                }),
                 max_steps: u32::MAX,
                 ..Default::default()
             })
@@ -137,6 +133,7 @@ fn step(c: &mut Criterion) {
             width: W,
             height: H,
             settle: Settle {
+                policy: SettlePolicy::Sync,
                 settle_ms: 0,
                 settle_max_ms: 1000,
             },

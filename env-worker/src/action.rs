@@ -13,6 +13,16 @@ pub enum Button {
 }
 
 impl Button {
+    /// The stored name (`"left"`, `"middle"`, `"right"`), as the wire's `MouseButton`
+    /// spells it in lower case; never `Debug` output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Left => "left",
+            Self::Middle => "middle",
+            Self::Right => "right",
+        }
+    }
+
     /// The X button number.
     pub fn x_button(self) -> u8 {
         match self {

@@ -72,6 +72,11 @@ impl Desktop {
         self.xvfb.pid()
     }
 
+    /// Pid of the task app process.
+    pub fn app_pid(&self) -> u32 {
+        self.app.pid()
+    }
+
     /// The configuration this desktop was started with.
     pub fn config(&self) -> &DesktopConfig {
         &self.config

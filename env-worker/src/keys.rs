@@ -173,6 +173,16 @@ pub fn keysym_from_name(name: &str) -> Option<Keysym> {
     }
 }
 
+/// Client input quoted in an error, cut to 40 characters (messages must stay short).
+fn short(s: &str) -> String {
+    let head: String = s.chars().take(40).collect();
+    if head.len() == s.len() {
+        format!("{head:?}")
+    } else {
+        format!("{head:?}...")
+    }
+}
+
 /// Parses a chord such as `"ctrl+shift+t"` into keysyms, modifiers first as written.
 ///
 /// A literal plus is written `"plus"` (or `"ctrl++"`, where the final `+` is the key).
@@ -193,9 +203,10 @@ pub fn parse_chord(chord: &str) -> Result<Vec<Keysym>, String> {
         .map(|p| {
             let p = p.trim();
             if p.is_empty() {
-                return Err(format!("key chord {chord:?} has an empty key name"));
+                return Err(format!("key chord {} has an empty key name", short(chord)));
             }
-            keysym_from_name(p).ok_or_else(|| format!("unknown key name {p:?} in {chord:?}"))
+            keysym_from_name(p)
+                .ok_or_else(|| format!("unknown key name {} in {}", short(p), short(chord)))
         })
         .collect()
 }

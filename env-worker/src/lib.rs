@@ -28,4 +28,4 @@ pub use error::{DesktopError, Result};
 pub use frame::{Frame, frame_hash, hash_hex};
 pub use task_app::AppState;
 pub use tasks::{TASKS, TaskSpec, task_spec};
-pub use x11::{Settle, SettleReport};
+pub use x11::{Settle, SettlePolicy, SettleReport};

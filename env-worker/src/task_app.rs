@@ -152,6 +152,11 @@ impl TaskApp {
     pub fn is_alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
+
+    /// The app's process id (the server's watchdog kills a stalled desktop by pid).
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
 }
 
 fn parse_reply(reply: &str) -> Result<AppState> {

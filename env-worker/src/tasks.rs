@@ -12,6 +12,9 @@ pub struct TaskSpec {
     pub description: &'static str,
     /// Episode bound used when a pool does not set one.
     pub default_max_steps: u32,
+    /// How the server knows the screen is final after an action, unless a pool
+    /// overrides it. The bundled app acknowledges after drawing: `Sync`.
+    pub settle: crate::SettlePolicy,
 }
 
 /// Every bundled task.
@@ -20,21 +23,25 @@ pub const TASKS: &[TaskSpec] = &[
         id: "click-target",
         description: "Click the red circle among distractor squares.",
         default_max_steps: 10,
+        settle: crate::SettlePolicy::Sync,
     },
     TaskSpec {
         id: "click-button",
         description: "Click the button whose label the instruction names; a wrong button ends the episode.",
         default_max_steps: 10,
+        settle: crate::SettlePolicy::Sync,
     },
     TaskSpec {
         id: "drag-to-zone",
         description: "Drag the orange square into the green zone.",
         default_max_steps: 10,
+        settle: crate::SettlePolicy::Sync,
     },
     TaskSpec {
         id: "type-word",
         description: "Click the text field, type the word and press Enter; a wrong word ends the episode.",
         default_max_steps: 20,
+        settle: crate::SettlePolicy::Sync,
     },
 ];
 

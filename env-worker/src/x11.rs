@@ -20,18 +20,43 @@ use crate::error::{DesktopError, Result};
 use crate::frame::{Frame, bgrx_to_rgb};
 use crate::keys::{self, Keysym};
 
+/// How the server knows the screen is final after an action.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SettlePolicy {
+    /// The app acknowledges after drawing (the bundled tasks): after its answer and one
+    /// X round trip the frame is final, so nothing is waited for. Exact.
+    Sync,
+    /// XDamage quiet window: wait until no damage for `settle_ms` (at most
+    /// `settle_max_ms`). For apps that cannot acknowledge.
+    #[default]
+    Damage,
+}
+
+impl SettlePolicy {
+    /// The stored and wire name (`"sync"`, `"damage"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Sync => "sync",
+            Self::Damage => "damage",
+        }
+    }
+}
+
 /// How the screen is judged quiet after an action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settle {
-    /// Quiet window in milliseconds (0: drain pending damage and return).
+    /// Which signal ends the wait.
+    pub policy: SettlePolicy,
+    /// Quiet window in milliseconds (0: drain pending damage and return). `Damage` only.
     pub settle_ms: u32,
-    /// Cap on the whole wait in milliseconds.
+    /// Cap on the whole wait in milliseconds. `Damage` only.
     pub settle_max_ms: u32,
 }
 
 impl Default for Settle {
     fn default() -> Self {
         Self {
+            policy: SettlePolicy::Damage,
             settle_ms: 10,
             settle_max_ms: 2000,
         }
@@ -41,6 +66,8 @@ impl Default for Settle {
 /// What a settle wait did.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct SettleReport {
+    /// The policy that ran.
+    pub policy: SettlePolicy,
     /// Milliseconds spent.
     pub waited_ms: f64,
     /// True when the quiet window was reached before the cap.
@@ -449,10 +476,18 @@ impl XSession {
 
     /// Waits until XDamage has been quiet for `settle.settle_ms` (at most
     /// `settle.settle_max_ms`), re-arming the damage object after each notification.
+    ///
+    /// With [`SettlePolicy::Sync`] the quiet window is zero: the caller has already had
+    /// the app acknowledge its drawing, so one round trip (draining the damage it caused)
+    /// is all that is left.
     pub fn settle(&mut self, settle: Settle) -> Result<SettleReport> {
         let start = Instant::now();
-        let quiet = Duration::from_millis(u64::from(settle.settle_ms));
-        let cap = Duration::from_millis(u64::from(settle.settle_max_ms.max(settle.settle_ms)));
+        let quiet_ms = match settle.policy {
+            SettlePolicy::Sync => 0,
+            SettlePolicy::Damage => settle.settle_ms,
+        };
+        let quiet = Duration::from_millis(u64::from(quiet_ms));
+        let cap = Duration::from_millis(u64::from(settle.settle_max_ms.max(quiet_ms)));
         // A round trip first: damage caused by everything processed so far is then
         // already in our input buffer.
         self.sync()?;
@@ -476,6 +511,7 @@ impl XSession {
             }
             let waited = now - start;
             let report = |quiesced| SettleReport {
+                policy: settle.policy,
                 waited_ms: waited.as_secs_f64() * 1e3,
                 quiesced,
                 damage_events: events,

@@ -1,6 +1,6 @@
 //! Real Xvfb, real task app: start, reset, act, capture.
 
-use deskgym_worker::{Action, Button, Desktop, DesktopConfig, Point, Settle};
+use deskgym_worker::{Action, Button, Desktop, DesktopConfig, Point, Settle, SettlePolicy};
 
 const RED: u32 = 0xd62828;
 const ORANGE: u32 = 0xf77f00;
@@ -12,6 +12,7 @@ fn desktop(task: &str, w: u32, h: u32) -> Desktop {
         width: w,
         height: h,
         settle: Settle {
+            policy: SettlePolicy::Sync,
             settle_ms: 0,
             settle_max_ms: 1000,
         },
@@ -142,6 +143,7 @@ fn settle_reports_quiet_window() {
         width: 320,
         height: 240,
         settle: Settle {
+            policy: SettlePolicy::Damage,
             settle_ms: 20,
             settle_max_ms: 500,
         },

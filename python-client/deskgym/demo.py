@@ -121,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--episodes", type=int, default=16, help="episodes per task and agent")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--screen", default="640x480", help="WIDTHxHEIGHT")
-    p.add_argument("--settle-ms", type=int, default=0, help="XDamage quiet window (the bundled tasks are exact at 0)")
+    p.add_argument("--settle-ms", type=int, default=None,
+                   help="XDamage quiet window; default: the task's own policy (sync, no waiting, for the bundled tasks)")
     p.add_argument("--tasks", default=",".join(deskgym.TASKS))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     p.add_argument("--out", default=f"runs/demo-{stamp}")

@@ -30,7 +30,7 @@ def test_bad_inputs_raise_deskgym_error_with_the_right_code(client: deskgym.Clie
     assert code_of(client.create_pool, "no-such-task").code == "INVALID_ARGUMENT"
     assert code_of(client.create_pool, "click-target", 25).code == "RESOURCE_EXHAUSTED"
 
-    pool = client.create_pool("click-target", 2, screen=(320, 240), settle_ms=0)
+    pool = client.create_pool("click-target", 2, screen=(320, 240))
     env = pool.env_ids[0]
     try:
         e = code_of(client.step, env, deskgym.to_proto({"verb": "noop"}))
@@ -103,7 +103,7 @@ def test_crashed_desktop_is_unavailable_then_comes_back(client: deskgym.Client) 
     import os
     import signal
 
-    pool = client.create_pool("click-target", 2, screen=(320, 240), settle_ms=0)
+    pool = client.create_pool("click-target", 2, screen=(320, 240))
     try:
         infos = [client.reset(e, seed=1).info for e in pool.env_ids]
         display = infos[0].extra["display"].lstrip(":")

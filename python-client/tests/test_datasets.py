@@ -38,7 +38,7 @@ def run_name() -> str:
 
 
 def test_round_trip_50_episodes_over_4_envs(address: str) -> None:
-    env = deskgym.make_vec("click-button", 4, address=address, screen=(320, 240), settle_ms=0, max_steps=3,
+    env = deskgym.make_vec("click-button", 4, address=address, screen=(320, 240), max_steps=3,
                            record=run_name(), seed=0)
     path = pathlib.Path(env.recording_path)
     assert path.name.endswith(".skn") and path.is_absolute()
@@ -123,7 +123,7 @@ def test_kill_9_leaves_only_readable_files(tmp_path: pathlib.Path) -> None:
     s = Server("--data-dir", str(data), "--record-roll-bytes", "1", "--idle-timeout-s", "0")
     killed = False
     try:
-        env = deskgym.make_vec("click-target", 2, address=s.address, screen=(320, 240), settle_ms=0,
+        env = deskgym.make_vec("click-target", 2, address=s.address, screen=(320, 240),
                                max_steps=2, record="crashy", seed=0)
         env.reset(seed=0)
         ended = stepped = 0
@@ -175,7 +175,7 @@ def test_a_full_disk_stops_the_recording_not_the_envs(tmp_path: pathlib.Path) ->
     try:
         s = Server("--data-dir", str(small), "--record-roll-bytes", "1", "--idle-timeout-s", "0")
         try:
-            kw = dict(address=s.address, screen=(640, 480), settle_ms=0, max_steps=1, seed=0)
+            kw = dict(address=s.address, screen=(640, 480), max_steps=1, seed=0)
             rec = deskgym.make("click-target", record="full", **kw)
             plain = deskgym.make("click-target", **kw)
             bundle = pathlib.Path(rec.recording_path)
@@ -266,7 +266,7 @@ def test_inspect_rejects_foreign_and_corrupt_bundles(tmp_path: pathlib.Path, add
 def test_export_hf_and_lerobot(address: str, tmp_path: pathlib.Path) -> None:
     import datasets as hf
 
-    env = deskgym.make_vec("click-target", 2, address=address, screen=(320, 240), settle_ms=0, max_steps=3,
+    env = deskgym.make_vec("click-target", 2, address=address, screen=(320, 240), max_steps=3,
                            record=run_name(), seed=5)
     env.reset(seed=5)
     for _ in range(6):

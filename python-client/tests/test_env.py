@@ -16,7 +16,7 @@ SMALL = (320, 240)
 
 def test_check_env_passes(address: str) -> None:
     # Timing fields are measured, so they differ between identical runs.
-    env = deskgym.make("click-target", address=address, screen=SMALL, settle_ms=0, max_steps=5, info_timing=False)
+    env = deskgym.make("click-target", address=address, screen=SMALL, max_steps=5, info_timing=False)
     try:
         check_env(env, skip_render_check=True)
     finally:
@@ -24,7 +24,7 @@ def test_check_env_passes(address: str) -> None:
 
 
 def test_gymnasium_registration(address: str) -> None:
-    env = gym.make("deskgym/ClickButton-v0", address=address, screen=SMALL, settle_ms=0)
+    env = gym.make("deskgym/ClickButton-v0", address=address, screen=SMALL)
     try:
         obs, info = env.reset(seed=4)
         assert obs.shape == (240, 320, 3) and obs.dtype == np.uint8
@@ -34,8 +34,8 @@ def test_gymnasium_registration(address: str) -> None:
 
 
 def test_seeded_resets_are_deterministic_and_clicks_pay(address: str) -> None:
-    a = deskgym.make("click-target", address=address, screen=SMALL, settle_ms=0)
-    b = deskgym.make("click-target", address=address, screen=SMALL, settle_ms=0)
+    a = deskgym.make("click-target", address=address, screen=SMALL)
+    b = deskgym.make("click-target", address=address, screen=SMALL)
     try:
         oa, ia = a.reset(seed=11)
         ob, ib = b.reset(seed=11)
@@ -57,7 +57,7 @@ def test_seeded_resets_are_deterministic_and_clicks_pay(address: str) -> None:
 
 
 def test_every_dict_form_is_accepted(address: str) -> None:
-    env = deskgym.make("type-word", address=address, screen=SMALL, settle_ms=0, max_steps=50)
+    env = deskgym.make("type-word", address=address, screen=SMALL, max_steps=50)
     try:
         obs, info = env.reset(seed=2)
         word = info["instruction"].split('"')[1]
@@ -97,7 +97,7 @@ def test_encoded_observations(address: str, obs_type: str, magic: bytes) -> None
 
 
 def test_space_samples_are_valid_actions(address: str) -> None:
-    env = deskgym.make("click-button", address=address, screen=SMALL, settle_ms=0, max_steps=1000)
+    env = deskgym.make("click-button", address=address, screen=SMALL, max_steps=1000)
     try:
         env.reset(seed=0)
         env.action_space.seed(0)

@@ -13,7 +13,7 @@ SMALL = (320, 240)
 
 
 def typed_env(address: str) -> tuple[deskgym.DeskgymEnv, np.ndarray]:
-    env = deskgym.make("type-word", address=address, screen=SMALL, settle_ms=0, max_steps=100)
+    env = deskgym.make("type-word", address=address, screen=SMALL, max_steps=100)
     obs, _ = env.reset(seed=7)
     x, y = find(obs, (0xFC, 0xFC, 0xFC))
     env.step({"verb": "click", "x": x, "y": y})
@@ -58,7 +58,7 @@ def test_fork_replicas_are_exact_and_download_each_frame_once(address: str) -> N
 
 
 def test_unchanged_screen_costs_no_pixels(address: str) -> None:
-    env = deskgym.make("click-target", address=address, screen=SMALL, settle_ms=0)
+    env = deskgym.make("click-target", address=address, screen=SMALL)
     try:
         obs, info = env.reset(seed=1)
         assert info["frame_cached"] is False

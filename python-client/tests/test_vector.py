@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import deskgym
+from deskgym.seeding import episode_seed
 
 from conftest import RED, find
 
@@ -14,7 +15,6 @@ SMALL = (320, 240)
 
 def vec(address: str, n: int, **kw) -> deskgym.DeskgymVectorEnv:
     kw.setdefault("screen", SMALL)
-    kw.setdefault("settle_ms", 0)
     return deskgym.make_vec("click-target", n, address=address, **kw)
 
 
@@ -48,7 +48,8 @@ def test_next_step_autoreset(address: str) -> None:
         obs, rew, term, trunc, info = env.step(noops(2))  # the reset step
         assert not trunc.any() and (rew == 0).all()
         assert (info["step_index"] == 0).all()
-        assert (info["seed"] == [6, 7]).all(), "autoreset continues each env's seed sequence"
+        # Autoreset continues each env's own sequence: base 5 + i, second episode.
+        assert list(info["seed"]) == [episode_seed(5, 1), episode_seed(6, 1)]
         assert (info["frame_hash"] != hashes0).all()
     finally:
         env.close()
@@ -65,9 +66,10 @@ def test_same_step_autoreset_reports_final_obs(address: str) -> None:
         assert info["_final_obs"].tolist() == [True, False]
         assert np.array_equal(info["final_obs"][0], obs[0]), "the winning click changes no pixels"
         assert info["final_info"]["step_index"][0] == 1
-        # Env 0 went on to seed 3 + 1 = 4 in the same call: the layout env 1 shows.
-        assert info["seed"][0] == 4 and info["step_index"][0] == 0
-        assert np.array_equal(obs2[0], obs[1])
+        # Env 0 went on to its own next seed in the same call, not its neighbour's
+        # (seed 4, which env 1 plays): no layout is played twice.
+        assert info["seed"][0] == episode_seed(3, 1) != 4 and info["step_index"][0] == 0
+        assert not np.array_equal(obs2[0], obs[1])
     finally:
         env.close()
 

@@ -25,6 +25,20 @@ pub struct Limits {
     pub max_if_none_match: u32,
     /// Byte budget of the fleet frame cache.
     pub frame_cache_bytes: u64,
+    /// Byte budget of all checkpoints held (their action logs), server-wide.
+    pub max_checkpoint_bytes: u64,
+    /// Most frame bytes one GetFrames reply may carry.
+    pub max_frames_reply_bytes: u64,
+    /// Most pixels of all desktops alive at once (each Xvfb holds its framebuffer).
+    pub max_total_pixels: u64,
+    /// Time bound of one blocking operation on a desktop (a restore's replay gets this
+    /// per 64 replayed actions). Past it the call answers DEADLINE_EXCEEDED and the
+    /// desktop's processes are killed, so the stuck thread is freed and the next
+    /// Reset restarts the env.
+    pub op_timeout: Duration,
+    /// Most blocking jobs admitted (queued or running) at once; beyond it calls answer
+    /// RESOURCE_EXHAUSTED instead of waiting in an unbounded queue.
+    pub max_queued_ops: u32,
 }
 
 impl Default for Limits {
@@ -40,6 +54,12 @@ impl Default for Limits {
             max_checkpoints: 1_024,
             max_if_none_match: 64,
             frame_cache_bytes: 512 << 20,
+            max_checkpoint_bytes: 256 << 20,
+            max_frames_reply_bytes: 256 << 20,
+            // 64 desktops at 1920x1080.
+            max_total_pixels: 64 * 1920 * 1080,
+            op_timeout: Duration::from_secs(60),
+            max_queued_ops: 1024,
         }
     }
 }

@@ -26,6 +26,11 @@ pub const VERBS: &[&str] = &[
 /// Largest scroll in wheel clicks per axis.
 const MAX_SCROLL: i32 = 50;
 
+/// Longest key chord in bytes: real chords are a few names joined by `+`
+/// (`ctrl+shift+Page_Down` is 20); the bound keeps a hostile chord from holding a
+/// step thread (a 4-million-key chord took 5 s) or bloating the error message.
+pub(crate) const MAX_CHORD_BYTES: usize = 128;
+
 /// Screen geometry a target is resolved against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Screen {
@@ -145,7 +150,8 @@ pub fn action(
         },
         Verb::Scroll(s) => {
             for (axis, v) in [("dx", s.dx), ("dy", s.dy)] {
-                if v.abs() > MAX_SCROLL {
+                // unsigned_abs: `i32::MIN.abs()` wraps to itself and would pass.
+                if v.unsigned_abs() > MAX_SCROLL.unsigned_abs() {
                     return Err(ServiceError::invalid(
                         format!("action.scroll.{axis}"),
                         format!("{v} is outside -{MAX_SCROLL}..={MAX_SCROLL}"),
@@ -191,6 +197,15 @@ pub fn action(
             Action::TypeText(t.text.clone())
         }
         Verb::Key(k) => {
+            if k.keys.len() > MAX_CHORD_BYTES {
+                return Err(ServiceError::invalid(
+                    "action.key.keys",
+                    format!(
+                        "a chord of {} bytes is longer than the limit of {MAX_CHORD_BYTES}",
+                        k.keys.len()
+                    ),
+                ));
+            }
             parse_chord(&k.keys).map_err(|m| ServiceError::invalid("action.key.keys", m))?;
             Action::Key(k.keys.clone())
         }

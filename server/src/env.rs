@@ -1,14 +1,19 @@
 //! One env: its desktop, its episode, and the blocking operations on them (reset, step,
-//! observe, save, restore). Every operation holds the env's own mutex for its whole
-//! duration, so calls on one env queue up and calls on different envs never wait.
+//! observe, save, restore).
+//!
+//! One call in flight per env, structurally: a call first takes the env's *flight*
+//! ([`Env::begin`], a compare-and-swap, on the async side, before any work is queued);
+//! a second call meanwhile answers ABORTED naming the call in flight. The state mutex
+//! is then uncontended: only pool shutdown also takes it, on the step pool.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use bytes::Bytes;
 use deskgym_proto::v1 as pb;
-use deskgym_worker::{Action, Desktop, Frame, Point, SettleReport};
+use deskgym_worker::{Action, Desktop, DesktopError, Frame, Point, SettlePolicy, SettleReport};
 
 use crate::error::ServiceError;
 use crate::frame_cache::{Blob, FrameCache};
@@ -19,6 +24,60 @@ use crate::record::{self, EpisodeLog};
 /// must not take every later call on that env down with it.
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The calls that take an env's flight (one at a time per env).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Call {
+    Reset = 1,
+    Step = 2,
+    Observe = 3,
+    Save = 4,
+    Restore = 5,
+}
+
+impl Call {
+    fn name(raw: u8) -> &'static str {
+        match raw {
+            1 => "Reset",
+            2 => "Step",
+            3 => "Observe",
+            4 => "Save",
+            5 => "Restore",
+            _ => "unknown",
+        }
+    }
+}
+
+/// An env's flight, held by the one call in flight on it; released on drop (also when
+/// the job is skipped or panics).
+#[derive(Debug)]
+pub(crate) struct Flight(Arc<Env>);
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        self.0.busy.store(0, Ordering::Release);
+    }
+}
+
+/// The seed of an env's `k`-th unseeded episode since its seed base `base` was set:
+/// `base` itself for k = 0, then splitmix64 mixes, so episodes of one env and of its
+/// neighbours (bases `s + i`) never share a seed in practice, and the same base
+/// replays the same sequence. Kept below 2^63 for clients with signed 64-bit ints.
+/// The Python client implements the same function (`deskgym.seeding`).
+pub fn episode_seed(base: u64, k: u64) -> u64 {
+    fn splitmix64(mut z: u64) -> u64 {
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    if k == 0 {
+        base
+    } else {
+        splitmix64(splitmix64(base) ^ k) >> 1
+    }
 }
 
 /// The running episode of an env.
@@ -33,10 +92,12 @@ struct Episode {
     /// Why the episode ended, once it has.
     ended: Option<&'static str>,
     /// Every action applied since reset: replaying them on a fresh desktop rebuilds
-    /// this state (the bundled tasks are deterministic).
-    actions: Vec<Action>,
-    /// Hash of the last frame captured.
-    frame_hash: u128,
+    /// this state (the bundled tasks are deterministic). Shared with checkpoints (a
+    /// Save copies nothing; the next step copies once).
+    actions: Arc<Vec<Action>>,
+    /// Hash of the last frame captured; `None` when an action was applied but the
+    /// capture after it failed (Save captures afresh then).
+    frame_hash: Option<u128>,
     /// What the recording needs (id, start time, return).
     log: EpisodeLog,
     /// The episodes table has this episode already.
@@ -49,7 +110,10 @@ pub(crate) struct EnvState {
     pub(crate) desktop: Option<Desktop>,
     episode: Option<Episode>,
     episodes: u64,
-    next_seed: u64,
+    /// Seed base of the unseeded episodes (see [`episode_seed`]).
+    seed_base: u64,
+    /// Unseeded episodes started since `seed_base` was set.
+    seed_k: u64,
 }
 
 /// A saved state: what is needed to rebuild it by replay.
@@ -62,9 +126,22 @@ pub struct Checkpoint {
     /// The env it was saved from.
     pub env_id: String,
     episode: Episode,
+    /// Approximate bytes held (the action log), counted against
+    /// `Limits::max_checkpoint_bytes`.
+    bytes: u64,
 }
 
 impl Checkpoint {
+    /// Approximate bytes this checkpoint holds.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Number of actions a rebuild replays.
+    pub fn actions_len(&self) -> usize {
+        self.episode.actions.len()
+    }
+
     /// The wire form.
     pub fn to_proto(&self) -> pb::Checkpoint {
         let spec = &self.pool.spec;
@@ -78,14 +155,14 @@ impl Checkpoint {
                 height: spec.screen.height,
             }),
             step_index: self.episode.step_index,
-            frame_hash: deskgym_worker::hash_hex(self.episode.frame_hash),
+            frame_hash: deskgym_worker::hash_hex(self.frame_hash()),
             env_id: self.env_id.clone(),
         }
     }
 
-    /// The frame hash at save time.
+    /// The frame hash at save time (Save refreshes a stale one before it builds this).
     pub fn frame_hash(&self) -> u128 {
-        self.episode.frame_hash
+        self.episode.frame_hash.unwrap_or_default()
     }
 }
 
@@ -106,6 +183,27 @@ pub struct Env {
     /// The owning pool.
     pub pool: Arc<Pool>,
     state: Mutex<EnvState>,
+    /// The call in flight (`Call as u8`), 0 when idle.
+    busy: AtomicU8,
+    /// Pids of the desktop's Xvfb and task app (0: none), readable without the state
+    /// lock so a deadline can kill a stalled desktop while a thread is stuck on it.
+    xvfb_pid: AtomicU32,
+    app_pid: AtomicU32,
+    /// Test hook: the next capture after an action fails (as an X error would).
+    #[cfg(test)]
+    pub(crate) fail_next_capture: std::sync::atomic::AtomicBool,
+}
+
+/// Approximate heap bytes of an action log.
+fn log_bytes(actions: &[Action]) -> u64 {
+    let text: usize = actions
+        .iter()
+        .map(|a| match a {
+            Action::TypeText(t) | Action::Key(t) => t.len(),
+            _ => 0,
+        })
+        .sum();
+    (std::mem::size_of_val(actions) + text) as u64
 }
 
 fn encoding_or(pool: &PoolSpec, raw: i32) -> Result<pb::ImageEncoding, ServiceError> {
@@ -177,6 +275,10 @@ impl Env {
                 y: pointer.y,
             }),
             settle: Some(pb::SettleReport {
+                policy: match settle.policy {
+                    SettlePolicy::Sync => pb::SettlePolicy::Sync,
+                    SettlePolicy::Damage => pb::SettlePolicy::Damage,
+                } as i32,
                 waited_ms: settle.waited_ms,
                 quiesced: settle.quiesced,
                 damage_events: settle.damage_events,
@@ -190,25 +292,76 @@ impl Env {
         id: String,
         pool: Arc<Pool>,
         desktop: Option<Desktop>,
-        first_seed: u64,
+        seed_base: u64,
     ) -> Self {
-        let state = EnvState {
-            desktop,
-            next_seed: first_seed,
-            ..Default::default()
-        };
-        Self {
+        let env = Self {
             id,
             pool,
-            state: Mutex::new(state),
+            state: Mutex::new(EnvState {
+                seed_base,
+                ..Default::default()
+            }),
+            busy: AtomicU8::new(0),
+            xvfb_pid: AtomicU32::new(0),
+            app_pid: AtomicU32::new(0),
+            #[cfg(test)]
+            fail_next_capture: Default::default(),
+        };
+        if let Some(d) = desktop {
+            env.set_desktop(&mut lock(&env.state), d);
         }
+        env
+    }
+
+    /// Takes this env's flight for `call`, or answers ABORTED naming the call in flight.
+    pub(crate) fn begin(self: &Arc<Self>, call: Call) -> Result<Flight, ServiceError> {
+        match self
+            .busy
+            .compare_exchange(0, call as u8, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Ok(Flight(self.clone())),
+            Err(other) => Err(ServiceError::Aborted(format!(
+                "env {} is busy with a {} call (one call at a time per env); retry after \
+                 it returns",
+                self.id,
+                Call::name(other)
+            ))),
+        }
+    }
+
+    fn set_desktop<'a>(&self, s: &'a mut EnvState, d: Desktop) -> &'a mut Desktop {
+        self.xvfb_pid.store(d.xvfb_pid(), Ordering::Release);
+        self.app_pid.store(d.app_pid(), Ordering::Release);
+        s.desktop.insert(d)
+    }
+
+    fn drop_desktop(&self, s: &mut EnvState) -> Option<Desktop> {
+        // Forget the pids first: once the desktop is reaped they may be reused.
+        self.xvfb_pid.store(0, Ordering::Release);
+        self.app_pid.store(0, Ordering::Release);
+        s.desktop.take()
+    }
+
+    /// Kills the desktop's processes (its call overran its deadline). The thread stuck
+    /// on the desktop then gets an error, the env's episode ends as a crash and the
+    /// next Reset starts a fresh desktop. Both are our children and are reaped only
+    /// when their `Desktop` drops, so the pids cannot have been reused.
+    pub(crate) fn kill_stalled(&self) {
+        for pid in [&self.xvfb_pid, &self.app_pid] {
+            let pid = pid.load(Ordering::Acquire);
+            if pid != 0 {
+                // SAFETY: kill(2) with a pid of our own unreaped child.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        }
+        tracing::warn!(env = %self.id, "call overran op_timeout: desktop killed");
     }
 
     /// Takes the desktop out (closing the env).
     pub(crate) fn take_desktop(&self) -> Option<Desktop> {
         let mut s = lock(&self.state);
         s.episode = None;
-        s.desktop.take()
+        self.drop_desktop(&mut s)
     }
 
     fn info(&self, ep: &Episode, started: Instant, display: Option<u32>) -> pb::StepInfo {
@@ -239,7 +392,7 @@ impl Env {
                     .ok_or_else(|| ServiceError::Internal("desktop vanished".into()));
             }
             tracing::warn!(env = %self.id, "desktop died; restarting it");
-            s.desktop = None;
+            drop(self.drop_desktop(s));
         }
         let (d, warm_spare) = match self.pool.take_spare() {
             Some(d) => (d, true),
@@ -253,7 +406,7 @@ impl Env {
                 serde_json::json!({"display": d.display(), "warm_spare": warm_spare}),
             )
         });
-        Ok(s.desktop.insert(d))
+        Ok(self.set_desktop(s, d))
     }
 
     /// Blocking: starts a new episode (restarting a dead desktop first).
@@ -278,7 +431,14 @@ impl Env {
         known: &[u128],
         started: Instant,
     ) -> Result<pb::ResetResponse, ServiceError> {
-        let seed = seed.unwrap_or(s.next_seed);
+        let (seed, base, k) = match seed {
+            Some(seed) => (seed, seed, 1),
+            None => (
+                episode_seed(s.seed_base, s.seed_k),
+                s.seed_base,
+                s.seed_k.saturating_add(1),
+            ),
+        };
         let result = (|| {
             let d = self.live_desktop(s)?;
             let out = d.reset(seed)?;
@@ -288,7 +448,7 @@ impl Env {
         let (out, frame, pointer) = result.inspect_err(|e| self.on_error(s, e))?;
         self.end_episode(s, "reset");
         s.episodes += 1;
-        s.next_seed = seed.wrapping_add(1);
+        (s.seed_base, s.seed_k) = (base, k);
         let ep = Episode {
             seed,
             number: s.episodes,
@@ -296,8 +456,8 @@ impl Env {
             reward_so_far: out.app.reward,
             instruction: out.app.instruction,
             ended: None,
-            actions: Vec::new(),
-            frame_hash: frame.hash,
+            actions: Arc::default(),
+            frame_hash: Some(frame.hash),
             log: self.new_log(s.episodes),
             recorded: false,
         };
@@ -335,7 +495,7 @@ impl Env {
             record::event(
                 "error",
                 &self.id,
-                serde_json::json!({"code": format!("{:?}", e.code()), "message": e.to_string()}),
+                serde_json::json!({"code": e.code_name(), "message": e.to_string()}),
             )
         });
         if e.code() == tonic::Code::Unavailable {
@@ -348,7 +508,7 @@ impl Env {
                 )
             });
             self.end_episode(s, "env_crash");
-            s.desktop = None;
+            drop(self.drop_desktop(s));
         }
     }
 
@@ -424,15 +584,26 @@ impl Env {
         let display = d.display();
         let t_start = deskgym_datasets::writer::now_ms();
         // Hex strings only when recording (the closures below run only then).
-        let before = ep.frame_hash;
-        let result = d
-            .step(action)
-            .and_then(|out| Ok((out, d.capture()?, d.pointer())));
+        let before = ep.frame_hash.unwrap_or_default();
+        // From the moment input may have reached the desktop, the action belongs in the
+        // replay log whatever fails after it: a Save/Fork must rebuild what is on screen.
+        let mut sent = false;
+        let result = d.check_alive().and_then(|()| {
+            sent = true;
+            let out = d.step(action)?;
+            Ok((out, self.capture(d)?, d.pointer()))
+        });
         let (out, frame, pointer) = match result {
             Ok(r) => r,
             Err(e) => {
+                let applied = sent && !matches!(e, DesktopError::InvalidAction { .. });
                 let err = ServiceError::from(e);
-                let (episode_id, step_index) = (ep.log.episode_id.clone(), ep.step_index + 1);
+                if applied {
+                    ep.step_index += 1;
+                    Arc::make_mut(&mut ep.actions).push(action.clone());
+                    ep.frame_hash = None;
+                }
+                let (episode_id, step_index) = (ep.log.episode_id.clone(), ep.step_index);
                 self.pool.record(|| {
                     deskgym_datasets::Record::Step(deskgym_datasets::StepRow {
                         episode_id,
@@ -441,7 +612,7 @@ impl Env {
                         t_start_ms: t_start,
                         t_end_ms: deskgym_datasets::writer::now_ms(),
                         frame_hash_before: deskgym_worker::hash_hex(before),
-                        error_code: Some(format!("{:?}", err.code())),
+                        error_code: Some(err.code_name().to_string()),
                         latency_ms: started.elapsed().as_secs_f64() * 1e3,
                         ..record::step_row(action)
                     })
@@ -451,8 +622,8 @@ impl Env {
             }
         };
         ep.step_index += 1;
-        ep.actions.push(action.clone());
-        ep.frame_hash = frame.hash;
+        Arc::make_mut(&mut ep.actions).push(action.clone());
+        ep.frame_hash = Some(frame.hash);
         let reward = out.app.reward - ep.reward_so_far;
         ep.reward_so_far = out.app.reward;
         let terminated = out.app.done;
@@ -557,19 +728,56 @@ impl Env {
 
     /// Blocking: snapshots what is needed to rebuild the current state.
     pub fn save(&self, id: String) -> Result<Checkpoint, ServiceError> {
-        let s = lock(&self.state);
-        let ep = s.episode.clone().ok_or_else(|| {
-            ServiceError::FailedPrecondition(format!(
-                "env {:?} has no episode to save: call Reset first",
+        let mut guard = lock(&self.state);
+        let s = &mut *guard;
+        if s.episode.is_none() {
+            return Err(ServiceError::FailedPrecondition(format!(
+                "env {} has no episode to save: call Reset first",
                 self.id
-            ))
+            )));
+        }
+        // An action was applied but the capture after it failed: capture now, so the
+        // checkpoint's hash is of the screen its replay rebuilds.
+        if s.episode.as_ref().is_some_and(|e| e.frame_hash.is_none()) {
+            let Some(d) = s.desktop.as_mut() else {
+                return Err(ServiceError::Unavailable(format!(
+                    "env {} lost its desktop; call Reset to restart it",
+                    self.id
+                )));
+            };
+            let hash = d.check_alive().and_then(|()| self.capture(d));
+            match hash {
+                Ok(f) => {
+                    if let Some(ep) = s.episode.as_mut() {
+                        ep.frame_hash = Some(f.hash);
+                    }
+                }
+                Err(e) => {
+                    let err = ServiceError::from(e);
+                    self.on_error(s, &err);
+                    return Err(err);
+                }
+            }
+        }
+        let episode = s.episode.clone().ok_or_else(|| {
+            ServiceError::FailedPrecondition(format!("env {} has no episode to save", self.id))
         })?;
         Ok(Checkpoint {
             id,
             pool: self.pool.clone(),
             env_id: self.id.clone(),
-            episode: ep,
+            bytes: log_bytes(&episode.actions),
+            episode,
         })
+    }
+
+    /// Captures the screen (the one place a test can make a capture fail).
+    fn capture(&self, d: &mut Desktop) -> Result<Frame, DesktopError> {
+        #[cfg(test)]
+        if self.fail_next_capture.swap(false, Ordering::AcqRel) {
+            return Err(DesktopError::X11("injected capture failure".into()));
+        }
+        d.capture()
     }
 
     /// Blocking: rebuilds `cp` on this env by replaying its actions on a freshly reset
@@ -601,7 +809,7 @@ impl Env {
         let result = (|| {
             let d = self.live_desktop(s)?;
             let mut out = d.reset(cp.episode.seed)?;
-            for a in &cp.episode.actions {
+            for a in cp.episode.actions.iter() {
                 out = d.step(a)?;
             }
             let frame = d.capture()?;
@@ -611,20 +819,20 @@ impl Env {
             self.on_error(s, e);
             s.episode = None;
         })?;
-        let exact = frame.hash == cp.episode.frame_hash;
+        let exact = frame.hash == cp.frame_hash();
         if !exact {
             tracing::warn!(env = %self.id, checkpoint = %cp.id, "rebuild diverged from its checkpoint");
         }
         self.end_episode(s, "restore");
         s.episodes += 1;
-        s.next_seed = cp.episode.seed.wrapping_add(1);
+        (s.seed_base, s.seed_k) = (cp.episode.seed, 1);
         let log = EpisodeLog {
             ret: cp.episode.log.ret,
             ..self.new_log(s.episodes)
         };
         let ep = Episode {
             number: s.episodes,
-            frame_hash: frame.hash,
+            frame_hash: Some(frame.hash),
             log,
             recorded: false,
             ..cp.episode.clone()
@@ -657,7 +865,93 @@ impl Env {
             } else {
                 pb::Fidelity::Diverged
             } as i32,
-            expected_hash: deskgym_worker::hash_hex(cp.episode.frame_hash),
+            expected_hash: deskgym_worker::hash_hex(cp.frame_hash()),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Limits;
+    use crate::pool::PoolManager;
+    use crate::record::RecordSettings;
+
+    fn manager() -> Arc<PoolManager> {
+        let record = RecordSettings {
+            data_dir: std::env::temp_dir(),
+            roll_bytes: 1 << 20,
+            roll_every: std::time::Duration::from_secs(30),
+            overflow: deskgym_datasets::Overflow::Block,
+            video_fps: None,
+        };
+        Arc::new(PoolManager::new(Limits::default(), 4, record).expect("manager"))
+    }
+
+    #[test]
+    fn episode_seeds_are_distinct_and_reproducible() {
+        let mut all = std::collections::HashSet::new();
+        for base in 0..64u64 {
+            assert_eq!(episode_seed(base, 0), base);
+            for k in 1..64 {
+                let s = episode_seed(base, k);
+                assert!(s < 1 << 63);
+                assert_eq!(s, episode_seed(base, k));
+                assert!(all.insert(s), "seed {s} repeated");
+            }
+        }
+        // Pinned so the Python twin (deskgym.seeding) can be checked against it.
+        assert_eq!(episode_seed(0, 1), 0x045a_7ed4_6449_5a87);
+    }
+
+    /// The replay log keeps an action whose input reached the desktop even when the
+    /// capture after it failed: Save then Fork rebuilds the screen exactly.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_applied_action_survives_a_failed_capture() {
+        let mgr = manager();
+        let req = pb::CreatePoolRequest {
+            task: "type-word".into(),
+            num_envs: 1,
+            screen: Some(pb::ScreenSize {
+                width: 320,
+                height: 240,
+            }),
+            ..Default::default()
+        };
+        let pool = mgr
+            .create_pool(mgr.spec(&req).expect("spec"), 1, None)
+            .await
+            .expect("pool (needs xvfb)");
+        let env = mgr.env(&pool.env_ids[0]).expect("env");
+        let opts = ObsOptions {
+            encoding: pb::ImageEncoding::RawRgb as i32,
+            known: Vec::new(),
+        };
+        let before = env.reset(&mgr.cache, Some(3), &opts).expect("reset");
+        let before = before.observation.expect("obs").frame_hash;
+        // Clicking the field focuses it (its border turns blue): a visible change.
+        let (x, y) = deskgym_worker::tasks::Episode::new("type-word", 3, 320, 240)
+            .expect("layout")
+            .hint()[0];
+        let focus = Action::Click {
+            at: deskgym_worker::Point { x, y },
+            button: deskgym_worker::Button::Left,
+            count: 1,
+        };
+        env.fail_next_capture.store(true, Ordering::Release);
+        let e = env
+            .step(&mgr.cache, &focus, &opts, false)
+            .expect_err("the injected capture failure");
+        assert_eq!(e.code(), tonic::Code::Internal, "{e}");
+        let cp = mgr.save(&env.id).await.expect("save");
+        assert_eq!(cp.actions_len(), 1, "the click is in the replay log");
+        assert_ne!(
+            deskgym_worker::hash_hex(cp.frame_hash()),
+            before,
+            "the checkpoint's hash is of the screen after the click"
+        );
+        let fork = mgr.fork(&cp.id, 1, 0).await.expect("fork");
+        assert_eq!(fork.replicas[0].fidelity, pb::Fidelity::Exact as i32);
+        mgr.close_all().await;
     }
 }

@@ -26,6 +26,13 @@ pub enum ServiceError {
     /// The env is not in a state that allows this (step before reset, after the end).
     #[error("{0}")]
     FailedPrecondition(String),
+    /// Another call is in flight on the same env (one call at a time per env). Retry
+    /// after it returns.
+    #[error("{0}")]
+    Aborted(String),
+    /// The desktop did not finish within the server's time bound; it is being restarted.
+    #[error("{0}")]
+    DeadlineExceeded(String),
     /// A server limit would be exceeded. Ask for less.
     #[error("{0}")]
     ResourceExhausted(String),
@@ -56,11 +63,59 @@ impl ServiceError {
             Self::InvalidArgument { .. } => Code::InvalidArgument,
             Self::AlreadyExists(_) => Code::AlreadyExists,
             Self::FailedPrecondition(_) => Code::FailedPrecondition,
+            Self::Aborted(_) => Code::Aborted,
+            Self::DeadlineExceeded(_) => Code::DeadlineExceeded,
             Self::ResourceExhausted(_) => Code::ResourceExhausted,
             Self::Unavailable(_) => Code::Unavailable,
             Self::Unauthenticated(_) => Code::Unauthenticated,
             Self::Internal(_) => Code::Internal,
         }
+    }
+
+    /// The canonical gRPC name of this error's code (`"UNAVAILABLE"`), as clients
+    /// spell it; what datasets store.
+    pub fn code_name(&self) -> &'static str {
+        code_name(self.code())
+    }
+}
+
+/// Canonical gRPC code names (the spelling of `grpc.StatusCode` and the gRPC docs),
+/// never `Debug` output.
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// Longest piece of client input an error message quotes.
+const QUOTE_CHARS: usize = 64;
+
+/// Quotes client input for an error message: at most [`QUOTE_CHARS`] characters, so a
+/// hostile 100,000-character value cannot turn into a 100 KB status message (which
+/// clients' metadata limits would reject as RESOURCE_EXHAUSTED).
+pub fn quote(s: &str) -> String {
+    let mut chars = s.chars();
+    let head: String = chars.by_ref().take(QUOTE_CHARS).collect();
+    if chars.next().is_none() {
+        format!("{head:?}")
+    } else {
+        format!("{head:?}... ({} chars)", s.chars().count())
     }
 }
 
@@ -117,6 +172,11 @@ mod tests {
                 Code::Unauthenticated,
             ),
             (ServiceError::Internal("bug".into()), Code::Internal),
+            (ServiceError::Aborted("busy".into()), Code::Aborted),
+            (
+                ServiceError::DeadlineExceeded("slow".into()),
+                Code::DeadlineExceeded,
+            ),
         ];
         for (e, code) in cases {
             let msg = e.to_string();
@@ -124,6 +184,24 @@ mod tests {
             assert_eq!(s.code(), code);
             assert_eq!(s.message(), msg);
         }
+    }
+
+    #[test]
+    fn code_names_are_canonical() {
+        assert_eq!(
+            ServiceError::Unavailable(String::new()).code_name(),
+            "UNAVAILABLE"
+        );
+        assert_eq!(code_name(Code::InvalidArgument), "INVALID_ARGUMENT");
+        assert_eq!(code_name(Code::DeadlineExceeded), "DEADLINE_EXCEEDED");
+    }
+
+    #[test]
+    fn quotes_are_bounded() {
+        assert_eq!(quote("ctrl+s"), "\"ctrl+s\"");
+        let q = quote(&"a".repeat(100_000));
+        assert!(q.len() < 100, "{q}");
+        assert!(q.ends_with("(100000 chars)"), "{q}");
     }
 
     #[test]

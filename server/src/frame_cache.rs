@@ -225,7 +225,10 @@ pub fn parse_hash(field: &str, s: &str) -> Result<u128, ServiceError> {
     {
         return Err(ServiceError::invalid(
             field,
-            format!("{s:?} is not a frame hash (32 lowercase hex characters)"),
+            format!(
+                "{} is not a frame hash (32 lowercase hex characters)",
+                crate::error::quote(s)
+            ),
         ));
     }
     u128::from_str_radix(s, 16).map_err(|e| ServiceError::invalid(field, e.to_string()))

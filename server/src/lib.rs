@@ -36,6 +36,7 @@ use tokio_stream::wrappers::TcpListenerStream;
 use tonic_health::ServingStatus;
 
 pub use config::{Limits, ServerConfig};
+pub use env::episode_seed;
 pub use pool::PoolManager;
 pub use service::DeskgymService;
 
@@ -123,9 +124,8 @@ pub async fn run(
             let mut last_logged = std::time::Instant::now();
             loop {
                 tick.tick().await;
-                if let Some(idle) = idle {
-                    mgr.reap_idle(idle).await;
-                }
+                // Leases apply even when the idle timeout is off.
+                mgr.reap_idle(idle).await;
                 mgr.top_up_spares();
                 if last_logged.elapsed() >= CACHE_LOG_PERIOD {
                     last_logged = std::time::Instant::now();

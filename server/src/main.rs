@@ -22,6 +22,10 @@ struct Args {
     /// Most items in one StepBatch.
     #[arg(long, default_value_t = Limits::default().max_batch)]
     max_batch: u32,
+    /// Time bound of one blocking desktop operation in milliseconds; past it the call
+    /// answers DEADLINE_EXCEEDED and the desktop is killed (the next Reset restarts it).
+    #[arg(long, default_value_t = Limits::default().op_timeout.as_millis() as u64)]
+    op_timeout_ms: u64,
     /// Threads driving desktops (they mostly wait on X, so more than cores is fine).
     #[arg(long, default_value_t = 64)]
     step_threads: usize,
@@ -71,6 +75,7 @@ async fn main() -> anyhow::Result<()> {
         limits: Limits {
             max_envs: args.max_envs,
             max_batch: args.max_batch,
+            op_timeout: Duration::from_millis(args.op_timeout_ms.max(1)),
             ..Limits::default()
         },
         token,
@@ -92,6 +97,11 @@ async fn main() -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind(&args.listen)
         .await
         .with_context(|| format!("binding {}", args.listen))?;
+    let addr = listener.local_addr()?;
+    // Refuse before announcing: scripts take the announcement as "up".
+    if !addr.ip().is_loopback() && config.token.is_none() {
+        return Err(deskgym_server::RunError::InsecureBind(addr).into());
+    }
     // Scripts that pass port 0 read the real address from this line.
     println!("deskgym-server listening on {}", listener.local_addr()?);
     deskgym_server::run(listener, config, shutdown).await?;

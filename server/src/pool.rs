@@ -5,23 +5,31 @@
 //! spares being started) plus creations in progress (`pending`), all checked under one
 //! lock before anything starts, so a request over `max_envs` creates nothing.
 //!
-//! Lock order: `pending` → `pools` → a pool's `spares` → `envs` → `checkpoints`; an env's
-//! own mutex is only taken on the step pool, never while holding these.
+//! Concurrency, in one paragraph: at most one call is in flight per env (a second one
+//! answers ABORTED at once, see [`Env::begin`]); blocking work runs on the step pool,
+//! admitted up to `Limits::max_queued_ops` (beyond: RESOURCE_EXHAUSTED) and skipped when
+//! its caller has gone; async handlers never take an env's state lock and await every
+//! job with a deadline (`Limits::op_timeout`), past which the env's desktop is killed.
+//!
+//! Lock order (the only one the code takes; every other lock is taken alone, for a
+//! statement): an env's `state` → `usage` → `pools` → a pool's `spares` / `last_used`
+//! → `envs` → `checkpoints`. A pool's recorder is a leaf read lock, taken only to send.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use deskgym_proto::v1 as pb;
-use deskgym_worker::{Desktop, DesktopConfig, Settle, TaskSpec};
+use deskgym_worker::{Desktop, DesktopConfig, Settle, SettlePolicy, TaskSpec};
 use tokio::sync::oneshot;
 
 use crate::config::Limits;
 use crate::convert::Screen;
-use crate::env::{Checkpoint, Env, ObsOptions, lock};
-use crate::error::ServiceError;
+use crate::env::{Call, Checkpoint, Env, ObsOptions, lock};
+use crate::error::{ServiceError, quote};
 use crate::frame_cache::FrameCache;
 use crate::record::{self, RecordSettings};
 
@@ -47,7 +55,14 @@ pub struct PoolSpec {
     pub encoding: pb::ImageEncoding,
     /// Desktops to keep started beside the envs.
     pub warm_spares: u32,
+    /// Lease TTL (see [`Pool::lease`]).
+    pub lease: Option<Duration>,
 }
+
+/// Shortest lease: a client renews every TTL/3, so shorter would be mostly renewals.
+const MIN_LEASE_MS: u32 = 1_000;
+/// Longest lease (an hour); longer is what the idle timeout is for.
+const MAX_LEASE_MS: u32 = 3_600_000;
 
 impl PoolSpec {
     fn desktop_config(&self) -> DesktopConfig {
@@ -85,8 +100,12 @@ pub struct Pool {
     spares: Mutex<Vec<Desktop>>,
     spares_starting: AtomicU32,
     closed: AtomicBool,
-    /// The pool's recording, when it records; taken (and closed) with the pool.
-    recorder: Mutex<Option<deskgym_datasets::Recorder>>,
+    /// The pool's recording, when it records; taken (and closed) with the pool. A read
+    /// lock to send: envs sending at once never wait on each other, only on the
+    /// writer's channel (backpressure by design, `--record-overflow`).
+    recorder: RwLock<Option<deskgym_datasets::Recorder>>,
+    /// Lease TTL: the pool is closed when untouched (no call, no KeepAlive) this long.
+    pub lease: Option<Duration>,
     /// Where the recording goes.
     pub recording_path: Option<std::path::PathBuf>,
 }
@@ -95,13 +114,18 @@ impl Pool {
     /// Queues a record when the pool records; `make` is not even called otherwise.
     pub(crate) fn record(&self, make: impl FnOnce() -> deskgym_datasets::Record) {
         if self.recording_path.is_some()
-            && let Some(r) = lock(&self.recorder).as_ref()
+            && let Some(r) = self
+                .recorder
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
         {
             r.send(make());
         }
     }
 
-    fn touch(&self) {
+    /// Marks the pool as used now (calls and KeepAlive renew its lease).
+    pub(crate) fn touch(&self) {
         *lock(&self.last_used) = Instant::now();
     }
 
@@ -110,10 +134,44 @@ impl Pool {
         lock(&self.spares).pop()
     }
 
-    fn desktops_held(&self) -> u32 {
-        self.env_ids.len() as u32
+    fn usage(&self) -> Usage {
+        let desktops = self.env_ids.len() as u32
             + lock(&self.spares).len() as u32
-            + self.spares_starting.load(Ordering::Relaxed)
+            + self.spares_starting.load(Ordering::Relaxed);
+        Usage::of(desktops, self.spec.screen)
+    }
+
+    /// True when untouched for longer than its lease (or `idle`, without one).
+    fn expired(&self, idle: Option<Duration>) -> bool {
+        match self.lease.or(idle) {
+            Some(ttl) => lock(&self.last_used).elapsed() > ttl,
+            None => false,
+        }
+    }
+}
+
+/// Desktops (and their pixels) held or being started.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Usage {
+    desktops: u32,
+    pixels: u64,
+}
+
+impl Usage {
+    fn of(desktops: u32, screen: Screen) -> Self {
+        // At most 2^32 desktops of 4096x4096: fits in u64.
+        Self {
+            desktops,
+            pixels: u64::from(desktops) * u64::from(screen.width) * u64::from(screen.height),
+        }
+    }
+
+    /// Checked sum: `None` on overflow (a hostile count), which the caller refuses.
+    fn plus(self, o: Self) -> Option<Self> {
+        Some(Self {
+            desktops: self.desktops.checked_add(o.desktops)?,
+            pixels: self.pixels.checked_add(o.pixels)?,
+        })
     }
 }
 
@@ -121,16 +179,19 @@ impl Pool {
 pub struct PoolManager {
     limits: Limits,
     executor: rayon::ThreadPool,
+    /// Blocking jobs admitted and not finished (bounded by `limits.max_queued_ops`).
+    queued: Arc<AtomicUsize>,
     /// The fleet frame cache, shared by every pool.
     pub cache: FrameCache,
     pools: Mutex<HashMap<String, Arc<Pool>>>,
     envs: Mutex<HashMap<String, Arc<Env>>>,
     checkpoints: Mutex<Vec<Arc<Checkpoint>>>,
     /// Desktops being started for pools not yet registered.
-    pending: Mutex<u32>,
+    pending: Mutex<Usage>,
     next_id: AtomicU64,
-    /// Distinguishes ids of this server instance from a previous one's.
-    nonce: String,
+    /// Keys of the id generator: ids are a keyed hash (SipHash, random 128-bit key per
+    /// server) of a counter, so they never repeat and cannot be guessed from others.
+    id_keys: RandomState,
     record: RecordSettings,
 }
 
@@ -146,12 +207,14 @@ impl std::fmt::Debug for PoolManager {
 /// successful one is counted through its pool from then on).
 struct Pending<'a> {
     mgr: &'a PoolManager,
-    n: u32,
+    n: Usage,
 }
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
-        *lock(&self.mgr.pending) -= self.n;
+        let mut p = lock(&self.mgr.pending);
+        p.desktops -= self.n.desktops;
+        p.pixels -= self.n.pixels;
     }
 }
 
@@ -163,20 +226,17 @@ impl PoolManager {
             .thread_name(|i| format!("deskgym-step-{i}"))
             .build()
             .map_err(std::io::Error::other)?;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos() ^ d.as_secs() as u32)
-            .unwrap_or(0);
         Ok(Self {
+            queued: Arc::default(),
             cache: FrameCache::new(limits.frame_cache_bytes),
             limits,
             executor,
             pools: Mutex::default(),
             envs: Mutex::default(),
             checkpoints: Mutex::default(),
-            pending: Mutex::new(0),
+            pending: Mutex::default(),
             next_id: AtomicU64::new(1),
-            nonce: format!("{:06x}", nanos & 0xff_ffff),
+            id_keys: RandomState::new(),
             record,
         })
     }
@@ -188,45 +248,118 @@ impl PoolManager {
 
     /// Desktops alive or being started, over all pools.
     pub fn env_count(&self) -> u32 {
-        let pending = lock(&self.pending);
-        *pending + self.held_by_pools()
+        let pending = *lock(&self.pending);
+        pending.desktops + self.held_by_pools().desktops
     }
 
-    fn held_by_pools(&self) -> u32 {
-        lock(&self.pools).values().map(|p| p.desktops_held()).sum()
+    fn held_by_pools(&self) -> Usage {
+        lock(&self.pools)
+            .values()
+            .map(|p| p.usage())
+            .fold(Usage::default(), |a, b| a.plus(b).unwrap_or(a))
     }
 
-    /// Reserves `n` desktop slots or fails with RESOURCE_EXHAUSTED, creating nothing.
-    fn reserve(&self, n: u32, what: &str) -> Result<Pending<'_>, ServiceError> {
-        let mut pending = lock(&self.pending);
-        let used = *pending + self.held_by_pools();
-        let max = self.limits.max_envs;
-        if used + n > max {
+    /// Checks that `more` fits beside everything held and pending; the caller holds the
+    /// `pending` lock, so no concurrent creation can slip in between.
+    fn fits(&self, pending: Usage, more: Usage, what: &str) -> Result<(), ServiceError> {
+        let used = pending.plus(self.held_by_pools()).unwrap_or(pending);
+        let l = &self.limits;
+        let after = used.plus(more);
+        if after.is_none_or(|a| a.desktops > l.max_envs) {
             return Err(ServiceError::ResourceExhausted(format!(
-                "{what} needs {n} desktops but only {} of the server's max_envs={max} are free",
-                max.saturating_sub(used)
+                "{what} needs {} desktops but only {} of the server's max_envs={} are free",
+                more.desktops,
+                l.max_envs.saturating_sub(used.desktops),
+                l.max_envs
             )));
         }
-        *pending += n;
-        Ok(Pending { mgr: self, n })
+        if after.is_none_or(|a| a.pixels > l.max_total_pixels) {
+            return Err(ServiceError::ResourceExhausted(format!(
+                "{what} needs {} pixels of desktops but only {} of the server's \
+                 max_total_pixels={} are free; ask for fewer or smaller screens",
+                more.pixels,
+                l.max_total_pixels.saturating_sub(used.pixels),
+                l.max_total_pixels
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reserves `n` desktops of `screen` or fails with RESOURCE_EXHAUSTED, creating
+    /// nothing. Hostile counts cannot wrap: sums are checked.
+    fn reserve(&self, n: u32, screen: Screen, what: &str) -> Result<Pending<'_>, ServiceError> {
+        let mut pending = lock(&self.pending);
+        let more = Usage::of(n, screen);
+        self.fits(*pending, more, what)?;
+        // `fits` proved the sum is in range.
+        *pending = pending.plus(more).unwrap_or(*pending);
+        Ok(Pending { mgr: self, n: more })
     }
 
     fn new_id(&self, prefix: &str) -> String {
-        format!(
-            "{prefix}{}-{}",
-            self.nonce,
-            self.next_id.fetch_add(1, Ordering::Relaxed)
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let a = self.id_keys.hash_one((n, 0u8));
+        let b = self.id_keys.hash_one((n, 1u8));
+        format!("{prefix}{a:016x}{b:016x}")
+    }
+
+    /// Runs a client's blocking work on the step pool: admitted only while fewer than
+    /// `max_queued_ops` jobs are queued or running (else RESOURCE_EXHAUSTED at once),
+    /// and skipped if the caller dropped the receiver (its client went away) before
+    /// a thread picked it up. A panic becomes INTERNAL, not an abort.
+    pub fn spawn<T, F>(&self, f: F) -> oneshot::Receiver<Result<T, ServiceError>>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T, ServiceError> + Send + 'static,
+    {
+        let max = self.limits.max_queued_ops as usize;
+        if self.queued.fetch_add(1, Ordering::AcqRel) >= max {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            let (tx, rx) = oneshot::channel();
+            let _ = tx.send(Err(ServiceError::ResourceExhausted(format!(
+                "the server has max_queued_ops={max} desktop operations queued or running; \
+                 retry shortly or use fewer concurrent calls"
+            ))));
+            return rx;
+        }
+        let queued = self.queued.clone();
+        self.run_job(
+            f,
+            move || {
+                queued.fetch_sub(1, Ordering::AcqRel);
+            },
+            true,
         )
     }
 
-    /// Runs blocking work on the step pool. A panic becomes INTERNAL, not an abort.
-    pub fn spawn<T, F>(&self, f: F) -> oneshot::Receiver<Result<T, ServiceError>>
+    /// Runs the server's own blocking work (stopping desktops, closing recordings,
+    /// starting spares): never refused, and run even if nobody awaits it.
+    pub(crate) fn spawn_internal<T, F>(&self, f: F) -> oneshot::Receiver<Result<T, ServiceError>>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T, ServiceError> + Send + 'static,
+    {
+        self.run_job(f, || {}, false)
+    }
+
+    fn run_job<T, F>(
+        &self,
+        f: F,
+        done: impl FnOnce() + Send + 'static,
+        skip_if_gone: bool,
+    ) -> oneshot::Receiver<Result<T, ServiceError>>
     where
         T: Send + 'static,
         F: FnOnce() -> Result<T, ServiceError> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
         self.executor.spawn(move || {
+            if skip_if_gone && tx.is_closed() {
+                // Dropping `f` here still releases what it holds (an env's flight).
+                drop(f);
+                done();
+                return;
+            }
             let r = std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
                 let msg = p
                     .downcast_ref::<&str>()
@@ -236,9 +369,40 @@ impl PoolManager {
                 tracing::error!(%msg, "step worker panicked");
                 Err(ServiceError::Internal(format!("worker panicked: {msg}")))
             });
+            done();
             let _ = tx.send(r);
         });
         rx
+    }
+
+    /// Awaits a job on `env` until `deadline`. Past it the env's desktop is killed (so
+    /// the thread stuck on it is freed and the env's next Reset restarts it) and the
+    /// call answers DEADLINE_EXCEEDED; no other env is affected.
+    pub(crate) async fn join_env<T>(
+        rx: oneshot::Receiver<Result<T, ServiceError>>,
+        env: &Env,
+        deadline: tokio::time::Instant,
+        bound: Duration,
+    ) -> Result<T, ServiceError> {
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(r) => {
+                r.unwrap_or_else(|_| Err(ServiceError::Internal("step worker went away".into())))
+            }
+            Err(_) => {
+                env.kill_stalled();
+                Err(ServiceError::DeadlineExceeded(format!(
+                    "env {} did not answer within the server's op_timeout ({} ms): its \
+                     desktop stalled and was killed; call Reset to restart it",
+                    env.id,
+                    bound.as_millis()
+                )))
+            }
+        }
+    }
+
+    /// The server-side bound of one operation on a desktop.
+    pub(crate) fn op_timeout(&self) -> Duration {
+        self.limits.op_timeout
     }
 
     /// Awaits a [`spawn`](Self::spawn)ed job.
@@ -256,14 +420,23 @@ impl PoolManager {
             ServiceError::invalid(
                 "task",
                 format!(
-                    "unknown task {:?}; known tasks: {}",
-                    req.task,
+                    "unknown task {}; known tasks: {}",
+                    quote(&req.task),
                     known.join(", ")
                 ),
             )
         })?;
         if req.num_envs == 0 {
             return Err(ServiceError::invalid("num_envs", "must be at least 1"));
+        }
+        if req.lease_ttl_ms != 0 && !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&req.lease_ttl_ms) {
+            return Err(ServiceError::invalid(
+                "lease_ttl_ms",
+                format!(
+                    "{} is outside {MIN_LEASE_MS}..={MAX_LEASE_MS} (0: no lease)",
+                    req.lease_ttl_ms
+                ),
+            ));
         }
         let l = &self.limits;
         let screen = req.screen.unwrap_or_default();
@@ -290,7 +463,23 @@ impl PoolManager {
         }
         let settle_req = req.settle.unwrap_or_default();
         let default = Settle::default();
+        let policy = match pb::SettlePolicy::try_from(settle_req.policy) {
+            Ok(pb::SettlePolicy::Sync) => SettlePolicy::Sync,
+            Ok(pb::SettlePolicy::Damage) => SettlePolicy::Damage,
+            // A quiet window asked for means XDamage (its meaning before policies).
+            Ok(pb::SettlePolicy::Unspecified) if settle_req.settle_ms.is_some() => {
+                SettlePolicy::Damage
+            }
+            Ok(pb::SettlePolicy::Unspecified) => task.settle,
+            Err(_) => {
+                return Err(ServiceError::invalid(
+                    "settle.policy",
+                    format!("unknown settle policy {}", settle_req.policy),
+                ));
+            }
+        };
         let settle = Settle {
+            policy,
             settle_ms: settle_req.settle_ms.unwrap_or(default.settle_ms),
             settle_max_ms: if settle_req.settle_max_ms == 0 {
                 default.settle_max_ms
@@ -326,6 +515,7 @@ impl PoolManager {
                 encoding
             },
             warm_spares: req.warm_spares,
+            lease: (req.lease_ttl_ms > 0).then(|| Duration::from_millis(req.lease_ttl_ms.into())),
         })
     }
 
@@ -357,7 +547,7 @@ impl PoolManager {
             None => Ok(desktops),
             Some(e) => {
                 // Dropping stops the desktops that did start; do it off the runtime.
-                let _ = Self::join(self.spawn(move || {
+                let _ = Self::join(self.spawn_internal(move || {
                     drop(desktops);
                     Ok(())
                 }))
@@ -375,7 +565,8 @@ impl PoolManager {
         n: u32,
         recorder: Option<deskgym_datasets::Recorder>,
     ) -> Arc<Pool> {
-        let spares = desktops.split_off(n as usize);
+        let spares = desktops.split_off((n as usize).min(desktops.len()));
+        let spec_lease = spec.lease;
         let pool_id = self.new_id("p");
         let env_ids: Vec<String> = (0..n).map(|_| self.new_id("e")).collect();
         let pool = Arc::new(Pool {
@@ -387,7 +578,8 @@ impl PoolManager {
             spares_starting: AtomicU32::new(0),
             closed: AtomicBool::new(false),
             recording_path: recorder.as_ref().map(|r| r.dir().to_path_buf()),
-            recorder: Mutex::new(recorder),
+            recorder: RwLock::new(recorder),
+            lease: spec_lease,
         });
         pool.record(|| {
             record::event(
@@ -397,6 +589,7 @@ impl PoolManager {
                     "pool_id": pool.id, "task": pool.spec.task.id, "envs": pool.env_ids,
                     "screen": [pool.spec.screen.width, pool.spec.screen.height],
                     "max_steps": pool.spec.max_steps, "settle_ms": pool.spec.settle.settle_ms,
+                    "settle_policy": pool.spec.settle.policy.name(),
                 }),
             )
         });
@@ -405,7 +598,7 @@ impl PoolManager {
             .zip(desktops)
             .enumerate()
             .map(|(i, (id, d))| {
-                let first_seed = pool.spec.seed.wrapping_add(i as u64);
+                let seed_base = pool.spec.seed.wrapping_add(i as u64);
                 pool.record(|| {
                     record::event(
                         "env_started",
@@ -415,7 +608,7 @@ impl PoolManager {
                 });
                 (
                     id.clone(),
-                    Arc::new(Env::new(id.clone(), pool.clone(), Some(d), first_seed)),
+                    Arc::new(Env::new(id.clone(), pool.clone(), Some(d), seed_base)),
                 )
             })
             .collect();
@@ -433,8 +626,13 @@ impl PoolManager {
         n: u32,
         record_as: Option<&str>,
     ) -> Result<Arc<Pool>, ServiceError> {
-        let total = n + spec.warm_spares;
-        let pending = self.reserve(total, "this pool")?;
+        let total = n.checked_add(spec.warm_spares).ok_or_else(|| {
+            ServiceError::ResourceExhausted(format!(
+                "num_envs + warm_spares overflows; the server's max_envs is {}",
+                self.limits.max_envs
+            ))
+        })?;
+        let pending = self.reserve(total, spec.screen, "this pool")?;
         let recorder = record_as
             .map(|name| record::open(&self.record, name, &spec))
             .transpose()?;
@@ -471,13 +669,16 @@ impl PoolManager {
                 {
                     // Under the capacity lock, so a concurrent creation sees this spare.
                     let pending = lock(&self.pending);
-                    if *pending + self.held_by_pools() + 1 > self.limits.max_envs {
+                    if self
+                        .fits(*pending, Usage::of(1, pool.spec.screen), "a spare")
+                        .is_err()
+                    {
                         return;
                     }
                     pool.spares_starting.fetch_add(1, Ordering::Relaxed);
                 }
                 let p = pool.clone();
-                drop(self.spawn(move || {
+                drop(self.spawn_internal(move || {
                     let started = p.spec.start_desktop(true);
                     p.spares_starting.fetch_sub(1, Ordering::Relaxed);
                     match started {
@@ -493,15 +694,17 @@ impl PoolManager {
         }
     }
 
-    /// Stops every desktop of a pool and deletes its checkpoints. Waits for in-flight
-    /// steps on its envs.
+    /// Stops every desktop of a pool and deletes its checkpoints. A call in flight on
+    /// one of its envs finishes first (within its op_timeout); that wait happens on the
+    /// step pool, never on an async worker.
     pub async fn close_pool(
         self: &Arc<Self>,
         pool_id: &str,
     ) -> Result<(u32, Option<std::path::PathBuf>), ServiceError> {
         let pool = lock(&self.pools).remove(pool_id).ok_or_else(|| {
             ServiceError::NotFound(format!(
-                "pool {pool_id:?} not found (closed, reaped, or never created)"
+                "pool {} not found (closed, reaped, or never created)",
+                quote(pool_id)
             ))
         })?;
         pool.closed.store(true, Ordering::Relaxed);
@@ -514,37 +717,41 @@ impl PoolManager {
         };
         lock(&self.checkpoints).retain(|c| c.pool.id != pool.id);
         let n = envs.len() as u32;
-        if pool.recording_path.is_some() {
-            let (p, e) = (pool.clone(), envs.clone());
-            Self::join(self.spawn(move || {
-                for env in &e {
-                    env.finish_recording("closed");
-                }
-                p.record(|| record::event("pool_closed", "", serde_json::json!({"pool_id": p.id})));
-                Ok(())
-            }))
-            .await?;
-        }
-        // Stopping a desktop waits for its processes to exit: stop them all at once.
-        let desktops: Vec<Desktop> = std::mem::take(&mut *lock(&pool.spares))
-            .into_iter()
-            .chain(envs.iter().filter_map(|e| e.take_desktop()))
+        // Each env: end its recording and stop its desktop, all at once, on the step
+        // pool (taking an env's state waits for its call in flight, if any).
+        let stops: Vec<_> = envs
+            .iter()
+            .map(|e| {
+                let e = e.clone();
+                self.spawn_internal(move || {
+                    e.finish_recording("closed");
+                    drop(e.take_desktop());
+                    Ok(())
+                })
+            })
             .collect();
-        let stops: Vec<_> = desktops
+        // Its own statement: the spares guard must not live while anything else locks.
+        let spares = std::mem::take(&mut *lock(&pool.spares));
+        let spare_stops: Vec<_> = spares
             .into_iter()
             .map(|d| {
-                self.spawn(move || {
+                self.spawn_internal(move || {
                     drop(d);
                     Ok(())
                 })
             })
             .collect();
-        for s in stops {
+        for s in stops.into_iter().chain(spare_stops) {
             Self::join(s).await?;
         }
-        let recorder = lock(&pool.recorder).take();
+        pool.record(|| record::event("pool_closed", "", serde_json::json!({"pool_id": pool.id})));
+        let recorder = pool
+            .recorder
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         if let Some(r) = recorder {
-            let m = Self::join(self.spawn(move || {
+            let m = Self::join(self.spawn_internal(move || {
                 r.close().map_err(|e| {
                     ServiceError::Internal(format!("finishing the recording failed: {e}"))
                 })
@@ -566,25 +773,54 @@ impl PoolManager {
         }
     }
 
-    /// Closes pools untouched for longer than `idle`; returns their ids.
-    pub async fn reap_idle(self: &Arc<Self>, idle: Duration) -> Vec<String> {
-        let stale: Vec<String> = lock(&self.pools)
+    /// Closes pools whose lease expired (or, without a lease, untouched for longer
+    /// than `idle`); returns their ids.
+    pub async fn reap_idle(self: &Arc<Self>, idle: Option<Duration>) -> Vec<String> {
+        let stale: Vec<(String, bool)> = lock(&self.pools)
             .values()
-            .filter(|p| lock(&p.last_used).elapsed() > idle)
-            .map(|p| p.id.clone())
+            .filter(|p| p.expired(idle))
+            .map(|p| (p.id.clone(), p.lease.is_some()))
             .collect();
-        for id in &stale {
-            tracing::warn!(pool = %id, idle_s = idle.as_secs(), "reaping idle pool");
+        for (id, leased) in &stale {
+            if *leased {
+                tracing::warn!(pool = %id, "lease expired (client gone?); closing pool");
+            } else {
+                tracing::warn!(pool = %id, "reaping idle pool");
+            }
             let _ = self.close_pool(id).await;
         }
-        stale
+        stale.into_iter().map(|(id, _)| id).collect()
+    }
+
+    /// Renews the leases of `pool_ids`; returns the ids that are not (or no longer)
+    /// pools.
+    pub fn keep_alive(&self, pool_ids: &[String]) -> Vec<String> {
+        let pools = lock(&self.pools);
+        pool_ids
+            .iter()
+            .filter(|id| match pools.get(id.as_str()) {
+                Some(p) => {
+                    p.touch();
+                    false
+                }
+                None => true,
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// The bound of a restore: one op_timeout per started 64 replayed actions.
+    pub(crate) fn replay_timeout(&self, cp: &Checkpoint) -> Duration {
+        let chunks = 1 + (cp.actions_len() / 64) as u32;
+        self.op_timeout().saturating_mul(chunks)
     }
 
     /// Looks up an env and marks its pool as used.
     pub fn env(&self, env_id: &str) -> Result<Arc<Env>, ServiceError> {
         let env = lock(&self.envs).get(env_id).cloned().ok_or_else(|| {
             ServiceError::NotFound(format!(
-                "env {env_id:?} not found (its pool was closed, reaped, or never created)"
+                "env {} not found (its pool was closed, reaped, or never created)",
+                quote(env_id)
             ))
         })?;
         env.pool.touch();
@@ -595,12 +831,30 @@ impl PoolManager {
     pub async fn save(self: &Arc<Self>, env_id: &str) -> Result<Arc<Checkpoint>, ServiceError> {
         let env = self.env(env_id)?;
         let id = self.new_id("c");
-        let cp = Arc::new(Self::join(self.spawn(move || env.save(id))).await?);
+        let flight = env.begin(Call::Save)?;
+        let deadline = tokio::time::Instant::now() + self.op_timeout();
+        let job = {
+            let env = env.clone();
+            self.spawn(move || {
+                let _flight = flight;
+                env.save(id)
+            })
+        };
+        let cp = Arc::new(Self::join_env(job, &env, deadline, self.op_timeout()).await?);
         let mut all = lock(&self.checkpoints);
         if all.len() >= self.limits.max_checkpoints as usize {
             return Err(ServiceError::ResourceExhausted(format!(
                 "the server holds max_checkpoints={} checkpoints; delete some first",
                 self.limits.max_checkpoints
+            )));
+        }
+        let held: u64 = all.iter().map(|c| c.bytes()).sum();
+        let max = self.limits.max_checkpoint_bytes;
+        if held.saturating_add(cp.bytes()) > max {
+            return Err(ServiceError::ResourceExhausted(format!(
+                "this checkpoint needs {} bytes but the server's checkpoints hold {held} of \
+                 max_checkpoint_bytes={max}; delete some first",
+                cp.bytes()
             )));
         }
         all.push(cp.clone());
@@ -615,7 +869,8 @@ impl PoolManager {
             .cloned()
             .ok_or_else(|| {
                 ServiceError::NotFound(format!(
-                    "checkpoint {id:?} not found (deleted, its pool closed, or never saved)"
+                    "checkpoint {} not found (deleted, its pool closed, or never saved)",
+                    quote(id)
                 ))
             })
     }
@@ -636,7 +891,8 @@ impl PoolManager {
         all.retain(|c| c.id != id);
         if all.len() == before {
             return Err(ServiceError::NotFound(format!(
-                "checkpoint {id:?} not found"
+                "checkpoint {} not found",
+                quote(id)
             )));
         }
         Ok(())
@@ -656,6 +912,12 @@ impl PoolManager {
         if n == 0 {
             return Err(ServiceError::invalid("n", "must be at least 1"));
         }
+        if n > self.limits.max_envs {
+            return Err(ServiceError::ResourceExhausted(format!(
+                "a fork of {n} replicas exceeds the server's max_envs={}",
+                self.limits.max_envs
+            )));
+        }
         let mut spec = cp.pool.spec.clone();
         spec.warm_spares = 0;
         // Spares first: they already hold a slot, so only the rest is reserved.
@@ -665,7 +927,7 @@ impl PoolManager {
             spares.split_off(keep)
         };
         let from_spares = desktops.len() as u32;
-        let pending = match self.reserve(n - from_spares, "this fork") {
+        let pending = match self.reserve(n - from_spares, spec.screen, "this fork") {
             Ok(p) => p,
             Err(e) => {
                 lock(&cp.pool.spares).append(&mut desktops);
@@ -673,15 +935,19 @@ impl PoolManager {
             }
         };
         // Until registered, the moved spares are counted as pending too.
-        *lock(&self.pending) += from_spares;
+        let moved_usage = Usage::of(from_spares, spec.screen);
+        {
+            let mut p = lock(&self.pending);
+            *p = p.plus(moved_usage).unwrap_or(*p);
+        }
         let moved = Pending {
             mgr: self,
-            n: from_spares,
+            n: moved_usage,
         };
         match self.start_desktops(&spec, n - from_spares, 0).await {
             Ok(more) => desktops.extend(more),
             Err(e) => {
-                drop(self.spawn(move || {
+                drop(self.spawn_internal(move || {
                     drop(desktops);
                     Ok(())
                 }));
@@ -696,17 +962,22 @@ impl PoolManager {
             encoding,
             known: Vec::new(),
         };
-        let jobs: Vec<_> = pool
-            .env_ids
-            .iter()
-            .map(|id| {
-                let (env, cp, opts, mgr) = (self.env(id), cp.clone(), opts.clone(), self.clone());
-                self.spawn(move || env?.restore(&mgr.cache, &cp, &opts))
-            })
-            .collect();
+        let bound = self.replay_timeout(&cp);
+        let deadline = tokio::time::Instant::now() + bound;
+        let mut jobs = Vec::with_capacity(pool.env_ids.len());
+        for id in &pool.env_ids {
+            let env = self.env(id)?;
+            let flight = env.begin(Call::Restore)?;
+            let (e, cp, opts, mgr) = (env.clone(), cp.clone(), opts.clone(), self.clone());
+            let job = self.spawn(move || {
+                let _flight = flight;
+                e.restore(&mgr.cache, &cp, &opts)
+            });
+            jobs.push((job, env));
+        }
         let mut replicas = Vec::with_capacity(jobs.len());
-        for (job, env_id) in jobs.into_iter().zip(&pool.env_ids) {
-            match Self::join(job).await {
+        for ((job, env), env_id) in jobs.into_iter().zip(&pool.env_ids) {
+            match Self::join_env(job, &env, deadline, bound).await {
                 Ok(r) => replicas.push(pb::Replica {
                     env_id: env_id.clone(),
                     fidelity: r.fidelity,

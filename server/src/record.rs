@@ -57,7 +57,8 @@ pub fn open(
     let dir = data_dir.join(format!("{name}{}", deskgym_datasets::BUNDLE_SUFFIX));
     if dir.exists() {
         return Err(ServiceError::AlreadyExists(format!(
-            "recording {name:?} exists at {}; pick another run name",
+            "recording {} exists at {}; pick another run name",
+            crate::error::quote(name),
             dir.display()
         )));
     }
@@ -158,7 +159,7 @@ pub fn step_row(action: &Action) -> StepRow {
             None,
             None,
             None,
-            json!({"button": format!("{button:?}").to_lowercase(), "count": count}),
+            json!({"button": button.name(), "count": count}),
         ),
         Action::Move { to } => (
             "move",
@@ -188,7 +189,7 @@ pub fn step_row(action: &Action) -> StepRow {
             Some(to.y),
             None,
             None,
-            json!({"button": format!("{button:?}").to_lowercase()}),
+            json!({"button": button.name()}),
         ),
         Action::MouseDown { at, button } | Action::MouseUp { at, button } => {
             let verb = if matches!(action, Action::MouseDown { .. }) {
@@ -204,7 +205,7 @@ pub fn step_row(action: &Action) -> StepRow {
                 None,
                 None,
                 None,
-                json!({"button": format!("{button:?}").to_lowercase()}),
+                json!({"button": button.name()}),
             )
         }
         Action::TypeText(t) => (

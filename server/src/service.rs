@@ -10,13 +10,20 @@ use deskgym_proto::v1::deskgym_server::Deskgym;
 use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
-use crate::convert::{self, VERBS};
-use crate::env::ObsOptions;
-use crate::error::ServiceError;
+use crate::convert::{self, MAX_CHORD_BYTES, VERBS};
+use crate::env::{Call, Env, ObsOptions};
+use crate::error::{ServiceError, quote};
 use crate::frame_cache::{parse_hash, parse_hashes};
 use crate::pool::PoolManager;
 
-type Pending<T> = oneshot::Receiver<Result<T, ServiceError>>;
+/// A job started on one env: its receiver, the env (killed if the deadline passes)
+/// and the deadline.
+struct Pending<T> {
+    rx: oneshot::Receiver<Result<T, ServiceError>>,
+    env: Arc<Env>,
+    deadline: tokio::time::Instant,
+    bound: std::time::Duration,
+}
 
 /// The gRPC service over a [`PoolManager`].
 #[derive(Debug, Clone)]
@@ -62,10 +69,27 @@ impl DeskgymService {
             &item.if_none_match,
             shared,
         )?;
-        let mgr = self.mgr.clone();
-        Ok(self
-            .mgr
-            .spawn(move || env.step(&mgr.cache, &action, &opts, item.autoreset)))
+        let flight = env.begin(Call::Step)?;
+        let (mgr, e) = (self.mgr.clone(), env.clone());
+        Ok(self.pending(env, move || {
+            let _flight = flight;
+            e.step(&mgr.cache, &action, &opts, item.autoreset)
+        }))
+    }
+
+    /// Starts `f` on the step pool for `env`, with the server's deadline.
+    fn pending<T: Send + 'static>(
+        &self,
+        env: Arc<Env>,
+        f: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
+    ) -> Pending<T> {
+        let bound = self.mgr.op_timeout();
+        Pending {
+            rx: self.mgr.spawn(f),
+            env,
+            deadline: tokio::time::Instant::now() + bound,
+            bound,
+        }
     }
 
     fn start_reset(
@@ -81,13 +105,18 @@ impl DeskgymService {
             &r.if_none_match,
             shared,
         )?;
-        let mgr = self.mgr.clone();
-        Ok(self.mgr.spawn(move || env.reset(&mgr.cache, r.seed, &opts)))
+        let flight = env.begin(Call::Reset)?;
+        let (mgr, e) = (self.mgr.clone(), env.clone());
+        Ok(self.pending(env, move || {
+            let _flight = flight;
+            e.reset(&mgr.cache, r.seed, &opts)
+        }))
     }
 }
 
 async fn finish<T>(started: Result<Pending<T>, ServiceError>) -> Result<T, ServiceError> {
-    PoolManager::join(started?).await
+    let p = started?;
+    PoolManager::join_env(p.rx, &p.env, p.deadline, p.bound).await
 }
 
 /// A batch entry's status: (gRPC code, message, result), so one failing env never
@@ -156,6 +185,11 @@ impl Deskgym for DeskgymService {
                 max_checkpoints: l.max_checkpoints,
                 max_if_none_match: l.max_if_none_match,
                 frame_cache_bytes: l.frame_cache_bytes,
+                max_chord_bytes: MAX_CHORD_BYTES as u32,
+                max_checkpoint_bytes: l.max_checkpoint_bytes,
+                max_frames_reply_bytes: l.max_frames_reply_bytes,
+                max_total_pixels: l.max_total_pixels,
+                op_timeout_ms: u32::try_from(l.op_timeout.as_millis()).unwrap_or(u32::MAX),
             }),
         }))
     }
@@ -188,7 +222,12 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::ClosePoolRequest>,
     ) -> Result<Response<pb::ClosePoolResponse>, Status> {
-        let (n, path) = self.mgr.close_pool(&req.into_inner().pool_id).await?;
+        // Its own task: a client that hangs up mid-close must not leave the close half
+        // done (desktops stopped but the recording never finished).
+        let (mgr, id) = (self.mgr.clone(), req.into_inner().pool_id);
+        let (n, path) = tokio::spawn(async move { mgr.close_pool(&id).await })
+            .await
+            .map_err(|e| ServiceError::Internal(format!("closing the pool failed: {e}")))??;
         Ok(Response::new(pb::ClosePoolResponse {
             envs_closed: n,
             recording_path: path.map(|p| p.display().to_string()).unwrap_or_default(),
@@ -245,7 +284,7 @@ impl Deskgym for DeskgymService {
                 let at = if list == "items" { i } else { i - items.len() };
                 return Err(ServiceError::invalid(
                     format!("{list}[{at}].env_id"),
-                    format!("env {id:?} appears twice in one batch"),
+                    format!("env {} appears twice in one batch", quote(id)),
                 )
                 .into());
             }
@@ -320,10 +359,13 @@ impl Deskgym for DeskgymService {
         let req = req.into_inner();
         let env = self.mgr.env(&req.env_id)?;
         let opts = self.opts("if_none_match", req.encoding, &req.if_none_match, &[])?;
-        let mgr = self.mgr.clone();
-        Ok(Response::new(
-            PoolManager::join(self.mgr.spawn(move || env.observe(&mgr.cache, &opts))).await?,
-        ))
+        let flight = env.begin(Call::Observe)?;
+        let (mgr, e) = (self.mgr.clone(), env.clone());
+        let p = self.pending(env, move || {
+            let _flight = flight;
+            e.observe(&mgr.cache, &opts)
+        });
+        Ok(Response::new(finish(Ok(p)).await?))
     }
 
     async fn get_frames(
@@ -342,12 +384,16 @@ impl Deskgym for DeskgymService {
             )
             .into());
         }
-        let hashes: Vec<(String, u128)> = req
+        let mut hashes: Vec<(String, u128)> = req
             .hashes
             .iter()
             .enumerate()
             .map(|(i, h)| parse_hash(&format!("hashes[{i}]"), h).map(|v| (h.clone(), v)))
             .collect::<Result<_, _>>()?;
+        // A frame asked for twice is sent once.
+        let mut seen = HashSet::with_capacity(hashes.len());
+        hashes.retain(|(_, h)| seen.insert(*h));
+        let max_bytes = self.mgr.limits().max_frames_reply_bytes;
         let enc = match pb::ImageEncoding::try_from(req.encoding) {
             Ok(pb::ImageEncoding::Unspecified) => pb::ImageEncoding::RawRgb,
             Ok(e) => e,
@@ -363,16 +409,26 @@ impl Deskgym for DeskgymService {
         let frames = PoolManager::join(self.mgr.spawn(move || {
             let mut frames = Vec::with_capacity(hashes.len());
             let mut missing = Vec::new();
+            let mut bytes = 0u64;
             for (hex, h) in hashes {
                 match mgr.cache.get(h, enc)? {
-                    Some(b) => frames.push(pb::Observation {
-                        frame: b.bytes,
-                        encoding: enc as i32,
-                        width: b.width,
-                        height: b.height,
-                        frame_hash: hex,
-                        ..Default::default()
-                    }),
+                    Some(b) => {
+                        bytes = bytes.saturating_add(b.bytes.len() as u64);
+                        if bytes > max_bytes {
+                            return Err(ServiceError::ResourceExhausted(format!(
+                                "these frames exceed max_frames_reply_bytes={max_bytes}; \
+                                 ask for fewer per call"
+                            )));
+                        }
+                        frames.push(pb::Observation {
+                            frame: b.bytes,
+                            encoding: enc as i32,
+                            width: b.width,
+                            height: b.height,
+                            frame_hash: hex,
+                            ..Default::default()
+                        });
+                    }
                     None => missing.push(hex),
                 }
             }
@@ -410,15 +466,20 @@ impl Deskgym for DeskgymService {
         let req = req.into_inner();
         let env = self.mgr.env(&req.env_id)?;
         let cp = self.mgr.checkpoint(&req.checkpoint_id)?;
-        let (mgr, opts) = (
-            self.mgr.clone(),
-            ObsOptions {
-                encoding: req.encoding,
-                known: Vec::new(),
-            },
-        );
+        let opts = ObsOptions {
+            encoding: req.encoding,
+            known: Vec::new(),
+        };
+        let flight = env.begin(Call::Restore)?;
+        let bound = self.mgr.replay_timeout(&cp);
+        let (mgr, e) = (self.mgr.clone(), env.clone());
+        let rx = self.mgr.spawn(move || {
+            let _flight = flight;
+            e.restore(&mgr.cache, &cp, &opts)
+        });
+        let deadline = tokio::time::Instant::now() + bound;
         Ok(Response::new(
-            PoolManager::join(self.mgr.spawn(move || env.restore(&mgr.cache, &cp, &opts))).await?,
+            PoolManager::join_env(rx, &env, deadline, bound).await?,
         ))
     }
 
@@ -454,5 +515,23 @@ impl Deskgym for DeskgymService {
         self.mgr
             .delete_checkpoint(&req.into_inner().checkpoint_id)?;
         Ok(Response::new(pb::DeleteCheckpointResponse {}))
+    }
+
+    async fn keep_alive(
+        &self,
+        req: Request<pb::KeepAliveRequest>,
+    ) -> Result<Response<pb::KeepAliveResponse>, Status> {
+        let ids = req.into_inner().pool_ids;
+        let max = self.mgr.limits().max_envs as usize;
+        if ids.len() > max {
+            return Err(ServiceError::invalid(
+                "pool_ids",
+                format!("{} ids is more than the limit of {max}", ids.len()),
+            )
+            .into());
+        }
+        Ok(Response::new(pb::KeepAliveResponse {
+            gone: self.mgr.keep_alive(&ids),
+        }))
     }
 }

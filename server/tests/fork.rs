@@ -47,10 +47,6 @@ async fn pool_with(c: &mut Client, task: &str, n: u32, spares: u32) -> pb::Creat
             width: 320,
             height: 240,
         }),
-        settle: Some(pb::SettleConfig {
-            settle_ms: Some(0),
-            settle_max_ms: 0,
-        }),
         max_steps: 1000,
         warm_spares: spares,
         ..Default::default()

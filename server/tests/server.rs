@@ -67,10 +67,6 @@ async fn batch_answers_in_order_and_episodes_truncate() {
                 height: 240,
             }),
             max_steps: 2,
-            settle: Some(pb::SettleConfig {
-                settle_ms: Some(0),
-                settle_max_ms: 0,
-            }),
             ..Default::default()
         })
         .await
@@ -204,10 +200,6 @@ async fn autoreset_and_resets_ride_in_one_batch() {
             }),
             max_steps: 1,
             seed: 100,
-            settle: Some(pb::SettleConfig {
-                settle_ms: Some(0),
-                settle_max_ms: 0,
-            }),
             ..Default::default()
         })
         .await
@@ -263,7 +255,11 @@ async fn autoreset_and_resets_ride_in_one_batch() {
     assert!(step.truncated);
     let next = step.reset.as_ref().expect("autoreset happened");
     let info = next.info.as_ref().unwrap();
-    assert_eq!((info.step_index, info.episode, info.seed), (0, 2, 101));
+    // The env's second unseeded episode: derived from its base (pool seed + index).
+    assert_eq!(
+        (info.step_index, info.episode, info.seed),
+        (0, 2, deskgym_server::episode_seed(100, 1))
+    );
     assert_eq!(
         r.reset_results[0]
             .result

@@ -116,10 +116,6 @@ pub async fn pool(
             height: h,
         }),
         seed: 0,
-        settle: Some(pb::SettleConfig {
-            settle_ms: Some(0),
-            settle_max_ms: 0,
-        }),
         ..Default::default()
     })
     .await
