@@ -4,19 +4,28 @@
 - :func:`make` / :class:`DeskgymEnv` — one desktop as a ``gymnasium.Env``.
 - :func:`make_vec` / :class:`DeskgymVectorEnv` — N desktops, one RPC per step.
 - ``env.save()`` / ``env.restore(cp)`` / :func:`fork` — checkpoints and replicas.
+- ``action_mode=`` / ``obs_format=`` — spaces SB3, RLlib and CleanRL accept
+  (:mod:`deskgym.modes`); :mod:`deskgym.seeding` — the episode-seed scheme.
+- :mod:`deskgym.datasets` — read and export ``.skn`` recordings (extra ``[datasets]``).
 """
+
+from typing import Any
 
 from deskgym.actions import SPACE_KEYS, SPACE_VERBS, action_space, to_proto
 from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, Pool
 from deskgym.env import DeskgymEnv, make
 from deskgym.errors import DeskgymError
+from deskgym.modes import ACTION_MODES, OBS_FORMATS
+from deskgym.seeding import episode_seed
 from deskgym.registration import TASKS, register_envs
 from deskgym.vector import DeskgymVectorEnv, fork, make_vec
 
 register_envs()
 
 __all__ = [
+    "ACTION_MODES",
     "DEFAULT_ADDRESS",
+    "OBS_FORMATS",
     "SPACE_KEYS",
     "SPACE_VERBS",
     "TASKS",
@@ -27,6 +36,7 @@ __all__ = [
     "DeskgymVectorEnv",
     "Pool",
     "action_space",
+    "episode_seed",
     "fork",
     "make",
     "make_vec",
@@ -34,3 +44,15 @@ __all__ = [
     "to_proto",
 ]
 __version__ = "0.1.0"
+
+#: Submodules with optional dependencies, imported on first attribute access so
+#: ``import deskgym`` stays light: ``deskgym.datasets`` needs pyarrow.
+_LAZY = ("datasets",)
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return importlib.import_module(f"deskgym.{name}")
+    raise AttributeError(f"module 'deskgym' has no attribute {name!r}")

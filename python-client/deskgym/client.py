@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -14,6 +16,10 @@ from deskgym.v1 import deskgym_pb2 as pb
 from deskgym.v1 import deskgym_pb2_grpc as pb_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
+
+#: Default pool lease: a client that dies (even ``kill -9``) frees its desktops within
+#: this many seconds; a live one renews every third of it from a background thread.
+DEFAULT_LEASE_TTL_S = 6.0
 
 ENCODINGS = {
     "rgb": pb.IMAGE_ENCODING_RAW_RGB,
@@ -64,6 +70,67 @@ class Pool:
     recording_path: str = ""
 
 
+class _Leases:
+    """The pools a client holds, renewed by a daemon thread with ``KeepAlive``.
+
+    Kept apart from :class:`Client` so the thread and the finalizer hold no reference
+    to the client itself: an unreferenced client is collected, its finalizer closes
+    its pools, and the thread ends.
+    """
+
+    def __init__(self, stub: Any, metadata: tuple[tuple[str, str], ...], ttl_s: float) -> None:
+        self.stub = stub
+        self.metadata = metadata
+        self.ttl_s = ttl_s
+        self.pools: set[str] = set()
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.thread: threading.Thread | None = None
+
+    def add(self, pool_id: str) -> None:
+        with self.lock:
+            self.pools.add(pool_id)
+            if self.thread is None:
+                self.thread = threading.Thread(target=self._run, name="deskgym-keepalive", daemon=True)
+                self.thread.start()
+
+    def discard(self, pool_id: str) -> None:
+        with self.lock:
+            self.pools.discard(pool_id)
+
+    def _run(self) -> None:
+        period = self.ttl_s / 3
+        while not self.stop.wait(period):
+            with self.lock:
+                ids = sorted(self.pools)
+            if not ids:
+                continue
+            try:
+                gone = self.stub.KeepAlive(
+                    pb.KeepAliveRequest(pool_ids=ids), timeout=period, metadata=self.metadata
+                ).gone
+            except grpc.RpcError:
+                continue  # the server is away; the next round tries again
+            with self.lock:
+                self.pools.difference_update(gone)
+
+    def close_all(self, timeout: float = 5.0) -> None:
+        """Stops renewing and closes the pools still held (best effort)."""
+        self.stop.set()
+        with self.lock:
+            ids, self.pools = sorted(self.pools), set()
+        for pool_id in ids:
+            try:
+                self.stub.ClosePool(pb.ClosePoolRequest(pool_id=pool_id), timeout=timeout, metadata=self.metadata)
+            except grpc.RpcError:
+                pass
+
+
+def _finalize(leases: _Leases, channel: grpc.Channel) -> None:
+    leases.close_all()
+    channel.close()
+
+
 class Client:
     """Connection to a deskgym server.
 
@@ -79,7 +146,11 @@ class Client:
         token: str | None = None,
         timeout: float = 120.0,
         frame_cache_bytes: int = 256 << 20,
+        lease_ttl_s: float | None = DEFAULT_LEASE_TTL_S,
     ) -> None:
+        """``lease_ttl_s``: pools this client creates are closed by the server once this
+        client has not renewed them for that long (it renews from a background thread
+        while alive); ``None`` leaves only the server's idle timeout."""
         self.address = address
         #: Decoded frames by (hash, encoding), shared by every env of this client.
         self.frames = FrameCache(frame_cache_bytes)
@@ -93,7 +164,15 @@ class Client:
             ],
         )
         self._stub = pb_grpc.DeskgymStub(self._channel)
-        self._metadata = (("authorization", f"Bearer {token}"),) if token else ()
+        self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+        if lease_ttl_s is not None and not 1.0 <= lease_ttl_s <= 3600.0:
+            raise DeskgymError("INVALID_ARGUMENT", f"lease_ttl_s: {lease_ttl_s} is outside 1..3600 (None: no lease)")
+        self.lease_ttl_s = lease_ttl_s
+        # Pools are renewed even without a lease of their own (a fork inherits its source
+        # pool's lease; renewing also keeps the server's idle timeout off a live client).
+        self._leases = _Leases(self._stub, self._metadata, lease_ttl_s or DEFAULT_LEASE_TTL_S)
+        # At interpreter exit or when collected: close what is still held.
+        self._finalizer = weakref.finalize(self, _finalize, self._leases, self._channel)
 
     def _call(self, method: Callable[..., _T], request: Any) -> _T:
         try:
@@ -102,8 +181,8 @@ class Client:
             raise DeskgymError.from_rpc(e) from None
 
     def close(self) -> None:
-        """Closes the channel (pools stay until closed or reaped by the server)."""
-        self._channel.close()
+        """Closes the pools this client still holds and the channel (idempotent)."""
+        self._finalizer()
 
     def __enter__(self) -> Client:
         return self
@@ -147,13 +226,17 @@ class Client:
                 labels=labels or {},
                 warm_spares=warm_spares,
                 record=record or "",
+                lease_ttl_ms=int(self.lease_ttl_s * 1000) if self.lease_ttl_s else 0,
             ),
         )
+        self._leases.add(r.pool_id)
         return Pool(r.pool_id, list(r.env_ids), r.screen.width, r.screen.height, r.max_steps, r.recording_path)
 
     def close_pool(self, pool_id: str) -> int:
         """Stops every desktop of a pool (and finishes its recording); returns how many."""
-        return self._call(self._stub.ClosePool, pb.ClosePoolRequest(pool_id=pool_id)).envs_closed
+        self._leases.discard(pool_id)
+        n: int = self._call(self._stub.ClosePool, pb.ClosePoolRequest(pool_id=pool_id)).envs_closed
+        return n
 
     def release(self, pool: Pool | None) -> None:
         """Closes a pool that may already be gone (reaped, or the server restarted): what
@@ -216,7 +299,10 @@ class Client:
     def fork(self, checkpoint: Checkpoint | str, n: int, encoding: str | None = None) -> pb.ForkResponse:
         """A new pool of ``n`` envs rebuilt at the checkpoint's state."""
         cp = checkpoint.checkpoint_id if isinstance(checkpoint, Checkpoint) else checkpoint
-        return self._call(self._stub.Fork, pb.ForkRequest(checkpoint_id=cp, n=n, encoding=encoding_of(encoding)))
+        r = self._call(self._stub.Fork, pb.ForkRequest(checkpoint_id=cp, n=n, encoding=encoding_of(encoding)))
+        # The replicas' pool inherits the source pool's lease.
+        self._leases.add(r.pool_id)
+        return r
 
     def list_checkpoints(self, pool_id: str = "") -> list[Checkpoint]:
         """Checkpoints of a pool (all pools for ``""``)."""

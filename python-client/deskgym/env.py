@@ -7,10 +7,11 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
-from deskgym.actions import action_space, to_proto
+from deskgym.actions import to_proto
 from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, Pool
 from deskgym.errors import DeskgymError
-from deskgym.observation import info, observation_space
+from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
+from deskgym.observation import info, observation_space, stats
 
 OBS_TYPES = ("rgb", "png", "jpeg")
 
@@ -18,12 +19,20 @@ OBS_TYPES = ("rgb", "png", "jpeg")
 class DeskgymEnv(gym.Env[Any, Any]):
     """One real desktop running a bundled task, as a ``gymnasium.Env``.
 
-    ``info_timing=False`` drops the measured ``settle_ms``/``latency_ms`` from infos, for
-    checkers (such as Gymnasium's ``check_env``) that require identical infos per seed.
+    Infos hold only what the same seed and actions reproduce, so Gymnasium's and SB3's
+    ``check_env`` pass on a default env; the measured ``settle_ms``, ``latency_ms`` and
+    ``frame_cached`` of the last call are in :attr:`last_stats` (and in infos too with
+    ``info_timing=True``).
 
-    Seeding: ``reset(seed=s)`` lays the episode out from ``s`` (same seed, same pixels);
-    later unseeded resets draw their seeds from ``self.np_random``, so a seeded env
-    replays the same sequence of episodes.
+    ``action_mode`` (``"dict"``, ``"click_grid"``, ``"pointer"``, ``"multi_discrete"``)
+    and ``obs_format`` (``"uint8_hwc"``, ``"float32_chw"``) pick spaces RL libraries
+    accept; see :mod:`deskgym.modes`.
+
+    Seeding: ``reset(seed=s)`` lays the episode out from ``s`` (same seed, same pixels)
+    and makes ``s`` the base of the env's later unseeded episodes, whose seeds the
+    server derives with :func:`deskgym.seeding.episode_seed`; an env whose first reset
+    has no seed draws a random base. A vector env of single envs seeded ``s + i``
+    therefore plays exactly the episodes ``make_vec(seed=s)`` plays.
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
@@ -40,9 +49,12 @@ class DeskgymEnv(gym.Env[Any, Any]):
         max_steps: int | None = None,
         settle_ms: int | None = None,
         render_mode: str | None = None,
-        info_timing: bool = True,
+        info_timing: bool = False,
         record: str | None = None,
         client: Client | None = None,
+        action_mode: str = "dict",
+        grid: tuple[int, int] = DEFAULT_GRID,
+        obs_format: str = "uint8_hwc",
     ) -> None:
         if obs_type not in OBS_TYPES:
             raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(OBS_TYPES)}")
@@ -65,10 +77,15 @@ class DeskgymEnv(gym.Env[Any, Any]):
         self.env_id = self._pool.env_ids[0]
         self.max_steps = self._pool.max_steps
         w, h = self._pool.width, self._pool.height
-        self.observation_space = observation_space(obs_type, w, h)
-        self.action_space = action_space(w, h)
+        self.obs_format = obs_format
+        self.observation_space = obs_space(obs_format, observation_space(obs_type, w, h))
+        self._mode = ActionMode(action_mode, w, h, grid)
+        self.action_space = self._mode.space
         self._last_rgb: np.ndarray | None = None
         self._last_hash: str | None = None
+        self._based = False
+        #: Measured facts of the last reset/step (settle_ms, latency_ms, frame_cached).
+        self.last_stats: dict[str, Any] = {}
 
     def _known(self) -> list[str]:
         """Hashes sent as ``if_none_match``: this env's last frame first (an action that
@@ -82,12 +99,17 @@ class DeskgymEnv(gym.Env[Any, Any]):
         if seed is None and self._seed is not None:
             seed, self._seed = self._seed, None
         super().reset(seed=seed)
-        episode_seed = seed if seed is not None else int(self.np_random.integers(0, 2**63 - 1))
-        r = self.client.reset(self.env_id, seed=episode_seed, encoding=self.obs_type, if_none_match=self._known())
+        if seed is None and not self._based:
+            # The first episode of an unseeded env: a random base, not the pool's 0.
+            seed = int(self.np_random.integers(0, 2**63 - 1))
+        # An explicit seed is the new base; otherwise the server derives the next one.
+        r = self.client.reset(self.env_id, seed=seed, encoding=self.obs_type, if_none_match=self._known())
+        self._based = True
         return self._result(r.observation, r.info)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        r = self.client.step(self.env_id, to_proto(action), encoding=self.obs_type, if_none_match=self._known())
+        act = to_proto(self._mode.to_action(action))
+        r = self.client.step(self.env_id, act, encoding=self.obs_type, if_none_match=self._known())
         obs, inf = self._result(r.observation, r.info)
         return obs, r.reward, r.terminated, r.truncated, inf
 
@@ -100,6 +122,8 @@ class DeskgymEnv(gym.Env[Any, Any]):
         self._last_hash = obs.frame_hash
         if isinstance(frame, np.ndarray):
             self._last_rgb = frame
+            frame = convert_obs(self.obs_format, frame)
+        self.last_stats = stats(obs, step_info, cached)
         return frame, info(obs, step_info, self.info_timing, cached)
 
     def save(self) -> Checkpoint:

@@ -54,11 +54,25 @@ def observation_space(obs_type: str, width: int, height: int) -> spaces.Space[An
 _OPERATOR_EXTRAS = {"display"}
 
 
-def info(obs: pb.Observation, step_info: pb.StepInfo, timing: bool = True, cached: bool = False) -> dict[str, Any]:
+_POLICIES = {pb.SETTLE_POLICY_SYNC: "sync", pb.SETTLE_POLICY_DAMAGE: "damage"}
+
+
+def stats(obs: pb.Observation, step_info: pb.StepInfo, cached: bool) -> dict[str, Any]:
+    """What was measured in a Reset/Step: differs between identical runs, so it stays out
+    of ``info`` unless asked for (``info_timing=True``)."""
+    return {
+        "settle_ms": obs.settle.waited_ms,
+        "latency_ms": step_info.latency_ms,
+        # True when the pixels came from the client's frame cache, not the wire.
+        "frame_cached": cached,
+    }
+
+
+def info(obs: pb.Observation, step_info: pb.StepInfo, timing: bool = False, cached: bool = False) -> dict[str, Any]:
     """The ``info`` dict of Reset/Step: instruction, frame hash, pointer, settle, task...
 
-    ``settle_ms`` and ``latency_ms`` are measured times, so two identical runs differ in
-    them; ``timing=False`` leaves them out for strict determinism checks.
+    Only what the same seed and actions reproduce exactly, so Gymnasium's and SB3's
+    determinism checks pass; ``timing=True`` adds the measured :func:`stats`.
     """
     d: dict[str, Any] = {
         "instruction": step_info.instruction,
@@ -66,14 +80,12 @@ def info(obs: pb.Observation, step_info: pb.StepInfo, timing: bool = True, cache
         "frame_hash": obs.frame_hash,
         "pointer": (obs.pointer.x, obs.pointer.y),
         "settle_quiesced": obs.settle.quiesced,
-        # True when the pixels came from the client's frame cache, not the wire.
-        "frame_cached": cached,
+        "settle_policy": _POLICIES.get(obs.settle.policy, "unknown"),
         "step_index": step_info.step_index,
         "seed": step_info.seed,
     }
     if timing:
-        d["settle_ms"] = obs.settle.waited_ms
-        d["latency_ms"] = step_info.latency_ms
+        d.update(stats(obs, step_info, cached))
     for k, v in step_info.extra.items():
         if k not in _OPERATOR_EXTRAS:
             d.setdefault(k, v)

@@ -10,11 +10,12 @@ import numpy as np
 from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
-from deskgym.actions import action_space, to_proto
+from deskgym.actions import to_proto
 from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, Pool, encoding_of
 from deskgym.env import OBS_TYPES, fidelity_name
 from deskgym.errors import DeskgymError, code_name
-from deskgym.observation import info, observation_space
+from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
+from deskgym.observation import info, observation_space, stats
 from deskgym.v1 import deskgym_pb2 as pb
 
 #: The spellings users write (Gymnasium's enum values are "NextStep", ...).
@@ -38,6 +39,12 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     ``"same_step"`` the server resets an env right after the step that ended it.
     A desktop that crashes (UNAVAILABLE) does not fail the batch: that env comes back
     truncated with ``info["error"]`` and is restarted by its autoreset.
+
+    With ``autoreset_mode="disabled"``, an env whose episode ended is not stepped again
+    until reset (``reset(options={"reset_mask": ...})``): it repeats its last
+    observation with reward 0 and its ended flags, so one ended env never fails the
+    batch. ``action_mode``/``grid``/``obs_format``/``info_timing`` are as for
+    :class:`deskgym.DeskgymEnv`; :attr:`last_stats` holds each env's measured timings.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
@@ -57,6 +64,10 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         autoreset_mode: str | AutoresetMode = "next_step",
         record: str | None = None,
         client: Client | None = None,
+        action_mode: str = "dict",
+        grid: tuple[int, int] = DEFAULT_GRID,
+        obs_format: str = "uint8_hwc",
+        info_timing: bool = False,
         _pool: Pool | None = None,
     ) -> None:
         if obs_type not in OBS_TYPES:
@@ -81,8 +92,11 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         self.recording_path = self._pool.recording_path
         self.env_ids = list(self._pool.env_ids)
         w, h = self._pool.width, self._pool.height
-        self.single_observation_space = observation_space(obs_type, w, h)
-        self.single_action_space = action_space(w, h)
+        self.obs_format = obs_format
+        self.info_timing = info_timing
+        self.single_observation_space = obs_space(obs_format, observation_space(obs_type, w, h))
+        self._mode = ActionMode(action_mode, w, h, grid)
+        self.single_action_space = self._mode.space
         if obs_type == "rgb":
             self.observation_space = batch_space(self.single_observation_space, num_envs)
         else:
@@ -91,6 +105,10 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         # Sent with every request: a forked pool inherits its source's default encoding.
         self._encoding = encoding_of(obs_type)
         self._needs_reset = np.zeros(num_envs, dtype=bool)
+        #: (terminated, truncated) of envs whose episode ended (disabled autoreset).
+        self._ended: dict[int, tuple[bool, bool]] = {}
+        #: Measured facts of each env's last reset/step (settle_ms, latency_ms, frame_cached).
+        self.last_stats: list[dict[str, Any]] = [{} for _ in range(num_envs)]
         self._obs: list[Any] = [None] * num_envs
         self._hashes: list[str | None] = [None] * num_envs
         #: Per-replica fidelity when this vector env came from :func:`fork`.
@@ -121,7 +139,10 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     def _frame(self, i: int, obs: pb.Observation, step_info: pb.StepInfo) -> tuple[Any, dict[str, Any]]:
         frame, cached = self.client.resolve(obs)
         self._hashes[i] = obs.frame_hash
-        return frame, info(obs, step_info, cached=cached)
+        self.last_stats[i] = stats(obs, step_info, cached)
+        if isinstance(frame, np.ndarray):
+            frame = convert_obs(self.obs_format, frame)
+        return frame, info(obs, step_info, self.info_timing, cached)
 
     def _batch_obs(self) -> Any:
         if self.obs_type == "rgb":
@@ -182,6 +203,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
                 raise DeskgymError(code_name(item.code), f"env {item.env_id}: {item.message}")
             self._obs[i], env_info = self._frame(i, item.result.observation, item.result.info)
             self._needs_reset[i] = False
+            self._ended.pop(i, None)
             infos = self._add_info(infos, env_info, i)
         return self._batch_obs(), infos
 
@@ -196,6 +218,11 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         next_step = self.autoreset_mode == AutoresetMode.NEXT_STEP
         step_idx, reset_idx, items, resets = [], [], [], []
         for i in range(n):
+            if i in self._ended:
+                # Disabled autoreset: an ended env waits for its reset.
+                terminated[i], truncated[i] = self._ended[i]
+                infos = self._add_info(infos, {"episode_ended": True}, i)
+                continue
             if next_step and self._needs_reset[i]:
                 reset_idx.append(i)
                 resets.append(pb.ResetRequest(env_id=self.env_ids[i], if_none_match=self._own(i), encoding=self._encoding))
@@ -204,12 +231,15 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
                 items.append(
                     pb.StepRequest(
                         env_id=self.env_ids[i],
-                        action=to_proto(acts[i]),
+                        action=to_proto(self._mode.to_action(acts[i])),
                         autoreset=same_step,
                         if_none_match=self._own(i),
                         encoding=self._encoding,
                     )
                 )
+        if not items and not resets:
+            # Every env waits for its reset (disabled autoreset): nothing to send.
+            return self._batch_obs(), rewards, terminated, truncated, infos
         resp = self.client.step_batch(items, resets, if_none_match=self._shared())
         self._hold_all(resp)
 
@@ -228,6 +258,8 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
                 err = self._raise_unless_fault(item.env_id, item.code, item.message)
                 truncated[i] = True
                 self._needs_reset[i] = True
+                if self.autoreset_mode == AutoresetMode.DISABLED:
+                    self._ended[i] = (False, True)
                 env_info: dict[str, Any] = {"error": {"code": err, "message": item.message}}
                 if same_step:
                     env_info = self._same_step_recover(i, env_info)
@@ -248,6 +280,8 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
                     obs = self._obs[i]
             elif ended:
                 self._needs_reset[i] = True
+                if self.autoreset_mode == AutoresetMode.DISABLED:
+                    self._ended[i] = (bool(r.terminated), bool(r.truncated))
             self._obs[i] = obs
             infos = self._add_info(infos, env_info, i)
         return self._batch_obs(), rewards, terminated, truncated, infos

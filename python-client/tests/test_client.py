@@ -81,10 +81,20 @@ def test_idle_pools_are_reaped() -> None:
     """A client that vanishes without closing its pool does not hold envs forever."""
     import time
 
+    import subprocess
+    import sys
+
     s = Server("--idle-timeout-s", "1", "--max-envs", "1")
     try:
+        # A client without a lease that dies without closing (its keepalive dies too).
+        holder = (
+            "import sys, deskgym; c = deskgym.Client(sys.argv[1], lease_ttl_s=None); "
+            "c.create_pool('click-target', 1, screen=(320, 240)); print('ready', flush=True); "
+            "import os; os._exit(0)"
+        )
+        out = subprocess.run([sys.executable, "-c", holder, s.address], capture_output=True, text=True, timeout=60)
+        assert out.stdout.strip() == "ready", out.stderr
         c = deskgym.Client(s.address)
-        c.create_pool("click-target", 1, screen=(320, 240))
         assert code_of(c.create_pool, "click-target", 1).code == "RESOURCE_EXHAUSTED"
         deadline = time.monotonic() + 15
         while True:

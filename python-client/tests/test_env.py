@@ -14,13 +14,85 @@ from conftest import RED, find
 SMALL = (320, 240)
 
 
-def test_check_env_passes(address: str) -> None:
-    # Timing fields are measured, so they differ between identical runs.
-    env = deskgym.make("click-target", address=address, screen=SMALL, max_steps=5, info_timing=False)
+def test_check_env_passes_on_a_default_env(address: str) -> None:
+    # No extra arguments: measured timings live in last_stats, not in infos.
+    env = deskgym.make("click-target", address=address, screen=SMALL)
     try:
         check_env(env, skip_render_check=True)
+        assert {"settle_ms", "latency_ms", "frame_cached"} <= env.last_stats.keys()
     finally:
         env.close()
+    env = gym.make("deskgym/ClickTarget-v0", address=address, screen=SMALL)
+    try:
+        check_env(env.unwrapped, skip_render_check=True)
+    finally:
+        env.close()
+
+
+@pytest.mark.parametrize("mode", ["click_grid", "pointer", "multi_discrete"])
+def test_rl_action_modes_pass_the_checker_and_act(address: str, mode: str) -> None:
+    env = deskgym.make("click-target", address=address, screen=SMALL, action_mode=mode, obs_format="float32_chw")
+    try:
+        check_env(env, skip_render_check=True)
+        assert env.observation_space.shape == (3, 240, 320)
+        obs, _ = env.reset(seed=3)
+        assert obs.dtype == np.float32 and 0.0 <= obs.min() and obs.max() <= 1.0
+        env.action_space.seed(0)
+        for _ in range(5):
+            obs, _, term, trunc, _ = env.step(env.action_space.sample())
+            assert obs in env.observation_space
+            if term or trunc:
+                env.reset()
+    finally:
+        env.close()
+
+
+def test_click_grid_reaches_the_target(address: str) -> None:
+    env = deskgym.make("click-target", address=address, screen=SMALL, action_mode="click_grid", grid=(320, 240))
+    try:
+        obs, _ = env.reset(seed=11)
+        x, y = find(obs, RED)
+        # A 1-pixel grid: cell index = y * cols + x clicks exactly (x, y).
+        _, reward, terminated, _, info = env.step(y * 320 + x)
+        assert (reward, terminated) == (1.0, True) and info["pointer"] == (x, y)
+    finally:
+        env.close()
+
+
+def test_single_envs_and_make_vec_play_the_same_episodes(address: str) -> None:
+    singles = gym.vector.SyncVectorEnv(
+        [lambda: deskgym.make("click-target", address=address, screen=SMALL, max_steps=1, action_mode="click_grid")
+         for _ in range(2)]
+    )
+    vec = deskgym.make_vec("click-target", 2, address=address, screen=SMALL, max_steps=1, action_mode="click_grid")
+    try:
+        _, a = singles.reset(seed=7)
+        _, b = vec.reset(seed=7)
+        seeds_a, seeds_b = [list(a["seed"])], [list(b["seed"])]
+        for _ in range(4):  # each step ends an episode; the next one autoresets
+            for _ in range(2):
+                # A click in the top-left cell's centre, on both sides.
+                _, _, _, _, a = singles.step(np.array([0, 0]))
+                _, _, _, _, b = vec.step(np.array([0, 0]))
+            seeds_a.append(list(a["seed"]))
+            seeds_b.append(list(b["seed"]))
+        assert seeds_a == seeds_b
+        flat = [s for row in seeds_a for s in row]
+        assert len(set(flat)) == len(flat), "no episode seed repeats across envs"
+        assert seeds_a[1] == [deskgym.episode_seed(7, 1), deskgym.episode_seed(8, 1)]
+    finally:
+        singles.close()
+        vec.close()
+
+
+def test_an_unseeded_env_does_not_replay_another(address: str) -> None:
+    a = deskgym.make("click-target", address=address, screen=SMALL)
+    b = deskgym.make("click-target", address=address, screen=SMALL)
+    try:
+        assert a.reset()[1]["seed"] != b.reset()[1]["seed"]
+    finally:
+        a.close()
+        b.close()
 
 
 def test_gymnasium_registration(address: str) -> None:
