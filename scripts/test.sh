@@ -2,11 +2,14 @@
 # Every test, Rust and Python, against real Xvfb and a real server. `.ci/run` calls this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+# The tests also need the SB3 extra (torch, ~2 min to install the first time) and the
+# static checkers; the main job's setup stays without them.
+DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,lint" scripts/setup.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # Binaries first: the tests spawn deskgym-task-app and deskgym-server.
 cargo build --workspace --bins
 cargo test --workspace
+(cd python-client && ../.venv/bin/python -m mypy deskgym)
 DESKGYM_SERVER="$PWD/target/debug/deskgym-server" .venv/bin/python -m pytest -q python-client/tests
 echo "all tests passed"

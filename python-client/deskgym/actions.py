@@ -30,7 +30,7 @@ SPACE_VERBS = ("click", "double_click", "right_click", "move", "drag", "scroll",
 #: Keys a sample can press (index = ``sample["key"]``).
 SPACE_KEYS = ("Return", "BackSpace", "Tab", "Escape", "space", "Left", "Right", "Up", "Down", "ctrl+a")
 
-_BUTTONS = {
+_BUTTONS: dict[str | int | None, pb.MouseButton] = {
     None: pb.MOUSE_BUTTON_UNSPECIFIED,
     "left": pb.MOUSE_BUTTON_LEFT,
     "middle": pb.MOUSE_BUTTON_MIDDLE,
@@ -77,7 +77,7 @@ def _target(a: Mapping[str, Any], x: str, y: str, field: str, required: bool = T
     return None
 
 
-def _button(a: Mapping[str, Any]) -> int:
+def _button(a: Mapping[str, Any]) -> pb.MouseButton:
     b = a.get("button")
     b = b.lower() if isinstance(b, str) else (int(b) if b is not None else None)
     if b not in _BUTTONS:
@@ -126,9 +126,10 @@ def to_proto(action: Any) -> pb.Action:
         return pb.Action(
             scroll=pb.Scroll(target=_target(a, "x", "y", "scroll.target"), dx=int(a.get("dx", 0)), dy=int(a.get("dy", 0)))
         )
-    if verb in ("mouse_down", "mouse_up"):
-        msg = pb.MouseDown if verb == "mouse_down" else pb.MouseUp
-        return pb.Action(**{verb: msg(target=_target(a, "x", "y", f"{verb}.target", required=False), button=_button(a))})
+    if verb == "mouse_down":
+        return pb.Action(mouse_down=pb.MouseDown(target=_target(a, "x", "y", "mouse_down.target", required=False), button=_button(a)))
+    if verb == "mouse_up":
+        return pb.Action(mouse_up=pb.MouseUp(target=_target(a, "x", "y", "mouse_up.target", required=False), button=_button(a)))
     if verb == "type_text":
         if "text" not in a:
             raise _bad("type_text.text", "missing 'text'")

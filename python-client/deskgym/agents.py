@@ -24,7 +24,7 @@ BAR_TEXT_X = 8
 
 def mask(frame: np.ndarray, rgb: tuple[int, int, int]) -> np.ndarray:
     """Boolean (H, W) mask of the pixels of exactly ``rgb``."""
-    return np.all(frame == np.array(rgb, dtype=np.uint8), axis=-1)
+    return np.asarray(np.all(frame == np.array(rgb, dtype=np.uint8), axis=-1))
 
 
 def centroid(m: np.ndarray) -> tuple[int, int] | None:

@@ -21,7 +21,7 @@ DEFAULT_ADDRESS = "127.0.0.1:50051"
 #: this many seconds; a live one renews every third of it from a background thread.
 DEFAULT_LEASE_TTL_S = 6.0
 
-ENCODINGS = {
+ENCODINGS: dict[str, pb.ImageEncoding] = {
     "rgb": pb.IMAGE_ENCODING_RAW_RGB,
     "raw": pb.IMAGE_ENCODING_RAW_RGB,
     "png": pb.IMAGE_ENCODING_PNG,
@@ -163,7 +163,8 @@ class Client:
                 ("grpc.max_send_message_length", 64 << 20),
             ],
         )
-        self._stub = pb_grpc.DeskgymStub(self._channel)
+        # The generated stub is untyped; replies are checked in `_call`.
+        self._stub: Any = pb_grpc.DeskgymStub(self._channel)  # type: ignore[no-untyped-call]
         self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
         if lease_ttl_s is not None and not 1.0 <= lease_ttl_s <= 3600.0:
             raise DeskgymError("INVALID_ARGUMENT", f"lease_ttl_s: {lease_ttl_s} is outside 1..3600 (None: no lease)")
@@ -174,11 +175,16 @@ class Client:
         # At interpreter exit or when collected: close what is still held.
         self._finalizer = weakref.finalize(self, _finalize, self._leases, self._channel)
 
-    def _call(self, method: Callable[..., _T], request: Any) -> _T:
+    def _call(self, method: Callable[..., Any], request: Any, reply: type[_T]) -> _T:
+        """Calls ``method``; the reply is checked to be a ``reply`` (the generated gRPC
+        stubs are untyped), failures raise :class:`DeskgymError`."""
         try:
-            return method(request, timeout=self.timeout, metadata=self._metadata)
+            r = method(request, timeout=self.timeout, metadata=self._metadata)
         except grpc.RpcError as e:
             raise DeskgymError.from_rpc(e) from None
+        if not isinstance(r, reply):
+            raise DeskgymError("INTERNAL", f"expected a {reply.__name__} reply, got {type(r).__name__}")
+        return r
 
     def close(self) -> None:
         """Closes the pools this client still holds and the channel (idempotent)."""
@@ -192,7 +198,7 @@ class Client:
 
     def capabilities(self) -> pb.Capabilities:
         """Server version, verbs, encodings, tasks and limits."""
-        return self._call(self._stub.GetCapabilities, pb.GetCapabilitiesRequest())
+        return self._call(self._stub.GetCapabilities, pb.GetCapabilitiesRequest(), pb.Capabilities)
 
     def create_pool(
         self,
@@ -228,6 +234,7 @@ class Client:
                 record=record or "",
                 lease_ttl_ms=int(self.lease_ttl_s * 1000) if self.lease_ttl_s else 0,
             ),
+            pb.CreatePoolResponse,
         )
         self._leases.add(r.pool_id)
         return Pool(r.pool_id, list(r.env_ids), r.screen.width, r.screen.height, r.max_steps, r.recording_path)
@@ -235,8 +242,7 @@ class Client:
     def close_pool(self, pool_id: str) -> int:
         """Stops every desktop of a pool (and finishes its recording); returns how many."""
         self._leases.discard(pool_id)
-        n: int = self._call(self._stub.ClosePool, pb.ClosePoolRequest(pool_id=pool_id)).envs_closed
-        return n
+        return self._call(self._stub.ClosePool, pb.ClosePoolRequest(pool_id=pool_id), pb.ClosePoolResponse).envs_closed
 
     def release(self, pool: Pool | None) -> None:
         """Closes a pool that may already be gone (reaped, or the server restarted): what
@@ -256,63 +262,63 @@ class Client:
         req = pb.ResetRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match))
         if seed is not None:
             req.seed = seed
-        return self._call(self._stub.Reset, req)
+        return self._call(self._stub.Reset, req, pb.ResetResponse)
 
     def step(
         self, env_id: str, action: pb.Action, encoding: str | None = None, if_none_match: Sequence[str] = ()
     ) -> pb.StepResult:
         """Applies one action to one env."""
         req = pb.StepRequest(env_id=env_id, action=action, encoding=encoding_of(encoding), if_none_match=list(if_none_match))
-        return self._call(self._stub.Step, req)
+        return self._call(self._stub.Step, req, pb.StepResult)
 
     def step_batch(
         self, items: Sequence[pb.StepRequest], resets: Iterable[pb.ResetRequest] = (), if_none_match: Sequence[str] = ()
     ) -> pb.StepBatchResponse:
         """Steps several envs (and resets others) in one call; per-item status inside."""
         req = pb.StepBatchRequest(items=list(items), resets=list(resets), if_none_match=list(if_none_match))
-        return self._call(self._stub.StepBatch, req)
+        return self._call(self._stub.StepBatch, req, pb.StepBatchResponse)
 
     def observe(self, env_id: str, encoding: str | None = None, if_none_match: Sequence[str] = ()) -> pb.Observation:
         """Captures the screen without acting."""
         req = pb.ObserveRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match))
-        return self._call(self._stub.Observe, req)
+        return self._call(self._stub.Observe, req, pb.Observation)
 
     def get_frames(self, hashes: Sequence[str], encoding: str | None = None) -> list[pb.Observation]:
         """Frames by hash from the server's cache (NOT_FOUND when one was evicted)."""
         req = pb.GetFramesRequest(hashes=list(hashes), encoding=encoding_of(encoding))
-        return list(self._call(self._stub.GetFrames, req).frames)
+        return list(self._call(self._stub.GetFrames, req, pb.GetFramesResponse).frames)
 
     def cache_stats(self) -> pb.CacheStats:
         """The server's frame-cache counters (hits, misses, encodes saved, ...)."""
-        return self._call(self._stub.GetCacheStats, pb.GetCacheStatsRequest())
+        return self._call(self._stub.GetCacheStats, pb.GetCacheStatsRequest(), pb.CacheStats)
 
     def save(self, env_id: str) -> Checkpoint:
         """Saves an env's state (task, seed, actions since reset, frame hash)."""
-        return Checkpoint.from_proto(self._call(self._stub.Save, pb.SaveRequest(env_id=env_id)), self)
+        return Checkpoint.from_proto(self._call(self._stub.Save, pb.SaveRequest(env_id=env_id), pb.Checkpoint), self)
 
     def restore(self, env_id: str, checkpoint: Checkpoint | str, encoding: str | None = None) -> pb.RestoreResponse:
         """Rewinds an env to a checkpoint by replay; ``fidelity`` says whether it matches."""
         cp = checkpoint.checkpoint_id if isinstance(checkpoint, Checkpoint) else checkpoint
         req = pb.RestoreRequest(env_id=env_id, checkpoint_id=cp, encoding=encoding_of(encoding))
-        return self._call(self._stub.Restore, req)
+        return self._call(self._stub.Restore, req, pb.RestoreResponse)
 
     def fork(self, checkpoint: Checkpoint | str, n: int, encoding: str | None = None) -> pb.ForkResponse:
         """A new pool of ``n`` envs rebuilt at the checkpoint's state."""
         cp = checkpoint.checkpoint_id if isinstance(checkpoint, Checkpoint) else checkpoint
-        r = self._call(self._stub.Fork, pb.ForkRequest(checkpoint_id=cp, n=n, encoding=encoding_of(encoding)))
+        r = self._call(self._stub.Fork, pb.ForkRequest(checkpoint_id=cp, n=n, encoding=encoding_of(encoding)), pb.ForkResponse)
         # The replicas' pool inherits the source pool's lease.
         self._leases.add(r.pool_id)
         return r
 
     def list_checkpoints(self, pool_id: str = "") -> list[Checkpoint]:
         """Checkpoints of a pool (all pools for ``""``)."""
-        r = self._call(self._stub.ListCheckpoints, pb.ListCheckpointsRequest(pool_id=pool_id))
+        r = self._call(self._stub.ListCheckpoints, pb.ListCheckpointsRequest(pool_id=pool_id), pb.ListCheckpointsResponse)
         return [Checkpoint.from_proto(c, self) for c in r.checkpoints]
 
     def delete_checkpoint(self, checkpoint: Checkpoint | str) -> None:
         """Deletes a checkpoint."""
         cp = checkpoint.checkpoint_id if isinstance(checkpoint, Checkpoint) else checkpoint
-        self._call(self._stub.DeleteCheckpoint, pb.DeleteCheckpointRequest(checkpoint_id=cp))
+        self._call(self._stub.DeleteCheckpoint, pb.DeleteCheckpointRequest(checkpoint_id=cp), pb.DeleteCheckpointResponse)
 
     # -- the client-side frame cache -------------------------------------------------
 
@@ -344,7 +350,7 @@ class Client:
         return self.frames.recent(encoding_of(encoding), k)
 
 
-def encoding_of(name: str | None) -> int:
+def encoding_of(name: str | None) -> pb.ImageEncoding:
     """"rgb" | "png" | "jpeg" | None -> wire enum (None: the pool's default)."""
     if name is None:
         return pb.IMAGE_ENCODING_UNSPECIFIED

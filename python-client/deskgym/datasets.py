@@ -164,7 +164,7 @@ def export(path: str | pathlib.Path, out: str | pathlib.Path, fmt: str = "hf", r
         instr = dict(zip(ep_ids, episodes.column("instruction").to_pylist()))
         e_col = obs.column("episode_id").to_pylist()
         t_start = pc.cast(obs.column("t_start"), pa.int64()).to_pylist()
-        first = {}
+        first: dict[str, int] = {}
         for e, t in zip(e_col, t_start):
             first.setdefault(e, t)
         actions = [[float(v or 0) for v in row] for row in zip(*(obs.column(c).to_pylist() for c in

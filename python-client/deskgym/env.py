@@ -140,7 +140,7 @@ class DeskgymEnv(gym.Env[Any, Any]):
         inf["expected_hash"] = r.expected_hash
         return obs, inf
 
-    def render(self) -> np.ndarray | None:  # type: ignore[override]
+    def render(self) -> np.ndarray | None:
         """The current screen as an (H, W, 3) array."""
         if self.render_mode != "rgb_array":
             return None
@@ -163,7 +163,8 @@ def fidelity_name(f: int) -> str:
     """Wire ``Fidelity`` -> ``"exact"`` / ``"diverged"``."""
     from deskgym.v1 import deskgym_pb2 as pb
 
-    return {pb.FIDELITY_EXACT: "exact", pb.FIDELITY_DIVERGED: "diverged"}.get(f, "unknown")
+    names: dict[int, str] = {pb.FIDELITY_EXACT: "exact", pb.FIDELITY_DIVERGED: "diverged"}
+    return names.get(f, "unknown")
 
 
 def make(task: str, **kwargs: Any) -> DeskgymEnv:

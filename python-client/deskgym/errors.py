@@ -41,11 +41,12 @@ class DeskgymError(Exception):
     def __init__(self, code: str | DeskgymError, message: str = "", field: str | None = None) -> None:
         if isinstance(code, DeskgymError):
             # Gymnasium's AsyncVectorEnv re-raises a worker's error as `type(e)(e)`.
-            code, message, field = code.code, code.message, code.field
+            src = code
+            code, message, field = src.code, src.message, src.field
         super().__init__(f"{code}: {message}")
-        self.code = code
-        self.message = message
-        self.field = field if field is not None else field_of(code, message)
+        self.code: str = code
+        self.message: str = message
+        self.field: str | None = field if field is not None else field_of(code, message)
 
     def __reduce__(self) -> tuple[type[DeskgymError], tuple[str, str, str | None]]:
         return (type(self), (self.code, self.message, self.field))

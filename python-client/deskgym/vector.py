@@ -132,9 +132,9 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
                 self.client.hold(it.result.observation)
                 if it.result.HasField("reset"):
                     self.client.hold(it.result.reset.observation)
-        for it in resp.reset_results:
-            if it.code == 0:
-                self.client.hold(it.result.observation)
+        for rit in resp.reset_results:
+            if rit.code == 0:
+                self.client.hold(rit.result.observation)
 
     def _frame(self, i: int, obs: pb.Observation, step_info: pb.StepInfo) -> tuple[Any, dict[str, Any]]:
         frame, cached = self.client.resolve(obs)
@@ -191,10 +191,11 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         idx = [i for i in range(self.num_envs) if mask[i]]
         reqs = []
         for i in idx:
-            r = pb.ResetRequest(env_id=self.env_ids[i], if_none_match=self._own(i), encoding=self._encoding)
-            if seeds[i] is not None:
-                r.seed = seeds[i]
-            reqs.append(r)
+            req = pb.ResetRequest(env_id=self.env_ids[i], if_none_match=self._own(i), encoding=self._encoding)
+            s = seeds[i]
+            if s is not None:
+                req.seed = s
+            reqs.append(req)
         resp = self.client.step_batch([], reqs, if_none_match=self._shared())
         self._hold_all(resp)
         infos: dict[str, Any] = {}
@@ -243,13 +244,14 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         resp = self.client.step_batch(items, resets, if_none_match=self._shared())
         self._hold_all(resp)
 
-        for i, item in zip(reset_idx, resp.reset_results):
-            if item.code != 0:
-                err = self._raise_unless_fault(item.env_id, item.code, item.message)
+        env_info: dict[str, Any]
+        for i, ritem in zip(reset_idx, resp.reset_results):
+            if ritem.code != 0:
+                err = self._raise_unless_fault(ritem.env_id, ritem.code, ritem.message)
                 truncated[i] = True
-                infos = self._add_info(infos, {"error": {"code": err, "message": item.message}}, i)
+                infos = self._add_info(infos, {"error": {"code": err, "message": ritem.message}}, i)
                 continue
-            self._obs[i], env_info = self._frame(i, item.result.observation, item.result.info)
+            self._obs[i], env_info = self._frame(i, ritem.result.observation, ritem.result.info)
             self._needs_reset[i] = False
             infos = self._add_info(infos, env_info, i)
 
@@ -260,7 +262,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
                 self._needs_reset[i] = True
                 if self.autoreset_mode == AutoresetMode.DISABLED:
                     self._ended[i] = (False, True)
-                env_info: dict[str, Any] = {"error": {"code": err, "message": item.message}}
+                env_info = {"error": {"code": err, "message": item.message}}
                 if same_step:
                     env_info = self._same_step_recover(i, env_info)
                 infos = self._add_info(infos, env_info, i)
