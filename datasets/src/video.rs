@@ -157,11 +157,11 @@ pub fn encoder() -> Result<EncoderChoice, VideoError> {
 /// into that episode's own file by a small `appsrc ! mp4mux ! filesink` pipeline,
 /// rebased so every episode file starts at 0.
 ///
-/// Consecutive identical frames (same hash) are not re-encoded: the previous picture is
-/// simply shown longer (MP4 sample durations follow the timestamps; the last one's
-/// covers the episode's trailing repeats), which matters on a desktop where most steps
-/// change nothing. Each frame still has its own time slot, so step `i` of an episode
-/// is at `i / fps` seconds in its file.
+/// Constant frame rate: every slot holds a picture, so step `i` of an episode is the
+/// `i`-th frame at `i / fps` seconds in its file (LeRobot and other frame-index readers
+/// need exactly that). Consecutive identical frames (same hash) are not converted
+/// again: the previous I420 picture is pushed once more, which the encoder turns into
+/// an all-skip P-frame of a few dozen bytes.
 pub struct VideoStream {
     pipeline: gst::Pipeline,
     src: gst_app::AppSrc,
@@ -182,6 +182,9 @@ pub struct VideoStream {
     episode: Option<EpisodeFile>,
     /// The last episode's muxer, reset and reused (building one costs more).
     spare: Option<Muxer>,
+    /// The last picture converted (its own memory, not a pooled buffer), pushed again
+    /// for a repeated frame.
+    last_picture: Option<gst::Buffer>,
 }
 
 /// `appsrc ! mp4mux ! filesink`: writes one episode's encoded frames to a file.
@@ -293,6 +296,7 @@ impl VideoStream {
             out: 0,
             episode: None,
             spare: None,
+            last_picture: None,
         })
     }
 
@@ -338,11 +342,21 @@ impl VideoStream {
             .episode
             .as_mut()
             .ok_or_else(|| VideoError::Pipeline("push outside an episode".into()))?;
-        if ep.last.as_deref() == Some(hash) {
-            ep.frames += 1;
-            return Ok(());
-        }
         let slot = ep.start + ep.frames;
+        if ep.last.as_deref() == Some(hash)
+            && let Some(picture) = &self.last_picture
+        {
+            ep.frames += 1;
+            let mut again = picture.copy();
+            {
+                let b = again.make_mut();
+                let (pts, next) = (self.slot_time(slot), self.slot_time(slot + 1));
+                b.set_pts(pts);
+                b.set_duration(next - pts);
+            }
+            self.push_picture(again)?;
+            return self.forward(false);
+        }
         if ep.frames == 0 {
             // The episode's file must start with a keyframe. appsrc queues the event
             // in order with the buffers, so "the next frame" is this one. (No running
@@ -448,6 +462,17 @@ impl VideoStream {
                 .map_err(|e| VideoError::Pipeline(e.to_string()))?;
             rgb_to_i420(&rgb, self.width, &self.info, &mut map);
         }
+        // A deep copy (about a tenth of the conversion's cost): the pooled buffer goes
+        // back to the pool once encoded.
+        self.last_picture = Some(
+            buffer
+                .copy_deep()
+                .map_err(|e| VideoError::Pipeline(format!("copying a picture: {e}")))?,
+        );
+        self.push_picture(buffer)
+    }
+
+    fn push_picture(&mut self, buffer: gst::Buffer) -> Result<(), VideoError> {
         self.src.push_buffer(buffer).map_err(|e| {
             bus_error(&self.pipeline)
                 .unwrap_or_else(|| VideoError::Pipeline(format!("push: {e:?}")))
@@ -748,8 +773,8 @@ mod tests {
         for (enc, (w, h)) in installed.flat_map(|e| [(e, (320u32, 240u32)), (e, (321, 101))]) {
             let mut v = VideoStream::start(w, h, 10, enc).unwrap();
             // Episodes of 15, 4 and 1 slots with their own colours, in pairs of
-            // identical frames: only changes are encoded, and each video still lasts
-            // as many slots as its episode has frames (a trailing repeat included).
+            // identical frames: one picture per slot (constant frame rate), repeats
+            // included, each at its slot's time.
             for (n, (len, base)) in [(15u8, 0u8), (4, 100), (1, 200)].into_iter().enumerate() {
                 let path = dir.join(format!("{enc}-{w}-{n}.mp4"));
                 v.begin_episode(&path).unwrap();
@@ -764,9 +789,13 @@ mod tests {
                 let s = samples(&path);
                 assert_eq!(
                     s.len(),
-                    usize::from(len.div_ceil(2)),
+                    usize::from(len),
                     "{enc} {w}x{h} episode {n}: {s:?}"
                 );
+                for (i, (pts, duration, _)) in s.iter().enumerate() {
+                    assert_eq!(*pts, gst::ClockTime::from_mseconds(i as u64 * 100), "{s:?}");
+                    assert_eq!(*duration, gst::ClockTime::from_mseconds(100), "{s:?}");
+                }
                 assert_eq!(
                     (s[0].0, s[0].2),
                     (gst::ClockTime::ZERO, true),

@@ -194,6 +194,9 @@ pub struct Manifest {
     /// Per-episode MP4 files written.
     #[serde(default)]
     pub videos: u64,
+    /// Frame rate of the videos (constant: one frame per reset or step), when recorded.
+    #[serde(default)]
+    pub video_fps: Option<u32>,
     /// Row counts in the closed chunks.
     pub counts: Counts,
     /// Records dropped because the writer could not keep up (overflow = drop).
@@ -733,6 +736,7 @@ impl Writer {
                 .map(|e| e.rejected.clone())
                 .unwrap_or_default(),
             videos: self.videos_written,
+            video_fps: self.encoder.as_ref().and(self.config.video_fps),
             counts: counts.clone(),
             dropped_records: self.dropped.load(Ordering::Relaxed),
             lost_chunks: 0,

@@ -17,6 +17,8 @@ import sys
 from typing import Any
 
 TABLES = ("episodes", "steps", "frames", "events")
+#: Terminations decided by the task itself (the rest: closed, reset, restore, env_crash).
+FINISHED = ("success", "failure", "max_steps")
 FORMAT = "deskgym.skn"
 
 
@@ -63,7 +65,12 @@ def inspect(path: str | pathlib.Path) -> dict[str, Any]:
     tables = open(p)
     ep, steps, frames = tables["episodes"], tables["steps"], tables["frames"]
     n_ep = ep.num_rows if ep is not None else 0
-    successes = sum(ep.column("success").to_pylist()) if n_ep else 0
+    why = ep.column("termination").to_pylist() if n_ep else []
+    # Episodes cut short by the trainer (close, an early reset, a restore) or by a crash
+    # say nothing about the agent: the success rate counts only episodes that ended by
+    # the task's own rules.
+    finished = [w for w in why if w in FINISHED]
+    successes = finished.count("success")
     observed = m["counts"]["frames_observed"]
     stored = frames.num_rows if frames is not None else 0
     size = sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
@@ -72,8 +79,9 @@ def inspect(path: str | pathlib.Path) -> dict[str, Any]:
         "task": m["task"],
         "status": m["status"],
         "episodes": n_ep,
+        "episodes_finished": len(finished),
         "steps": steps.num_rows if steps is not None else 0,
-        "success_rate": successes / n_ep if n_ep else 0.0,
+        "success_rate": successes / len(finished) if finished else 0.0,
         "frames_observed": observed,
         "frames_stored": stored,
         "dedup_ratio": observed / stored if stored else 0.0,
@@ -139,14 +147,24 @@ def export(path: str | pathlib.Path, out: str | pathlib.Path, fmt: str = "hf", r
     tables = open(src)
     obs = _observations(tables)
     if fmt == "hf":
-        cols = ["episode_id", "step_index", "action_verb", "action_x", "action_y", "action_to_x", "action_to_y",
-                "action_text", "action_keys", "action_json", "reward", "terminated", "truncated", "image"]
+        cols = ["episode_id", "env_id", "step_index", "action_verb", "action_x", "action_y", "action_to_x",
+                "action_to_y", "action_text", "action_keys", "action_json", "reward", "terminated", "truncated",
+                "frame_hash_before", "image"]
         ep = tables["episodes"]
+        start = pc.cast(ep.column("start_time"), pa.int64()).to_pylist()
         info = dict(zip(ep.column("episode_id").to_pylist(), zip(ep.column("instruction").to_pylist(),
-                                                                  ep.column("task").to_pylist())))
-        rows = [info.get(e, ("", m["task"])) for e in obs.column("episode_id").to_pylist()]
-        data = obs.select(cols).append_column("instruction", pa.array([r[0] for r in rows], pa.string()))
+                                                                  ep.column("task").to_pylist(),
+                                                                  ep.column("seed").to_pylist(), start)))
+        # Episodes in the order they started (episode ids sort "…/10" before "…/2").
+        e_col = obs.column("episode_id").to_pylist()
+        order = sorted(range(obs.num_rows), key=lambda i: (info.get(e_col[i], ("", "", 0, 0))[3], e_col[i],
+                                                          obs.column("step_index")[i].as_py()))
+        obs = obs.take(pa.array(order, pa.int64()))
+        rows = [info.get(e, ("", m["task"], None, 0)) for e in obs.column("episode_id").to_pylist()]
+        data = obs.select(cols).rename_columns([c if c != "frame_hash_before" else "frame_hash" for c in cols])
+        data = data.append_column("instruction", pa.array([r[0] for r in rows], pa.string()))
         data = data.append_column("task", pa.array([r[1] for r in rows], pa.string()))
+        data = data.append_column("seed", pa.array([r[2] for r in rows], pa.uint64()))
         (dst / "data").mkdir(parents=True, exist_ok=True)
         n = max(1, -(-data.num_rows // rows_per_file))
         for i in range(n):
@@ -155,108 +173,206 @@ def export(path: str | pathlib.Path, out: str | pathlib.Path, fmt: str = "hf", r
             _progress("export hf", i + 1, n)
         return dst
     if fmt == "lerobot":
-        episodes = tables["episodes"].sort_by("start_time")
-        ep_ids = episodes.column("episode_id").to_pylist()
-        tasks = sorted(set(episodes.column("instruction").to_pylist()))
-        task_index = {t: i for i, t in enumerate(tasks)}
-        ep_index = {e: i for i, e in enumerate(ep_ids)}
-        obs = obs.filter(pc.is_in(obs.column("episode_id"), pa.array(ep_ids)))
-        instr = dict(zip(ep_ids, episodes.column("instruction").to_pylist()))
-        e_col = obs.column("episode_id").to_pylist()
-        t_start = pc.cast(obs.column("t_start"), pa.int64()).to_pylist()
-        first: dict[str, int] = {}
-        for e, t in zip(e_col, t_start):
-            first.setdefault(e, t)
-        actions = [[float(v or 0) for v in row] for row in zip(*(obs.column(c).to_pylist() for c in
-                   ("action_x", "action_y", "action_to_x", "action_to_y")))]
-        data = pa.table({
-            "index": pa.array(range(obs.num_rows), pa.int64()),
-            "episode_index": pa.array([ep_index[e] for e in e_col], pa.int64()),
-            "frame_index": pa.array([i - 1 for i in obs.column("step_index").to_pylist()], pa.int64()),
-            "timestamp": pa.array([(t - first[e]) / 1000 for e, t in zip(e_col, t_start)], pa.float32()),
-            "task_index": pa.array([task_index[instr[e]] for e in e_col], pa.int64()),
-            "action": pa.array(actions, pa.list_(pa.float32())),
-            "action.verb": obs.column("action_verb"),
-            "action.json": obs.column("action_json"),
-            "observation.image": obs.column("image"),
-            "next.reward": pc.cast(obs.column("reward"), pa.float32()),
-            "next.done": pc.or_(obs.column("terminated"), obs.column("truncated")),
-        })
-        (dst / "data" / "chunk-000").mkdir(parents=True, exist_ok=True)
-        (dst / "meta" / "episodes" / "chunk-000").mkdir(parents=True, exist_ok=True)
-        pq.write_table(_with_hf_metadata(data, {"observation.image"}), dst / "data" / "chunk-000" / "file-000.parquet")
-        _progress("export lerobot", 1, 3)
-        lengths = [e_col.count(e) for e in ep_ids]
-        starts = [sum(lengths[:i]) for i in range(len(lengths))]
-        # Episode videos go to videos/, one file per episode (LeRobot v3 allows several
-        # episodes per file; the from/to timestamps say where each one is).
-        import shutil
-
-        vids = episodes.column("video_file").to_pylist()
-        ends = episodes.column("video_end_s").to_pylist()
-        video_key = "observation.video"
-        vdir = dst / "videos" / video_key / "chunk-000"
-        have_video = any(v for v in vids)
-        if have_video:
-            vdir.mkdir(parents=True, exist_ok=True)
-        for i, v in enumerate(vids):
-            if v and (src / v).exists():
-                shutil.copyfile(src / v, vdir / f"file-{i:03d}.mp4")
-        video_cols = {}
-        if have_video:
-            video_cols = {
-                f"videos/{video_key}/chunk_index": pa.array([0 if v else None for v in vids], pa.int64()),
-                f"videos/{video_key}/file_index": pa.array([i if v else None for i, v in enumerate(vids)], pa.int64()),
-                f"videos/{video_key}/from_timestamp": pa.array([0.0 if v else None for v in vids], pa.float64()),
-                f"videos/{video_key}/to_timestamp": pa.array(ends, pa.float64()),
-            }
-        pq.write_table(pa.table({
-            "episode_index": pa.array(range(len(ep_ids)), pa.int64()),
-            "tasks": pa.array([[instr[e]] for e in ep_ids], pa.list_(pa.string())),
-            "length": pa.array(lengths, pa.int64()),
-            "dataset_from_index": pa.array(starts, pa.int64()),
-            "dataset_to_index": pa.array([s + n for s, n in zip(starts, lengths)], pa.int64()),
-            "data/chunk_index": pa.array([0] * len(ep_ids), pa.int64()),
-            "data/file_index": pa.array([0] * len(ep_ids), pa.int64()),
-            **video_cols,
-        }), dst / "meta" / "episodes" / "chunk-000" / "file-000.parquet")
-        pq.write_table(pa.table({"task_index": pa.array(range(len(tasks)), pa.int64()), "task": tasks}),
-                       dst / "meta" / "tasks.parquet")
-        _progress("export lerobot", 2, 3)
-        w, h = m["screen"]
-        info = {
-            "codebase_version": "v3.0",
-            "robot_type": "deskgym",
-            "fps": 10,
-            "total_episodes": len(ep_ids),
-            "total_frames": data.num_rows,
-            "total_tasks": len(tasks),
-            "chunks_size": 1000,
-            "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-            "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4" if have_video else None,
-            "features": {
-                **({video_key: {"dtype": "video", "shape": [h, w, 3], "names": ["height", "width", "channel"],
-                                "info": {"video.codec": "h264", "video.fps": 10, "video.pix_fmt": "yuv420p",
-                                         "video.note": "one slot per reset/step; from/to timestamps per episode"}}}
-                   if have_video else {}),
-                "observation.image": {"dtype": "image", "shape": [h, w, 3], "names": ["height", "width", "channel"]},
-                "action": {"dtype": "float32", "shape": [4], "names": ["x", "y", "to_x", "to_y"]},
-                "action.verb": {"dtype": "string", "shape": [1]},
-                "action.json": {"dtype": "string", "shape": [1]},
-                "next.reward": {"dtype": "float32", "shape": [1]},
-                "next.done": {"dtype": "bool", "shape": [1]},
-                "timestamp": {"dtype": "float32", "shape": [1]},
-                "frame_index": {"dtype": "int64", "shape": [1]},
-                "episode_index": {"dtype": "int64", "shape": [1]},
-                "index": {"dtype": "int64", "shape": [1]},
-                "task_index": {"dtype": "int64", "shape": [1]},
-            },
-            "deskgym": {"run_id": m["run_id"], "task": m["task"], "source": str(src)},
-        }
-        (dst / "meta" / "info.json").write_text(json.dumps(info, indent=2))
-        _progress("export lerobot", 3, 3)
-        return dst
+        return _export_lerobot(src, dst, m, tables, obs)
     raise BundleError(f"unknown export format {fmt!r}; use hf or lerobot")
+
+
+#: Frames decoded for image statistics (evenly spaced), as LeRobot samples them too.
+STATS_IMAGES = 500
+
+
+def _pandas_index_metadata(index: str, columns: dict[str, str]) -> dict[bytes, bytes]:
+    """Schema metadata that makes pandas read column ``index`` as the DataFrame index
+    (LeRobot looks tasks up by their text, the index of ``meta/tasks.parquet``)."""
+    cols = [{"name": n, "field_name": n, "pandas_type": t, "numpy_type": "object" if t == "unicode" else t,
+             "metadata": None} for n, t in columns.items()]
+    meta = {"index_columns": [index], "column_indexes": [], "columns": cols, "creator": {"library": "deskgym"},
+            "pandas_version": "2.2.0"}
+    return {b"pandas": json.dumps(meta).encode()}
+
+
+def _stats(values: Any) -> dict[str, Any]:
+    """min/max/mean/std/count over axis 0 of a (n, ...) array, as LeRobot's stats.json."""
+    import numpy as np
+
+    a = np.asarray(values, dtype=np.float64)
+    return {"min": a.min(axis=0).tolist(), "max": a.max(axis=0).tolist(), "mean": a.mean(axis=0).tolist(),
+            "std": a.std(axis=0).tolist(), "count": [int(a.shape[0])]}
+
+
+def _image_stats(images: list[Any]) -> dict[str, Any]:
+    """Per-channel stats of PNG frames scaled to [0, 1], shaped (3, 1, 1) as LeRobot's."""
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    step = max(1, len(images) // STATS_IMAGES)
+    sums, sq, lo, hi, n = np.zeros(3), np.zeros(3), np.ones(3), np.zeros(3), 0
+    for img in images[::step]:
+        a = np.asarray(Image.open(io.BytesIO(img["bytes"])).convert("RGB"), dtype=np.float64) / 255.0
+        px = a.reshape(-1, 3)
+        sums += px.sum(axis=0)
+        sq += (px**2).sum(axis=0)
+        lo, hi, n = np.minimum(lo, px.min(axis=0)), np.maximum(hi, px.max(axis=0)), n + px.shape[0]
+    mean = sums / max(n, 1)
+    std = np.sqrt(np.maximum(sq / max(n, 1) - mean**2, 0.0))
+
+    def shaped(v: Any) -> Any:
+        return [[[float(x)]] for x in v]
+
+    return {"min": shaped(lo), "max": shaped(hi), "mean": shaped(mean), "std": shaped(std),
+            "count": [len(images[::step])]}
+
+
+def _export_lerobot(src: pathlib.Path, dst: pathlib.Path, m: dict[str, Any], tables: dict[str, Any],
+                    obs: Any) -> pathlib.Path:
+    """A LeRobot v3.0 dataset that ``LeRobotDataset(repo_id, root=dst)`` loads offline.
+
+    - Episodes in start order with contiguous indices; only those with at least one
+      step (an episode cut by ``close()`` right after its reset has no frames).
+    - Row ``k`` of an episode is its ``k``-th step: the observation the action was taken
+      on, ``frame_index = k`` and ``timestamp = k / fps``; rows are stored in episode
+      order, so ``dataset_from_index``/``dataset_to_index`` are contiguous ranges. An
+      episode is cut at its first failed step (no observation follows it).
+    - The recorder's per-episode MP4s are constant frame rate (one frame per reset or
+      step), so the frame for row ``k`` is at ``k / fps`` in its episode's file.
+    - ``meta/stats.json`` for the numeric and image features.
+    """
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    fps = int(m.get("video_fps") or 10)
+    episodes = tables["episodes"]
+    start = pc.cast(episodes.column("start_time"), pa.int64()).to_pylist()
+    ep_rows = sorted(zip(start, range(episodes.num_rows)))
+    by_episode: dict[str, list[int]] = {}
+    errors = obs.column("error_code").to_pylist() if "error_code" in obs.column_names else [None] * obs.num_rows
+    cut: set[str] = set()
+    for i, (e, err) in enumerate(zip(obs.column("episode_id").to_pylist(), errors)):
+        if e in cut:
+            continue
+        if err:
+            cut.add(e)
+            continue
+        by_episode.setdefault(e, []).append(i)  # obs is sorted by step_index within an episode
+    ep_ids_all = episodes.column("episode_id").to_pylist()
+    order = [ep_ids_all[j] for _, j in ep_rows if by_episode.get(ep_ids_all[j])]
+    if not order:
+        raise BundleError("the bundle has no episode with a step to export")
+    row_of = {e: j for _, j in ep_rows for e in [ep_ids_all[j]]}
+    instr = episodes.column("instruction").to_pylist()
+    tasks = sorted({instr[row_of[e]] for e in order})
+    task_index = {t: i for i, t in enumerate(tasks)}
+    take = [i for e in order for i in by_episode[e]]
+    rows = obs.take(pa.array(take, pa.int64()))
+    lengths = [len(by_episode[e]) for e in order]
+    ep_of_row = [k for k, n in enumerate(lengths) for _ in range(n)]
+    frame_index = [f for n in lengths for f in range(n)]
+    actions = [[float(v or 0) for v in row] for row in zip(*(rows.column(c).to_pylist() for c in
+               ("action_x", "action_y", "action_to_x", "action_to_y")))]
+    rewards = pc.cast(rows.column("reward"), pa.float32())
+    data = pa.table({
+        "index": pa.array(range(rows.num_rows), pa.int64()),
+        "episode_index": pa.array(ep_of_row, pa.int64()),
+        "frame_index": pa.array(frame_index, pa.int64()),
+        "timestamp": pa.array([f / fps for f in frame_index], pa.float32()),
+        "task_index": pa.array([task_index[instr[row_of[order[k]]]] for k in ep_of_row], pa.int64()),
+        "action": pa.array(actions, pa.list_(pa.float32(), 4)),
+        "action.verb": rows.column("action_verb"),
+        "action.json": rows.column("action_json"),
+        "observation.image": rows.column("image"),
+        "next.reward": rewards,
+        "next.done": pc.or_(rows.column("terminated"), rows.column("truncated")),
+    })
+    (dst / "data" / "chunk-000").mkdir(parents=True, exist_ok=True)
+    (dst / "meta" / "episodes" / "chunk-000").mkdir(parents=True, exist_ok=True)
+    pq.write_table(_with_hf_metadata(data, {"observation.image"}), dst / "data" / "chunk-000" / "file-000.parquet")
+    _progress("export lerobot", 1, 3)
+    starts = [sum(lengths[:k]) for k in range(len(lengths))]
+    # Videos: one file per episode (LeRobot v3 allows several episodes per file; the
+    # from/to timestamps say where each one is). All or none: a video key must cover
+    # every episode.
+    vids = episodes.column("video_file").to_pylist()
+    video_key = "observation.video"
+    have_video = m.get("video_fps") is not None and all(
+        vids[row_of[e]] and (src / vids[row_of[e]]).exists() for e in order)
+    video_cols = {}
+    if have_video:
+        vdir = dst / "videos" / video_key / "chunk-000"
+        vdir.mkdir(parents=True, exist_ok=True)
+        for k, e in enumerate(order):
+            shutil.copyfile(src / vids[row_of[e]], vdir / f"file-{k:03d}.mp4")
+        video_cols = {
+            f"videos/{video_key}/chunk_index": pa.array([0] * len(order), pa.int64()),
+            f"videos/{video_key}/file_index": pa.array(range(len(order)), pa.int64()),
+            f"videos/{video_key}/from_timestamp": pa.array([0.0] * len(order), pa.float64()),
+            f"videos/{video_key}/to_timestamp": pa.array([n / fps for n in lengths], pa.float64()),
+        }
+    pq.write_table(pa.table({
+        "episode_index": pa.array(range(len(order)), pa.int64()),
+        "tasks": pa.array([[instr[row_of[e]]] for e in order], pa.list_(pa.string())),
+        "length": pa.array(lengths, pa.int64()),
+        "dataset_from_index": pa.array(starts, pa.int64()),
+        "dataset_to_index": pa.array([s + n for s, n in zip(starts, lengths)], pa.int64()),
+        "data/chunk_index": pa.array([0] * len(order), pa.int64()),
+        "data/file_index": pa.array([0] * len(order), pa.int64()),
+        "deskgym/episode_id": pa.array(order, pa.string()),
+        **video_cols,
+    }), dst / "meta" / "episodes" / "chunk-000" / "file-000.parquet")
+    tasks_table = pa.table({"task": pa.array(tasks, pa.string()),
+                            "task_index": pa.array(range(len(tasks)), pa.int64())})
+    tasks_table = tasks_table.replace_schema_metadata(
+        _pandas_index_metadata("task", {"task": "unicode", "task_index": "int64"}))
+    pq.write_table(tasks_table, dst / "meta" / "tasks.parquet")
+    _progress("export lerobot", 2, 3)
+    w, h = m["screen"]
+    image_stats = _image_stats(rows.column("image").to_pylist())
+    stats = {
+        "action": _stats(actions),
+        "next.reward": _stats([[r] for r in rewards.to_pylist()]),
+        "observation.image": image_stats,
+        **({video_key: image_stats} if have_video else {}),
+        "timestamp": _stats([[f / fps] for f in frame_index]),
+        "frame_index": _stats([[f] for f in frame_index]),
+    }
+    (dst / "meta" / "stats.json").write_text(json.dumps(stats))
+    info = {
+        "codebase_version": "v3.0",
+        "robot_type": "deskgym",
+        "fps": fps,
+        "total_episodes": len(order),
+        "total_frames": data.num_rows,
+        "total_tasks": len(tasks),
+        "chunks_size": 1000,
+        "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
+        "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4" if have_video else None,
+        "features": {
+            **({video_key: {"dtype": "video", "shape": [h - h % 2, w - w % 2, 3],
+                            "names": ["height", "width", "channel"],
+                            "info": {"video.codec": "h264", "video.fps": fps, "video.pix_fmt": "yuv420p",
+                                     "video.height": h - h % 2, "video.width": w - w % 2, "video.channels": 3,
+                                     "video.is_depth_map": False, "has_audio": False}}}
+               if have_video else {}),
+            "observation.image": {"dtype": "image", "shape": [h, w, 3], "names": ["height", "width", "channel"]},
+            "action": {"dtype": "float32", "shape": [4], "names": ["x", "y", "to_x", "to_y"]},
+            "action.verb": {"dtype": "string", "shape": [1], "names": None},
+            "action.json": {"dtype": "string", "shape": [1], "names": None},
+            "next.reward": {"dtype": "float32", "shape": [1], "names": None},
+            "next.done": {"dtype": "bool", "shape": [1], "names": None},
+            "timestamp": {"dtype": "float32", "shape": [1], "names": None},
+            "frame_index": {"dtype": "int64", "shape": [1], "names": None},
+            "episode_index": {"dtype": "int64", "shape": [1], "names": None},
+            "index": {"dtype": "int64", "shape": [1], "names": None},
+            "task_index": {"dtype": "int64", "shape": [1], "names": None},
+        },
+    }
+    (dst / "meta" / "info.json").write_text(json.dumps(info, indent=2))
+    _progress("export lerobot", 3, 3)
+    return dst
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -94,8 +94,7 @@ def test_round_trip_50_episodes_over_4_envs(address: str) -> None:
         video = (path / e["video_file"]).read_bytes()
         assert video[4:8] == b"ftyp"
         assert e["video_start_s"] == 0 and e["video_end_s"] == pytest.approx((e["length"] + 1) / 10)
-        # The file itself lasts that long (trailing repeated frames are not re-encoded,
-        # the last picture is held).
+        # The file itself lasts that long: one picture per slot (constant frame rate).
         assert mp4_seconds(video) == pytest.approx(e["video_end_s"], abs=0.01)
     seqs = t["events"].column("seq").to_pylist()
     assert seqs == sorted(seqs) == list(range(1, len(seqs) + 1))
@@ -116,6 +115,10 @@ def test_round_trip_50_episodes_over_4_envs(address: str) -> None:
                          capture_output=True, text=True, check=True)
     summary = json.loads(out.stdout)
     assert summary["steps"] == steps and summary["dedup_ratio"] > 1
+    # Episodes cut off by close() are not failures.
+    ended = [w for w in t["episodes"].column("termination").to_pylist() if w in ("success", "failure", "max_steps")]
+    assert summary["episodes_finished"] == len(ended) < summary["episodes"]
+    assert summary["success_rate"] == pytest.approx(ended.count("success") / len(ended))
 
 
 def test_kill_9_leaves_only_readable_files(tmp_path: pathlib.Path) -> None:
@@ -281,10 +284,18 @@ def test_export_hf_and_lerobot(address: str, tmp_path: pathlib.Path) -> None:
     assert len(d) == steps
     img = d[0]["image"]
     assert img.size == (320, 240), "the image column decodes to a PIL image"
+    # Provenance travels, and episodes come in the order they started (not "…/10" < "…/2").
+    assert {"frame_hash", "env_id", "seed"} <= set(d.column_names)
+    episodes = ds.open(bundle)["episodes"].to_pylist()
+    start = {e["episode_id"]: e["start_time"] for e in episodes}
+    seen = [start[e] for e in d["episode_id"]]
+    assert seen == sorted(seen)
+    assert all(len(h) == 32 for h in d["frame_hash"])
 
     out = ds.export(bundle, tmp_path / "lerobot", "lerobot")
     info = json.loads((out / "meta" / "info.json").read_text())
     assert info["codebase_version"] == "v3.0" and info["total_frames"] == steps
+    assert (out / "meta" / "stats.json").exists()
     data = pq.read_table(out / "data" / "chunk-000" / "file-000.parquet")
     assert data.num_rows == steps
     eps = pq.read_table(out / "meta" / "episodes" / "chunk-000" / "file-000.parquet")
