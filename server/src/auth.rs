@@ -1,30 +1,187 @@
-//! Bearer-token authentication as a tonic interceptor.
+//! Bearer-token authentication as a tonic interceptor, and the principals tokens name.
+//!
+//! Every pool, env and checkpoint belongs to the principal that created it; another
+//! principal gets NOT_FOUND for it (no existence leak). A token file holds either one
+//! bare token (principal `default`) or one principal per line:
+//!
+//! ```text
+//! # name: token [desktops=N] [checkpoints=N]
+//! alice: 3f1c...e9 desktops=16
+//! bob:   77ab...02 desktops=8 checkpoints=100
+//! ```
+//!
+//! A quota left out defaults to the server's limit divided by the number of
+//! principals, so by default no principal can exhaust what the others are owed.
 
 use std::sync::Arc;
 
 use tonic::{Request, Status};
 
+use crate::config::Limits;
 use crate::error::ServiceError;
 
-/// Checks `authorization: Bearer <token>` on every request when a token is configured.
-#[derive(Clone, Debug, Default)]
+/// Who is calling, and what they may hold. Travels in request extensions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Principal {
+    /// Name from the token file (`local` when the server has no token).
+    pub name: Arc<str>,
+    /// Most desktops (envs and warm spares) this principal may hold at once.
+    pub max_desktops: u32,
+    /// Most checkpoints this principal may hold at once.
+    pub max_checkpoints: u32,
+    /// Most checkpoint bytes (action logs) this principal may hold at once.
+    pub max_checkpoint_bytes: u64,
+}
+
+impl Principal {
+    /// The one principal of a server without tokens: loopback callers, server limits.
+    pub fn local(limits: &Limits) -> Self {
+        Self {
+            name: Arc::from("local"),
+            max_desktops: limits.max_envs,
+            max_checkpoints: limits.max_checkpoints,
+            max_checkpoint_bytes: limits.max_checkpoint_bytes,
+        }
+    }
+}
+
+/// One line of a token file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrincipalSpec {
+    /// Name (letters, digits, `_`, `-`, `.`).
+    pub name: String,
+    /// Its bearer token (never logged).
+    pub token: String,
+    /// Desktop quota; `None`: the server's `max_envs` / number of principals.
+    pub desktops: Option<u32>,
+    /// Checkpoint quota; `None`: the server's `max_checkpoints` / number of principals.
+    pub checkpoints: Option<u32>,
+}
+
+/// Parses a token file: one bare token, or `name: token [desktops=N] [checkpoints=N]`
+/// lines (blank lines and `#` comments ignored). The error names the line, never a token.
+pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    if let [(_, only)] = lines.as_slice()
+        && !only.contains(':')
+        && !only.contains(char::is_whitespace)
+    {
+        return Ok(vec![PrincipalSpec {
+            name: "default".into(),
+            token: only.to_string(),
+            desktops: None,
+            checkpoints: None,
+        }]);
+    }
+    let mut out: Vec<PrincipalSpec> = Vec::new();
+    for (n, line) in lines {
+        let (name, rest) = line.split_once(':').ok_or_else(|| {
+            format!("line {n}: expected `name: token [desktops=N] [checkpoints=N]`")
+        })?;
+        let name = name.trim();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        {
+            return Err(format!(
+                "line {n}: a principal name is letters, digits, '_', '-', '.'"
+            ));
+        }
+        let mut words = rest.split_whitespace();
+        let token = words
+            .next()
+            .ok_or_else(|| format!("line {n}: principal {name} has no token"))?;
+        let mut spec = PrincipalSpec {
+            name: name.into(),
+            token: token.into(),
+            desktops: None,
+            checkpoints: None,
+        };
+        for w in words {
+            let (k, v) = w
+                .split_once('=')
+                .ok_or_else(|| format!("line {n}: expected key=value after the token"))?;
+            let v: u32 = v
+                .parse()
+                .map_err(|_| format!("line {n}: {k} must be a non-negative integer"))?;
+            match k {
+                "desktops" => spec.desktops = Some(v),
+                "checkpoints" => spec.checkpoints = Some(v),
+                _ => {
+                    return Err(format!(
+                        "line {n}: unknown quota {k:?} (desktops, checkpoints)"
+                    ));
+                }
+            }
+        }
+        if out.iter().any(|p| p.name == spec.name) {
+            return Err(format!("line {n}: principal {name} appears twice"));
+        }
+        if out.iter().any(|p| p.token == spec.token) {
+            return Err(format!("line {n}: two principals share a token"));
+        }
+        out.push(spec);
+    }
+    if out.is_empty() {
+        return Err("the token file names no principal".into());
+    }
+    Ok(out)
+}
+
+/// Checks `authorization: Bearer <token>` on every request when tokens are configured,
+/// and attaches the caller's [`Principal`] to the request.
+#[derive(Clone, Debug)]
 pub struct Auth {
-    token: Option<Arc<[u8]>>,
+    /// (token, principal) pairs; empty: no authentication, everyone is `local`.
+    tokens: Arc<[(Arc<[u8]>, Principal)]>,
+    local: Principal,
 }
 
 impl Auth {
-    /// An interceptor that requires `token`, or lets everything through for `None`.
-    pub fn new(token: Option<&str>) -> Self {
+    /// An interceptor for `principals` (none: every caller is `local` with the server's
+    /// limits), with default quotas derived from the server limits.
+    pub fn new(principals: &[PrincipalSpec], limits: &Limits) -> Self {
+        let n = u32::try_from(principals.len()).unwrap_or(u32::MAX).max(1);
+        let tokens = principals
+            .iter()
+            .map(|p| {
+                (
+                    Arc::from(p.token.as_bytes()),
+                    Principal {
+                        name: Arc::from(p.name.as_str()),
+                        max_desktops: p.desktops.unwrap_or((limits.max_envs / n).max(1)),
+                        max_checkpoints: p
+                            .checkpoints
+                            .unwrap_or((limits.max_checkpoints / n).max(1)),
+                        max_checkpoint_bytes: limits.max_checkpoint_bytes / u64::from(n),
+                    },
+                )
+            })
+            .collect();
         Self {
-            token: token.map(|t| Arc::from(t.as_bytes())),
+            tokens,
+            local: Principal::local(limits),
         }
     }
 
-    /// The interceptor body: pass or UNAUTHENTICATED. Never logs the token.
-    pub fn check(&self, req: Request<()>) -> Result<Request<()>, Status> {
-        let Some(want) = &self.token else {
+    /// True when callers must present a token.
+    pub fn required(&self) -> bool {
+        !self.tokens.is_empty()
+    }
+
+    /// The interceptor body: pass (with the principal attached) or UNAUTHENTICATED.
+    /// Never logs a token.
+    pub fn check(&self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        if self.tokens.is_empty() {
+            req.extensions_mut().insert(self.local.clone());
             return Ok(req);
-        };
+        }
         let got = req
             .metadata()
             .get("authorization")
@@ -35,12 +192,29 @@ impl Auth {
                     "missing `authorization: Bearer <token>` metadata".into(),
                 )
             })?;
-        if constant_time_eq(got.as_bytes(), want) {
-            Ok(req)
-        } else {
-            Err(ServiceError::Unauthenticated("wrong bearer token".into()).into())
+        // Every token is compared (no early exit), each in constant time.
+        let mut found = None;
+        for (token, who) in self.tokens.iter() {
+            if constant_time_eq(got.as_bytes(), token) {
+                found = Some(who.clone());
+            }
+        }
+        match found {
+            Some(who) => {
+                req.extensions_mut().insert(who);
+                Ok(req)
+            }
+            None => Err(ServiceError::Unauthenticated("wrong bearer token".into()).into()),
         }
     }
+}
+
+/// The caller of a request (the interceptor always attaches one).
+pub fn principal<T>(req: &Request<T>) -> Result<Principal, ServiceError> {
+    req.extensions()
+        .get::<Principal>()
+        .cloned()
+        .ok_or_else(|| ServiceError::Internal("request without a principal".into()))
 }
 
 /// Compares without an early exit, so timing does not reveal how much of a guess matched.
@@ -65,10 +239,15 @@ mod tests {
         r
     }
 
+    fn single(token: &str) -> Auth {
+        Auth::new(&parse_token_file(token).unwrap(), &Limits::default())
+    }
+
     #[test]
     fn token_is_checked() {
-        let a = Auth::new(Some("s3cret"));
-        assert!(a.check(req(Some("Bearer s3cret"))).is_ok());
+        let a = single("s3cret");
+        let ok = a.check(req(Some("Bearer s3cret"))).unwrap();
+        assert_eq!(&*principal(&ok).unwrap().name, "default");
         assert_eq!(
             a.check(req(Some("Bearer s3creT"))).unwrap_err().code(),
             tonic::Code::Unauthenticated
@@ -81,7 +260,41 @@ mod tests {
             a.check(req(None)).unwrap_err().code(),
             tonic::Code::Unauthenticated
         );
-        assert!(Auth::new(None).check(req(None)).is_ok());
+        let open = Auth::new(&[], &Limits::default());
+        assert_eq!(
+            &*principal(&open.check(req(None)).unwrap()).unwrap().name,
+            "local"
+        );
+    }
+
+    #[test]
+    fn principals_and_quotas_parse() {
+        let p =
+            parse_token_file("# team\nalice: aaa desktops=3\n\nbob: bbb checkpoints=7\n").unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!((p[0].desktops, p[0].checkpoints), (Some(3), None));
+        let a = Auth::new(&p, &Limits::default());
+        let bob = principal(&a.check(req(Some("Bearer bbb"))).unwrap()).unwrap();
+        // Left out: the server's limit split between the principals.
+        assert_eq!(
+            (&*bob.name, bob.max_desktops, bob.max_checkpoints),
+            ("bob", 32, 7)
+        );
+        for bad in [
+            "alice: aaa\nalice: bbb",
+            "alice: aaa\nbob: aaa",
+            "alice aaa bbb",
+            "alice: aaa quota=3",
+            "al ice: aaa",
+            ": aaa",
+            "",
+        ] {
+            let e = parse_token_file(bad).unwrap_err();
+            assert!(
+                !e.contains("aaa") && !e.contains("bbb"),
+                "a token leaked: {e}"
+            );
+        }
     }
 
     #[test]

@@ -69,9 +69,10 @@ impl Default for Limits {
 pub struct ServerConfig {
     /// Limits.
     pub limits: Limits,
-    /// Bearer token; when set every deskgym RPC must carry `authorization: Bearer <token>`.
-    /// Required when listening beyond loopback.
-    pub token: Option<String>,
+    /// Principals and their bearer tokens (see [`crate::auth`]); when any is set every
+    /// deskgym RPC must carry `authorization: Bearer <token>`, and objects belong to
+    /// the principal that created them. Required when listening beyond loopback.
+    pub principals: Vec<crate::auth::PrincipalSpec>,
     /// Threads of the blocking pool that drives desktops. Steps mostly wait on X and on
     /// settle timers, so this is sized by concurrency, not by cores.
     pub step_threads: usize,
@@ -94,7 +95,7 @@ impl Default for ServerConfig {
     fn default() -> Self {
         Self {
             limits: Limits::default(),
-            token: None,
+            principals: Vec::new(),
             step_threads: 64,
             idle_timeout: Some(Duration::from_secs(600)),
             data_dir: "deskgym-data".into(),

@@ -909,6 +909,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn an_applied_action_survives_a_failed_capture() {
         let mgr = manager();
+        let who = crate::auth::Principal::local(mgr.limits());
         let req = pb::CreatePoolRequest {
             task: "type-word".into(),
             num_envs: 1,
@@ -919,10 +920,10 @@ mod tests {
             ..Default::default()
         };
         let pool = mgr
-            .create_pool(mgr.spec(&req).expect("spec"), 1, None)
+            .create_pool(mgr.spec(&req).expect("spec"), 1, None, &who)
             .await
             .expect("pool (needs xvfb)");
-        let env = mgr.env(&pool.env_ids[0]).expect("env");
+        let env = mgr.env(&pool.env_ids[0], &who).expect("env");
         let opts = ObsOptions {
             encoding: pb::ImageEncoding::RawRgb as i32,
             known: Vec::new(),
@@ -943,14 +944,14 @@ mod tests {
             .step(&mgr.cache, &focus, &opts, false)
             .expect_err("the injected capture failure");
         assert_eq!(e.code(), tonic::Code::Internal, "{e}");
-        let cp = mgr.save(&env.id).await.expect("save");
+        let cp = mgr.save(&env.id, &who).await.expect("save");
         assert_eq!(cp.actions_len(), 1, "the click is in the replay log");
         assert_ne!(
             deskgym_worker::hash_hex(cp.frame_hash()),
             before,
             "the checkpoint's hash is of the screen after the click"
         );
-        let fork = mgr.fork(&cp.id, 1, 0).await.expect("fork");
+        let fork = mgr.fork(&cp.id, 1, 0, &who).await.expect("fork");
         assert_eq!(fork.replicas[0].fidelity, pb::Fidelity::Exact as i32);
         mgr.close_all().await;
     }

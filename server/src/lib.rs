@@ -93,7 +93,7 @@ pub async fn run(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
     let addr = listener.local_addr()?;
-    if !addr.ip().is_loopback() && config.token.is_none() {
+    if !addr.ip().is_loopback() && config.principals.is_empty() {
         return Err(RunError::InsecureBind(addr));
     }
     // Recordings a crashed predecessor left open are closed out before anything new.
@@ -135,12 +135,14 @@ pub async fn run(
         })
     };
 
-    let auth = auth::Auth::new(config.token.as_deref());
+    let auth = auth::Auth::new(&config.principals, &config.limits);
+    let auth_required = auth.required();
     let svc = DeskgymServer::new(DeskgymService::new(mgr.clone()))
         .max_decoding_message_size(MAX_REQUEST_BYTES)
         .max_encoding_message_size(usize::MAX);
     let svc = tonic::service::interceptor::InterceptedService::new(svc, move |r| auth.check(r));
-    tracing::info!(%addr, auth = config.token.is_some(), max_envs = config.limits.max_envs, "serving");
+    tracing::info!(%addr, auth = auth_required, principals = config.principals.len(),
+        max_envs = config.limits.max_envs, "serving");
 
     // Step replies are small (PNG, not_modified) or large (raw frames): without NODELAY a
     // small reply waits for the client's delayed ACK (tens of ms); with a 64 KiB HTTP/2

@@ -13,7 +13,8 @@ struct Args {
     /// Address to listen on. Non-loopback addresses require --token-file.
     #[arg(long, default_value = "127.0.0.1:50051")]
     listen: String,
-    /// File holding the bearer token clients must send (`authorization: Bearer <token>`).
+    /// File holding the bearer token clients must send (`authorization: Bearer <token>`),
+    /// or one `name: token [desktops=N] [checkpoints=N]` line per principal.
     #[arg(long)]
     token_file: Option<std::path::PathBuf>,
     /// Most envs alive at once across all pools.
@@ -61,15 +62,14 @@ async fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    let token = match &args.token_file {
+    let principals = match &args.token_file {
         Some(p) => {
             let t = std::fs::read_to_string(p)
                 .with_context(|| format!("reading token file {}", p.display()))?;
-            let t = t.trim().to_string();
-            anyhow::ensure!(!t.is_empty(), "token file {} is empty", p.display());
-            Some(t)
+            deskgym_server::auth::parse_token_file(&t)
+                .map_err(|e| anyhow::anyhow!("token file {}: {e}", p.display()))?
         }
-        None => None,
+        None => Vec::new(),
     };
     let config = ServerConfig {
         limits: Limits {
@@ -78,7 +78,7 @@ async fn main() -> anyhow::Result<()> {
             op_timeout: Duration::from_millis(args.op_timeout_ms.max(1)),
             ..Limits::default()
         },
-        token,
+        principals,
         step_threads: args.step_threads,
         idle_timeout: (args.idle_timeout_s > 0).then(|| Duration::from_secs(args.idle_timeout_s)),
         data_dir: args.data_dir,
@@ -99,7 +99,7 @@ async fn main() -> anyhow::Result<()> {
         .with_context(|| format!("binding {}", args.listen))?;
     let addr = listener.local_addr()?;
     // Refuse before announcing: scripts take the announcement as "up".
-    if !addr.ip().is_loopback() && config.token.is_none() {
+    if !addr.ip().is_loopback() && config.principals.is_empty() {
         return Err(deskgym_server::RunError::InsecureBind(addr).into());
     }
     // Scripts that pass port 0 read the real address from this line.

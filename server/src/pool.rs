@@ -26,6 +26,7 @@ use deskgym_proto::v1 as pb;
 use deskgym_worker::{Desktop, DesktopConfig, Settle, SettlePolicy, TaskSpec};
 use tokio::sync::oneshot;
 
+use crate::auth::Principal;
 use crate::config::Limits;
 use crate::convert::Screen;
 use crate::env::{Call, Checkpoint, Env, ObsOptions, lock};
@@ -92,6 +93,10 @@ impl PoolSpec {
 pub struct Pool {
     /// Opaque id.
     pub id: String,
+    /// The principal that created it (and owns its envs and checkpoints).
+    pub owner: Arc<str>,
+    /// The owner's desktop quota (warm spares are refilled only within it).
+    owner_quota: u32,
     /// What its envs run.
     pub spec: PoolSpec,
     /// Its envs, in creation order.
@@ -187,7 +192,7 @@ pub struct PoolManager {
     envs: Mutex<HashMap<String, Arc<Env>>>,
     checkpoints: Mutex<Vec<Arc<Checkpoint>>>,
     /// Desktops being started for pools not yet registered.
-    pending: Mutex<Usage>,
+    pending: Mutex<PendingState>,
     next_id: AtomicU64,
     /// Keys of the id generator: ids are a keyed hash (SipHash, random 128-bit key per
     /// server) of a counter, so they never repeat and cannot be guessed from others.
@@ -203,18 +208,32 @@ impl std::fmt::Debug for PoolManager {
     }
 }
 
+/// Desktops being started, in all and per owner.
+#[derive(Debug, Default)]
+struct PendingState {
+    total: Usage,
+    by_owner: HashMap<Arc<str>, u32>,
+}
+
 /// Gives pending slots back when a creation ends, whether it succeeded or not (a
 /// successful one is counted through its pool from then on).
 struct Pending<'a> {
     mgr: &'a PoolManager,
     n: Usage,
+    owner: Arc<str>,
 }
 
 impl Drop for Pending<'_> {
     fn drop(&mut self) {
         let mut p = lock(&self.mgr.pending);
-        p.desktops -= self.n.desktops;
-        p.pixels -= self.n.pixels;
+        p.total.desktops -= self.n.desktops;
+        p.total.pixels -= self.n.pixels;
+        if let Some(c) = p.by_owner.get_mut(&self.owner) {
+            *c -= self.n.desktops;
+            if *c == 0 {
+                p.by_owner.remove(&self.owner);
+            }
+        }
     }
 }
 
@@ -248,8 +267,40 @@ impl PoolManager {
 
     /// Desktops alive or being started, over all pools.
     pub fn env_count(&self) -> u32 {
-        let pending = *lock(&self.pending);
+        let pending = lock(&self.pending).total;
         pending.desktops + self.held_by_pools().desktops
+    }
+
+    /// Desktops an owner's pools hold.
+    fn held_by_owner(&self, owner: &str) -> u32 {
+        lock(&self.pools)
+            .values()
+            .filter(|p| &*p.owner == owner)
+            .map(|p| p.usage().desktops)
+            .fold(0u32, u32::saturating_add)
+    }
+
+    /// Checks an owner's quota for `more` desktops (the caller holds `pending`).
+    fn fits_owner(
+        &self,
+        pending: &PendingState,
+        owner: &str,
+        quota: u32,
+        more: u32,
+    ) -> Result<(), ServiceError> {
+        let used = pending
+            .by_owner
+            .get(owner)
+            .copied()
+            .unwrap_or(0)
+            .saturating_add(self.held_by_owner(owner));
+        if used.checked_add(more).is_none_or(|a| a > quota) {
+            return Err(ServiceError::ResourceExhausted(format!(
+                "principal {owner} holds {used} desktops of its quota of {quota}; this needs \
+                 {more} more (close pools, or ask for a larger quota)"
+            )));
+        }
+        Ok(())
     }
 
     fn held_by_pools(&self) -> Usage {
@@ -287,13 +338,25 @@ impl PoolManager {
 
     /// Reserves `n` desktops of `screen` or fails with RESOURCE_EXHAUSTED, creating
     /// nothing. Hostile counts cannot wrap: sums are checked.
-    fn reserve(&self, n: u32, screen: Screen, what: &str) -> Result<Pending<'_>, ServiceError> {
+    fn reserve(
+        &self,
+        n: u32,
+        screen: Screen,
+        who: &Principal,
+        what: &str,
+    ) -> Result<Pending<'_>, ServiceError> {
         let mut pending = lock(&self.pending);
         let more = Usage::of(n, screen);
-        self.fits(*pending, more, what)?;
-        // `fits` proved the sum is in range.
-        *pending = pending.plus(more).unwrap_or(*pending);
-        Ok(Pending { mgr: self, n: more })
+        self.fits(pending.total, more, what)?;
+        self.fits_owner(&pending, &who.name, who.max_desktops, n)?;
+        // The checks above proved the sums are in range.
+        pending.total = pending.total.plus(more).unwrap_or(pending.total);
+        *pending.by_owner.entry(who.name.clone()).or_default() += n;
+        Ok(Pending {
+            mgr: self,
+            n: more,
+            owner: who.name.clone(),
+        })
     }
 
     fn new_id(&self, prefix: &str) -> String {
@@ -564,6 +627,7 @@ impl PoolManager {
         mut desktops: Vec<Desktop>,
         n: u32,
         recorder: Option<deskgym_datasets::Recorder>,
+        who: &Principal,
     ) -> Arc<Pool> {
         let spares = desktops.split_off((n as usize).min(desktops.len()));
         let spec_lease = spec.lease;
@@ -571,6 +635,8 @@ impl PoolManager {
         let env_ids: Vec<String> = (0..n).map(|_| self.new_id("e")).collect();
         let pool = Arc::new(Pool {
             id: pool_id.clone(),
+            owner: who.name.clone(),
+            owner_quota: who.max_desktops,
             spec,
             env_ids: env_ids.clone(),
             last_used: Mutex::new(Instant::now()),
@@ -625,6 +691,7 @@ impl PoolManager {
         spec: PoolSpec,
         n: u32,
         record_as: Option<&str>,
+        who: &Principal,
     ) -> Result<Arc<Pool>, ServiceError> {
         let total = n.checked_add(spec.warm_spares).ok_or_else(|| {
             ServiceError::ResourceExhausted(format!(
@@ -632,7 +699,7 @@ impl PoolManager {
                 self.limits.max_envs
             ))
         })?;
-        let pending = self.reserve(total, spec.screen, "this pool")?;
+        let pending = self.reserve(total, spec.screen, who, "this pool")?;
         let recorder = record_as
             .map(|name| record::open(&self.record, name, &spec))
             .transpose()?;
@@ -648,7 +715,7 @@ impl PoolManager {
                 return Err(e);
             }
         };
-        let pool = self.register(spec, desktops, n, recorder);
+        let pool = self.register(spec, desktops, n, recorder, who);
         drop(pending);
         tracing::info!(pool = %pool.id, task = pool.spec.task.id, n, spares = pool.spec.warm_spares,
             w = pool.spec.screen.width, h = pool.spec.screen.height, "pool created");
@@ -670,10 +737,13 @@ impl PoolManager {
                     // Under the capacity lock, so a concurrent creation sees this spare.
                     let pending = lock(&self.pending);
                     if self
-                        .fits(*pending, Usage::of(1, pool.spec.screen), "a spare")
+                        .fits(pending.total, Usage::of(1, pool.spec.screen), "a spare")
                         .is_err()
+                        || self
+                            .fits_owner(&pending, &pool.owner, pool.owner_quota, 1)
+                            .is_err()
                     {
-                        return;
+                        break;
                     }
                     pool.spares_starting.fetch_add(1, Ordering::Relaxed);
                 }
@@ -697,11 +767,22 @@ impl PoolManager {
     /// Stops every desktop of a pool and deletes its checkpoints. A call in flight on
     /// one of its envs finishes first (within its op_timeout); that wait happens on the
     /// step pool, never on an async worker.
+    ///
+    /// `who`: the caller, who must own the pool (anyone else gets NOT_FOUND); `None` for
+    /// the server itself (shutdown, reaping).
     pub async fn close_pool(
         self: &Arc<Self>,
         pool_id: &str,
+        who: Option<&Principal>,
     ) -> Result<(u32, Option<std::path::PathBuf>), ServiceError> {
-        let pool = lock(&self.pools).remove(pool_id).ok_or_else(|| {
+        let pool = {
+            let mut pools = lock(&self.pools);
+            match pools.get(pool_id) {
+                Some(p) if who.is_none_or(|w| w.name == p.owner) => pools.remove(pool_id),
+                _ => None,
+            }
+        }
+        .ok_or_else(|| {
             ServiceError::NotFound(format!(
                 "pool {} not found (closed, reaped, or never created)",
                 quote(pool_id)
@@ -769,7 +850,7 @@ impl PoolManager {
     pub async fn close_all(self: &Arc<Self>) {
         let ids: Vec<String> = lock(&self.pools).keys().cloned().collect();
         for id in ids {
-            let _ = self.close_pool(&id).await;
+            let _ = self.close_pool(&id, None).await;
         }
     }
 
@@ -787,23 +868,23 @@ impl PoolManager {
             } else {
                 tracing::warn!(pool = %id, "reaping idle pool");
             }
-            let _ = self.close_pool(id).await;
+            let _ = self.close_pool(id, None).await;
         }
         stale.into_iter().map(|(id, _)| id).collect()
     }
 
-    /// Renews the leases of `pool_ids`; returns the ids that are not (or no longer)
-    /// pools.
-    pub fn keep_alive(&self, pool_ids: &[String]) -> Vec<String> {
+    /// Renews the leases of `who`'s `pool_ids`; returns the ids that are not (or no
+    /// longer) its pools.
+    pub fn keep_alive(&self, pool_ids: &[String], who: &Principal) -> Vec<String> {
         let pools = lock(&self.pools);
         pool_ids
             .iter()
             .filter(|id| match pools.get(id.as_str()) {
-                Some(p) => {
+                Some(p) if p.owner == who.name => {
                     p.touch();
                     false
                 }
-                None => true,
+                _ => true,
             })
             .cloned()
             .collect()
@@ -815,21 +896,30 @@ impl PoolManager {
         self.op_timeout().saturating_mul(chunks)
     }
 
-    /// Looks up an env and marks its pool as used.
-    pub fn env(&self, env_id: &str) -> Result<Arc<Env>, ServiceError> {
-        let env = lock(&self.envs).get(env_id).cloned().ok_or_else(|| {
-            ServiceError::NotFound(format!(
-                "env {} not found (its pool was closed, reaped, or never created)",
-                quote(env_id)
-            ))
-        })?;
+    /// Looks up one of `who`'s envs and marks its pool as used. Another principal's
+    /// env is NOT_FOUND, exactly like one that does not exist.
+    pub fn env(&self, env_id: &str, who: &Principal) -> Result<Arc<Env>, ServiceError> {
+        let env = lock(&self.envs)
+            .get(env_id)
+            .filter(|e| e.pool.owner == who.name)
+            .cloned()
+            .ok_or_else(|| {
+                ServiceError::NotFound(format!(
+                    "env {} not found (its pool was closed, reaped, or never created)",
+                    quote(env_id)
+                ))
+            })?;
         env.pool.touch();
         Ok(env)
     }
 
     /// Saves an env's state as a new checkpoint, within `max_checkpoints`.
-    pub async fn save(self: &Arc<Self>, env_id: &str) -> Result<Arc<Checkpoint>, ServiceError> {
-        let env = self.env(env_id)?;
+    pub async fn save(
+        self: &Arc<Self>,
+        env_id: &str,
+        who: &Principal,
+    ) -> Result<Arc<Checkpoint>, ServiceError> {
+        let env = self.env(env_id, who)?;
         let id = self.new_id("c");
         let flight = env.begin(Call::Save)?;
         let deadline = tokio::time::Instant::now() + self.op_timeout();
@@ -857,15 +947,29 @@ impl PoolManager {
                 cp.bytes()
             )));
         }
+        let mine: Vec<&Arc<Checkpoint>> = all.iter().filter(|c| c.pool.owner == who.name).collect();
+        let mine_bytes: u64 = mine.iter().map(|c| c.bytes()).sum();
+        if mine.len() >= who.max_checkpoints as usize
+            || mine_bytes.saturating_add(cp.bytes()) > who.max_checkpoint_bytes
+        {
+            return Err(ServiceError::ResourceExhausted(format!(
+                "principal {} holds {} checkpoints ({mine_bytes} bytes) of its quota of {} \
+                 ({} bytes); delete some first",
+                who.name,
+                mine.len(),
+                who.max_checkpoints,
+                who.max_checkpoint_bytes
+            )));
+        }
         all.push(cp.clone());
         Ok(cp)
     }
 
-    /// Looks up a checkpoint.
-    pub fn checkpoint(&self, id: &str) -> Result<Arc<Checkpoint>, ServiceError> {
+    /// Looks up one of `who`'s checkpoints.
+    pub fn checkpoint(&self, id: &str, who: &Principal) -> Result<Arc<Checkpoint>, ServiceError> {
         lock(&self.checkpoints)
             .iter()
-            .find(|c| c.id == id)
+            .find(|c| c.id == id && c.pool.owner == who.name)
             .cloned()
             .ok_or_else(|| {
                 ServiceError::NotFound(format!(
@@ -875,20 +979,21 @@ impl PoolManager {
             })
     }
 
-    /// Checkpoints of one pool (or all, for an empty id), in creation order.
-    pub fn list_checkpoints(&self, pool_id: &str) -> Vec<Arc<Checkpoint>> {
+    /// `who`'s checkpoints of one pool (or of all its pools, for an empty id), in
+    /// creation order.
+    pub fn list_checkpoints(&self, pool_id: &str, who: &Principal) -> Vec<Arc<Checkpoint>> {
         lock(&self.checkpoints)
             .iter()
-            .filter(|c| pool_id.is_empty() || c.pool.id == pool_id)
+            .filter(|c| c.pool.owner == who.name && (pool_id.is_empty() || c.pool.id == pool_id))
             .cloned()
             .collect()
     }
 
-    /// Deletes a checkpoint.
-    pub fn delete_checkpoint(&self, id: &str) -> Result<(), ServiceError> {
+    /// Deletes one of `who`'s checkpoints.
+    pub fn delete_checkpoint(&self, id: &str, who: &Principal) -> Result<(), ServiceError> {
         let mut all = lock(&self.checkpoints);
         let before = all.len();
-        all.retain(|c| c.id != id);
+        all.retain(|c| c.id != id || c.pool.owner != who.name);
         if all.len() == before {
             return Err(ServiceError::NotFound(format!(
                 "checkpoint {} not found",
@@ -906,9 +1011,10 @@ impl PoolManager {
         cp_id: &str,
         n: u32,
         encoding: i32,
+        who: &Principal,
     ) -> Result<pb::ForkResponse, ServiceError> {
         let t0 = Instant::now();
-        let cp = self.checkpoint(cp_id)?;
+        let cp = self.checkpoint(cp_id, who)?;
         if n == 0 {
             return Err(ServiceError::invalid("n", "must be at least 1"));
         }
@@ -927,7 +1033,7 @@ impl PoolManager {
             spares.split_off(keep)
         };
         let from_spares = desktops.len() as u32;
-        let pending = match self.reserve(n - from_spares, spec.screen, "this fork") {
+        let pending = match self.reserve(n - from_spares, spec.screen, who, "this fork") {
             Ok(p) => p,
             Err(e) => {
                 lock(&cp.pool.spares).append(&mut desktops);
@@ -938,11 +1044,13 @@ impl PoolManager {
         let moved_usage = Usage::of(from_spares, spec.screen);
         {
             let mut p = lock(&self.pending);
-            *p = p.plus(moved_usage).unwrap_or(*p);
+            p.total = p.total.plus(moved_usage).unwrap_or(p.total);
+            *p.by_owner.entry(who.name.clone()).or_default() += from_spares;
         }
         let moved = Pending {
             mgr: self,
             n: moved_usage,
+            owner: who.name.clone(),
         };
         match self.start_desktops(&spec, n - from_spares, 0).await {
             Ok(more) => desktops.extend(more),
@@ -954,7 +1062,7 @@ impl PoolManager {
                 return Err(e);
             }
         }
-        let pool = self.register(spec, desktops, n, None);
+        let pool = self.register(spec, desktops, n, None, who);
         drop((pending, moved));
         let t_desktops = t0.elapsed();
 
@@ -966,7 +1074,7 @@ impl PoolManager {
         let deadline = tokio::time::Instant::now() + bound;
         let mut jobs = Vec::with_capacity(pool.env_ids.len());
         for id in &pool.env_ids {
-            let env = self.env(id)?;
+            let env = self.env(id, who)?;
             let flight = env.begin(Call::Restore)?;
             let (e, cp, opts, mgr) = (env.clone(), cp.clone(), opts.clone(), self.clone());
             let job = self.spawn(move || {
@@ -985,7 +1093,7 @@ impl PoolManager {
                     info: r.info,
                 }),
                 Err(e) => {
-                    let _ = self.close_pool(&pool.id).await;
+                    let _ = self.close_pool(&pool.id, None).await;
                     return Err(e);
                 }
             }

@@ -10,6 +10,7 @@ use deskgym_proto::v1::deskgym_server::Deskgym;
 use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
+use crate::auth::{Principal, principal};
 use crate::convert::{self, MAX_CHORD_BYTES, VERBS};
 use crate::env::{Call, Env, ObsOptions};
 use crate::error::{ServiceError, quote};
@@ -56,8 +57,9 @@ impl DeskgymService {
         item: pb::StepRequest,
         field: &str,
         shared: &[u128],
+        who: &Principal,
     ) -> Result<Pending<pb::StepResult>, ServiceError> {
-        let env = self.mgr.env(&item.env_id)?;
+        let env = self.mgr.env(&item.env_id, who)?;
         let action = convert::action(
             item.action.as_ref(),
             env.pool.spec.screen,
@@ -97,8 +99,9 @@ impl DeskgymService {
         r: pb::ResetRequest,
         field: &str,
         shared: &[u128],
+        who: &Principal,
     ) -> Result<Pending<pb::ResetResponse>, ServiceError> {
-        let env = self.mgr.env(&r.env_id)?;
+        let env = self.mgr.env(&r.env_id, who)?;
         let opts = self.opts(
             &format!("{field}if_none_match"),
             r.encoding,
@@ -198,10 +201,14 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::CreatePoolRequest>,
     ) -> Result<Response<pb::CreatePoolResponse>, Status> {
+        let who = principal(&req)?;
         let req = req.into_inner();
         let spec = self.mgr.spec(&req)?;
         let record = (!req.record.is_empty()).then_some(req.record.as_str());
-        let pool = self.mgr.create_pool(spec, req.num_envs, record).await?;
+        let pool = self
+            .mgr
+            .create_pool(spec, req.num_envs, record, &who)
+            .await?;
         Ok(Response::new(pb::CreatePoolResponse {
             pool_id: pool.id.clone(),
             env_ids: pool.env_ids.clone(),
@@ -224,8 +231,9 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::ClosePoolResponse>, Status> {
         // Its own task: a client that hangs up mid-close must not leave the close half
         // done (desktops stopped but the recording never finished).
+        let who = principal(&req)?;
         let (mgr, id) = (self.mgr.clone(), req.into_inner().pool_id);
-        let (n, path) = tokio::spawn(async move { mgr.close_pool(&id).await })
+        let (n, path) = tokio::spawn(async move { mgr.close_pool(&id, Some(&who)).await })
             .await
             .map_err(|e| ServiceError::Internal(format!("closing the pool failed: {e}")))??;
         Ok(Response::new(pb::ClosePoolResponse {
@@ -238,8 +246,9 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::ResetRequest>,
     ) -> Result<Response<pb::ResetResponse>, Status> {
+        let who = principal(&req)?;
         Ok(Response::new(
-            finish(self.start_reset(req.into_inner(), "", &[])).await?,
+            finish(self.start_reset(req.into_inner(), "", &[], &who)).await?,
         ))
     }
 
@@ -247,8 +256,9 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::StepRequest>,
     ) -> Result<Response<pb::StepResult>, Status> {
+        let who = principal(&req)?;
         Ok(Response::new(
-            finish(self.start_step(req.into_inner(), "", &[])).await?,
+            finish(self.start_step(req.into_inner(), "", &[], &who)).await?,
         ))
     }
 
@@ -256,6 +266,7 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::StepBatchRequest>,
     ) -> Result<Response<pb::StepBatchResponse>, Status> {
+        let who = principal(&req)?;
         let pb::StepBatchRequest {
             items,
             resets,
@@ -301,7 +312,7 @@ impl Deskgym for DeskgymService {
             .map(|(i, it)| {
                 (
                     it.env_id.clone(),
-                    self.start_step(it, &format!("items[{i}]."), &shared),
+                    self.start_step(it, &format!("items[{i}]."), &shared, &who),
                 )
             })
             .collect();
@@ -311,7 +322,7 @@ impl Deskgym for DeskgymService {
             .map(|(i, r)| {
                 (
                     r.env_id.clone(),
-                    self.start_reset(r, &format!("resets[{i}]."), &shared),
+                    self.start_reset(r, &format!("resets[{i}]."), &shared, &who),
                 )
             })
             .collect();
@@ -356,8 +367,9 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::ObserveRequest>,
     ) -> Result<Response<pb::Observation>, Status> {
+        let who = principal(&req)?;
         let req = req.into_inner();
-        let env = self.mgr.env(&req.env_id)?;
+        let env = self.mgr.env(&req.env_id, &who)?;
         let opts = self.opts("if_none_match", req.encoding, &req.if_none_match, &[])?;
         let flight = env.begin(Call::Observe)?;
         let (mgr, e) = (self.mgr.clone(), env.clone());
@@ -455,7 +467,8 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::SaveRequest>,
     ) -> Result<Response<pb::Checkpoint>, Status> {
-        let cp = self.mgr.save(&req.into_inner().env_id).await?;
+        let who = principal(&req)?;
+        let cp = self.mgr.save(&req.into_inner().env_id, &who).await?;
         Ok(Response::new(cp.to_proto()))
     }
 
@@ -463,9 +476,10 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::RestoreRequest>,
     ) -> Result<Response<pb::RestoreResponse>, Status> {
+        let who = principal(&req)?;
         let req = req.into_inner();
-        let env = self.mgr.env(&req.env_id)?;
-        let cp = self.mgr.checkpoint(&req.checkpoint_id)?;
+        let env = self.mgr.env(&req.env_id, &who)?;
+        let cp = self.mgr.checkpoint(&req.checkpoint_id, &who)?;
         let opts = ObsOptions {
             encoding: req.encoding,
             known: Vec::new(),
@@ -487,10 +501,11 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::ForkRequest>,
     ) -> Result<Response<pb::ForkResponse>, Status> {
+        let who = principal(&req)?;
         let req = req.into_inner();
         Ok(Response::new(
             self.mgr
-                .fork(&req.checkpoint_id, req.n, req.encoding)
+                .fork(&req.checkpoint_id, req.n, req.encoding, &who)
                 .await?,
         ))
     }
@@ -499,9 +514,10 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::ListCheckpointsRequest>,
     ) -> Result<Response<pb::ListCheckpointsResponse>, Status> {
+        let who = principal(&req)?;
         let checkpoints = self
             .mgr
-            .list_checkpoints(&req.into_inner().pool_id)
+            .list_checkpoints(&req.into_inner().pool_id, &who)
             .iter()
             .map(|c| c.to_proto())
             .collect();
@@ -512,8 +528,9 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::DeleteCheckpointRequest>,
     ) -> Result<Response<pb::DeleteCheckpointResponse>, Status> {
+        let who = principal(&req)?;
         self.mgr
-            .delete_checkpoint(&req.into_inner().checkpoint_id)?;
+            .delete_checkpoint(&req.into_inner().checkpoint_id, &who)?;
         Ok(Response::new(pb::DeleteCheckpointResponse {}))
     }
 
@@ -521,6 +538,7 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::KeepAliveRequest>,
     ) -> Result<Response<pb::KeepAliveResponse>, Status> {
+        let who = principal(&req)?;
         let ids = req.into_inner().pool_ids;
         let max = self.mgr.limits().max_envs as usize;
         if ids.len() > max {
@@ -531,7 +549,7 @@ impl Deskgym for DeskgymService {
             .into());
         }
         Ok(Response::new(pb::KeepAliveResponse {
-            gone: self.mgr.keep_alive(&ids),
+            gone: self.mgr.keep_alive(&ids, &who),
         }))
     }
 }

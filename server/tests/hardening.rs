@@ -586,3 +586,161 @@ async fn ids_are_unguessable() {
     assert_ne!(a.env_ids[0][..8], a.env_ids[1][..8]);
     server.stop().await;
 }
+
+fn not_found<T>(r: Result<tonic::Response<T>, tonic::Status>) {
+    let e = r.map(|_| ()).unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "{e:?}");
+}
+
+/// A request as principal `token`.
+fn as_<T>(token: &str, msg: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    r
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn principals_see_and_touch_only_their_own() {
+    let server = TestServer::start(ServerConfig {
+        principals: deskgym_server::auth::parse_token_file(
+            "alice: aaa desktops=2\nbob: bbb desktops=2 checkpoints=1\n",
+        )
+        .unwrap(),
+        limits: Limits {
+            max_envs: 8,
+            ..Limits::default()
+        },
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let mk = |n| pb::CreatePoolRequest {
+        task: "click-target".into(),
+        num_envs: n,
+        screen: Some(pb::ScreenSize {
+            width: 320,
+            height: 240,
+        }),
+        ..Default::default()
+    };
+    let a = c.create_pool(as_("aaa", mk(2))).await.unwrap().into_inner();
+    let env = a.env_ids[0].clone();
+    c.reset(as_(
+        "aaa",
+        pb::ResetRequest {
+            env_id: env.clone(),
+            seed: Some(1),
+            ..Default::default()
+        },
+    ))
+    .await
+    .unwrap();
+    let cp = c
+        .save(as_(
+            "aaa",
+            pb::SaveRequest {
+                env_id: env.clone(),
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+
+    // Bob gets NOT_FOUND for every one of Alice's objects, as for ids that never were.
+    not_found(c.step(as_("bbb", step_req(&env, noop()))).await);
+    not_found(
+        c.observe(as_(
+            "bbb",
+            pb::ObserveRequest {
+                env_id: env.clone(),
+                ..Default::default()
+            },
+        ))
+        .await,
+    );
+    not_found(
+        c.fork(as_(
+            "bbb",
+            pb::ForkRequest {
+                checkpoint_id: cp.checkpoint_id.clone(),
+                n: 1,
+                encoding: 0,
+            },
+        ))
+        .await,
+    );
+    not_found(
+        c.delete_checkpoint(as_(
+            "bbb",
+            pb::DeleteCheckpointRequest {
+                checkpoint_id: cp.checkpoint_id.clone(),
+            },
+        ))
+        .await,
+    );
+    not_found(
+        c.close_pool(as_(
+            "bbb",
+            pb::ClosePoolRequest {
+                pool_id: a.pool_id.clone(),
+            },
+        ))
+        .await,
+    );
+    let listed = c
+        .list_checkpoints(as_("bbb", pb::ListCheckpointsRequest::default()))
+        .await
+        .unwrap()
+        .into_inner()
+        .checkpoints;
+    assert!(listed.is_empty(), "{listed:?}");
+    let gone = c
+        .keep_alive(as_(
+            "bbb",
+            pb::KeepAliveRequest {
+                pool_ids: vec![a.pool_id.clone()],
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .gone;
+    assert_eq!(gone, vec![a.pool_id.clone()]);
+
+    // Quotas: Alice is at her 2 desktops; Bob still gets his.
+    let e = c.create_pool(as_("aaa", mk(1))).await.unwrap_err();
+    assert_eq!(e.code(), Code::ResourceExhausted);
+    assert!(e.message().contains("alice"), "{}", e.message());
+    let b = c.create_pool(as_("bbb", mk(2))).await.unwrap().into_inner();
+    let benv = b.env_ids[0].clone();
+    c.reset(as_(
+        "bbb",
+        pb::ResetRequest {
+            env_id: benv.clone(),
+            ..Default::default()
+        },
+    ))
+    .await
+    .unwrap();
+    c.save(as_(
+        "bbb",
+        pb::SaveRequest {
+            env_id: benv.clone(),
+        },
+    ))
+    .await
+    .unwrap();
+    let e = c
+        .save(as_("bbb", pb::SaveRequest { env_id: benv }))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        Code::ResourceExhausted,
+        "bob's checkpoint quota is 1"
+    );
+    // Alice's objects still work for Alice.
+    c.step(as_("aaa", step_req(&env, noop()))).await.unwrap();
+    server.stop().await;
+}
