@@ -17,6 +17,57 @@ def code_name(code: int) -> str:
     return _CODE_NAMES.get(code, f"CODE_{code}")
 
 
+def _fields(buf: bytes) -> list[tuple[int, int, bytes | int]]:
+    """The top-level (field number, wire type, value) of a protobuf message (varint and
+    length-delimited fields only: all that google.rpc.Status/Any/BadRequest use)."""
+    out: list[tuple[int, int, bytes | int]] = []
+    i = 0
+
+    def varint() -> int:
+        nonlocal i
+        v, shift = 0, 0
+        while True:
+            b = buf[i]
+            i += 1
+            v |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return v
+
+    while i < len(buf):
+        key = varint()
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            out.append((num, wt, varint()))
+        elif wt == 2:
+            n = varint()
+            out.append((num, wt, buf[i:i + n]))
+            i += n
+        else:
+            raise ValueError(f"wire type {wt}")
+    return out
+
+
+def field_from_details(details: bytes) -> str | None:
+    """The first ``google.rpc.BadRequest`` field violation in a ``grpc-status-details-bin``
+    trailer (a serialized ``google.rpc.Status``), decoded without extra dependencies."""
+    try:
+        for num, _, any_msg in _fields(details):
+            if num != 3 or not isinstance(any_msg, bytes):
+                continue
+            parts = {n: v for n, _, v in _fields(any_msg)}
+            if parts.get(1) != b"type.googleapis.com/google.rpc.BadRequest" or not isinstance(parts.get(2), bytes):
+                continue
+            for vnum, _, violation in _fields(parts[2]):  # type: ignore[arg-type]
+                if vnum == 1 and isinstance(violation, bytes):
+                    f = {n: v for n, _, v in _fields(violation)}.get(1)
+                    if isinstance(f, bytes):
+                        return f.decode()
+    except (IndexError, ValueError, UnicodeDecodeError):
+        return None
+    return None
+
+
 def field_of(code: str, message: str) -> str | None:
     """The offending field of an INVALID_ARGUMENT message ("action.key.keys"), else None."""
     if code != "INVALID_ARGUMENT":
@@ -55,4 +106,10 @@ class DeskgymError(Exception):
     def from_rpc(cls, err: grpc.RpcError) -> DeskgymError:
         code = err.code() if hasattr(err, "code") else None
         details = err.details() if hasattr(err, "details") else str(err)
-        return cls(code.name if code is not None else "UNKNOWN", details or "")
+        field = None
+        trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
+        for item in trailers or ():
+            key, value = item.key, item.value
+            if key == "grpc-status-details-bin" and isinstance(value, bytes):
+                field = field_from_details(value)
+        return cls(code.name if code is not None else "UNKNOWN", details or "", field)

@@ -151,3 +151,15 @@ def _xvfb_pid(display: int) -> int:
         except OSError:
             continue
     raise AssertionError(f"no Xvfb holds {path}")
+
+
+def test_undecodable_requests_are_invalid_argument(address: str) -> None:
+    import grpc
+
+    with grpc.insecure_channel(address) as ch:
+        raw = ch.unary_unary("/deskgym.v1.Deskgym/Step", request_serializer=lambda b: b,
+                             response_deserializer=lambda b: b)
+        with pytest.raises(grpc.RpcError) as e:
+            raw(b"\xff\xff\xff\xff", timeout=10)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "StepRequest" in (e.value.details() or "")

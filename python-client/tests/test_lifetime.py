@@ -29,6 +29,30 @@ def test_errors_pickle_with_code_message_and_field() -> None:
     assert deskgym.DeskgymError("NOT_FOUND", "env x: gone").field is None
 
 
+def test_bad_input_field_comes_from_the_servers_bad_request_detail(client: deskgym.Client) -> None:
+    pool = client.create_pool("click-target", 1, screen=SMALL)
+    try:
+        env = pool.env_ids[0]
+        client.reset(env, seed=0)
+        with pytest.raises(deskgym.DeskgymError) as e:
+            client.step(env, deskgym.to_proto({"verb": "click", "x": 9999, "y": 5}))
+        assert e.value.code == "INVALID_ARGUMENT"
+        assert e.value.field == "action.click.target.point_px"
+        # The field travels as data too: a google.rpc.BadRequest in the status details.
+        import grpc
+
+        from deskgym.errors import field_from_details
+        from deskgym.v1 import deskgym_pb2 as pb
+
+        with pytest.raises(grpc.RpcError) as raw:
+            client._stub.Step(pb.StepRequest(env_id=env, action=deskgym.to_proto({"verb": "click", "x": 9999, "y": 5})))
+        trailers = dict(raw.value.trailing_metadata())
+        assert field_from_details(trailers["grpc-status-details-bin"]) == "action.click.target.point_px"
+        assert field_from_details(b"") is None and field_from_details(b"\xff") is None
+    finally:
+        client.close_pool(pool.pool_id)
+
+
 def _raise_in_worker(address: str) -> None:
     with deskgym.Client(address) as c:
         c.reset("no-such-env")

@@ -121,7 +121,21 @@ pub fn quote(s: &str) -> String {
 
 impl From<ServiceError> for Status {
     fn from(e: ServiceError) -> Self {
-        Status::new(e.code(), e.to_string())
+        use tonic_types::{ErrorDetails, StatusExt as _};
+        let (code, message) = (e.code(), e.to_string());
+        match e {
+            // The field also travels as data: a `google.rpc.BadRequest` field violation
+            // (the richer error model), besides leading the message.
+            ServiceError::InvalidArgument {
+                field,
+                message: why,
+            } => Status::with_error_details(
+                code,
+                message,
+                ErrorDetails::with_bad_request_violation(field, why),
+            ),
+            _ => Status::new(code, message),
+        }
     }
 }
 
@@ -184,6 +198,21 @@ mod tests {
             assert_eq!(s.code(), code);
             assert_eq!(s.message(), msg);
         }
+    }
+
+    #[test]
+    fn bad_input_carries_a_field_violation() {
+        use tonic_types::StatusExt as _;
+        let s = Status::from(ServiceError::invalid("action.key.keys", "unknown key"));
+        let details = s.get_error_details();
+        let v = &details
+            .bad_request()
+            .expect("a BadRequest")
+            .field_violations[0];
+        assert_eq!(
+            (v.field.as_str(), v.description.as_str()),
+            ("action.key.keys", "unknown key")
+        );
     }
 
     #[test]
