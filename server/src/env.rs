@@ -13,7 +13,9 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use deskgym_proto::v1 as pb;
-use deskgym_worker::{Action, Desktop, DesktopError, Frame, Point, SettlePolicy, SettleReport};
+use deskgym_worker::{Action, DesktopError, Frame, Point, SettlePolicy, SettleReport};
+
+use crate::backend::Desktop;
 
 use crate::error::ServiceError;
 use crate::frame_cache::{Blob, FrameCache};
@@ -107,7 +109,7 @@ struct Episode {
 #[derive(Debug, Default)]
 pub(crate) struct EnvState {
     /// `None` before the first start and after the desktop died; Reset starts one.
-    pub(crate) desktop: Option<Desktop>,
+    pub(crate) desktop: Option<Box<dyn Desktop>>,
     episode: Option<Episode>,
     episodes: u64,
     /// Seed base of the unseeded episodes (see [`episode_seed`]).
@@ -291,7 +293,7 @@ impl Env {
     pub(crate) fn new(
         id: String,
         pool: Arc<Pool>,
-        desktop: Option<Desktop>,
+        desktop: Option<Box<dyn Desktop>>,
         seed_base: u64,
     ) -> Self {
         let env = Self {
@@ -329,13 +331,20 @@ impl Env {
         }
     }
 
-    fn set_desktop<'a>(&self, s: &'a mut EnvState, d: Desktop) -> &'a mut Desktop {
-        self.xvfb_pid.store(d.xvfb_pid(), Ordering::Release);
-        self.app_pid.store(d.app_pid(), Ordering::Release);
+    fn set_desktop<'a>(
+        &self,
+        s: &'a mut EnvState,
+        d: Box<dyn Desktop>,
+    ) -> &'a mut Box<dyn Desktop> {
+        let pids = d.pids();
+        self.xvfb_pid
+            .store(pids.first().copied().unwrap_or(0), Ordering::Release);
+        self.app_pid
+            .store(pids.get(1).copied().unwrap_or(0), Ordering::Release);
         s.desktop.insert(d)
     }
 
-    fn drop_desktop(&self, s: &mut EnvState) -> Option<Desktop> {
+    fn drop_desktop(&self, s: &mut EnvState) -> Option<Box<dyn Desktop>> {
         // Forget the pids first: once the desktop is reaped they may be reused.
         self.xvfb_pid.store(0, Ordering::Release);
         self.app_pid.store(0, Ordering::Release);
@@ -358,7 +367,7 @@ impl Env {
     }
 
     /// Takes the desktop out (closing the env).
-    pub(crate) fn take_desktop(&self) -> Option<Desktop> {
+    pub(crate) fn take_desktop(&self) -> Option<Box<dyn Desktop>> {
         let mut s = lock(&self.state);
         s.episode = None;
         self.drop_desktop(&mut s)
@@ -383,7 +392,10 @@ impl Env {
 
     /// Gives back the desktop, restarting it (from a warm spare when the pool has one)
     /// when it is missing or dead.
-    fn live_desktop<'a>(&self, s: &'a mut EnvState) -> Result<&'a mut Desktop, ServiceError> {
+    fn live_desktop<'a>(
+        &self,
+        s: &'a mut EnvState,
+    ) -> Result<&'a mut Box<dyn Desktop>, ServiceError> {
         if let Some(d) = s.desktop.as_mut() {
             if d.check_alive().is_ok() {
                 return s
@@ -480,7 +492,7 @@ impl Env {
             known,
             Some(&ep.log.episode_id),
         )?;
-        let info = self.info(&ep, started, s.desktop.as_ref().map(Desktop::display));
+        let info = self.info(&ep, started, s.desktop.as_ref().map(|d| d.display()));
         s.episode = Some(ep);
         Ok(pb::ResetResponse {
             observation: Some(observation),
@@ -772,7 +784,7 @@ impl Env {
     }
 
     /// Captures the screen (the one place a test can make a capture fail).
-    fn capture(&self, d: &mut Desktop) -> Result<Frame, DesktopError> {
+    fn capture(&self, d: &mut Box<dyn Desktop>) -> Result<Frame, DesktopError> {
         #[cfg(test)]
         if self.fail_next_capture.swap(false, Ordering::AcqRel) {
             return Err(DesktopError::X11("injected capture failure".into()));

@@ -16,6 +16,7 @@
 //! and stop the server at will (as mini-redis does).
 
 pub mod auth;
+mod backend;
 pub mod config;
 pub mod convert;
 pub mod encode;

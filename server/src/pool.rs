@@ -23,10 +23,11 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use deskgym_proto::v1 as pb;
-use deskgym_worker::{Desktop, DesktopConfig, Settle, SettlePolicy, TaskSpec};
+use deskgym_worker::{DesktopConfig, Settle, SettlePolicy, TaskSpec};
 use tokio::sync::oneshot;
 
 use crate::auth::Principal;
+use crate::backend::{Backend, Desktop};
 use crate::config::Limits;
 use crate::convert::Screen;
 use crate::env::{Call, Checkpoint, Env, ObsOptions, lock};
@@ -58,6 +59,8 @@ pub struct PoolSpec {
     pub warm_spares: u32,
     /// Lease TTL (see [`Pool::lease`]).
     pub lease: Option<Duration>,
+    /// What starts its desktops.
+    pub(crate) backend: Arc<dyn Backend>,
 }
 
 /// Shortest lease: a client renews every TTL/3, so shorter would be mostly renewals.
@@ -78,8 +81,8 @@ impl PoolSpec {
     /// Starts a desktop; a spare is also reset to the task's initial state and captured
     /// once, so its first real use skips the first-draw and first-capture costs
     /// (measured at ~40 ms on a fresh desktop).
-    pub(crate) fn start_desktop(&self, spare: bool) -> Result<Desktop, ServiceError> {
-        let mut d = Desktop::start(self.desktop_config())?;
+    pub(crate) fn start_desktop(&self, spare: bool) -> Result<Box<dyn Desktop>, ServiceError> {
+        let mut d = self.backend.start(self.desktop_config())?;
         if spare {
             d.reset(self.seed)?;
             d.capture()?;
@@ -101,8 +104,9 @@ pub struct Pool {
     pub spec: PoolSpec,
     /// Its envs, in creation order.
     pub env_ids: Vec<String>,
-    last_used: Mutex<Instant>,
-    spares: Mutex<Vec<Desktop>>,
+    /// Last call or renewal (tokio's clock, so tests can pause time).
+    last_used: Mutex<tokio::time::Instant>,
+    spares: Mutex<Vec<Box<dyn Desktop>>>,
     spares_starting: AtomicU32,
     closed: AtomicBool,
     /// The pool's recording, when it records; taken (and closed) with the pool. A read
@@ -131,11 +135,11 @@ impl Pool {
 
     /// Marks the pool as used now (calls and KeepAlive renew its lease).
     pub(crate) fn touch(&self) {
-        *lock(&self.last_used) = Instant::now();
+        *lock(&self.last_used) = tokio::time::Instant::now();
     }
 
     /// A started desktop, if a spare is ready (the pool tops spares up in the background).
-    pub(crate) fn take_spare(&self) -> Option<Desktop> {
+    pub(crate) fn take_spare(&self) -> Option<Box<dyn Desktop>> {
         lock(&self.spares).pop()
     }
 
@@ -183,6 +187,8 @@ impl Usage {
 /// Owns every pool, env and checkpoint, the fleet frame cache and the step pool.
 pub struct PoolManager {
     limits: Limits,
+    /// What starts desktops (real Xvfb desktops, or a fake in unit tests).
+    backend: Arc<dyn Backend>,
     executor: rayon::ThreadPool,
     /// Blocking jobs admitted and not finished (bounded by `limits.max_queued_ops`).
     queued: Arc<AtomicUsize>,
@@ -238,14 +244,26 @@ impl Drop for Pending<'_> {
 }
 
 impl PoolManager {
-    /// Creates a manager whose blocking work runs on `threads` dedicated threads.
+    /// Creates a manager of real desktops whose blocking work runs on `threads`
+    /// dedicated threads.
     pub fn new(limits: Limits, threads: usize, record: RecordSettings) -> std::io::Result<Self> {
+        Self::with_backend(limits, threads, record, Arc::new(crate::backend::Real))
+    }
+
+    /// Creates a manager whose desktops come from `backend`.
+    pub(crate) fn with_backend(
+        limits: Limits,
+        threads: usize,
+        record: RecordSettings,
+        backend: Arc<dyn Backend>,
+    ) -> std::io::Result<Self> {
         let executor = rayon::ThreadPoolBuilder::new()
             .num_threads(threads.max(1))
             .thread_name(|i| format!("deskgym-step-{i}"))
             .build()
             .map_err(std::io::Error::other)?;
         Ok(Self {
+            backend,
             queued: Arc::default(),
             cache: FrameCache::new(limits.frame_cache_bytes),
             limits,
@@ -579,6 +597,7 @@ impl PoolManager {
             },
             warm_spares: req.warm_spares,
             lease: (req.lease_ttl_ms > 0).then(|| Duration::from_millis(req.lease_ttl_ms.into())),
+            backend: self.backend.clone(),
         })
     }
 
@@ -589,7 +608,7 @@ impl PoolManager {
         spec: &PoolSpec,
         n: u32,
         spares: u32,
-    ) -> Result<Vec<Desktop>, ServiceError> {
+    ) -> Result<Vec<Box<dyn Desktop>>, ServiceError> {
         let jobs: Vec<_> = (0..n)
             .map(|i| {
                 let spec = spec.clone();
@@ -624,7 +643,7 @@ impl PoolManager {
     fn register(
         &self,
         spec: PoolSpec,
-        mut desktops: Vec<Desktop>,
+        mut desktops: Vec<Box<dyn Desktop>>,
         n: u32,
         recorder: Option<deskgym_datasets::Recorder>,
         who: &Principal,
@@ -639,7 +658,7 @@ impl PoolManager {
             owner_quota: who.max_desktops,
             spec,
             env_ids: env_ids.clone(),
-            last_used: Mutex::new(Instant::now()),
+            last_used: Mutex::new(tokio::time::Instant::now()),
             spares: Mutex::new(spares),
             spares_starting: AtomicU32::new(0),
             closed: AtomicBool::new(false),
@@ -1027,7 +1046,7 @@ impl PoolManager {
         let mut spec = cp.pool.spec.clone();
         spec.warm_spares = 0;
         // Spares first: they already hold a slot, so only the rest is reserved.
-        let mut desktops: Vec<Desktop> = {
+        let mut desktops: Vec<Box<dyn Desktop>> = {
             let mut spares = lock(&cp.pool.spares);
             let keep = spares.len().saturating_sub(n as usize);
             spares.split_off(keep)
@@ -1108,5 +1127,185 @@ impl PoolManager {
             expected_hash: deskgym_worker::hash_hex(cp.frame_hash()),
             from_spares,
         })
+    }
+}
+
+/// Pool machinery against the in-memory fake backend (no Xvfb): capacity, spares,
+/// fork all-or-nothing, crash restart, leases with paused time.
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::backend::fake::FakeBackend;
+
+    fn manager(max_envs: u32) -> (Arc<PoolManager>, Arc<FakeBackend>) {
+        let backend = Arc::new(FakeBackend::new());
+        let record = RecordSettings {
+            data_dir: std::env::temp_dir(),
+            roll_bytes: 1 << 20,
+            roll_every: Duration::from_secs(30),
+            overflow: deskgym_datasets::Overflow::Block,
+            video_fps: None,
+        };
+        let limits = Limits {
+            max_envs,
+            ..Limits::default()
+        };
+        let mgr = PoolManager::with_backend(limits, 4, record, backend.clone()).unwrap();
+        (Arc::new(mgr), backend)
+    }
+
+    fn req(n: u32, spares: u32) -> pb::CreatePoolRequest {
+        pb::CreatePoolRequest {
+            task: "click-target".into(),
+            num_envs: n,
+            warm_spares: spares,
+            screen: Some(pb::ScreenSize {
+                width: 320,
+                height: 240,
+            }),
+            ..Default::default()
+        }
+    }
+
+    async fn create(
+        mgr: &Arc<PoolManager>,
+        n: u32,
+        spares: u32,
+        who: &Principal,
+    ) -> Result<Arc<Pool>, ServiceError> {
+        let spec = mgr.spec(&req(n, spares))?;
+        mgr.create_pool(spec, n, None, who).await
+    }
+
+    fn raw() -> ObsOptions {
+        ObsOptions {
+            encoding: pb::ImageEncoding::RawRgb as i32,
+            known: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn capacity_is_all_or_nothing_and_given_back() {
+        let (mgr, backend) = manager(4);
+        let who = Principal::local(mgr.limits());
+        let p = create(&mgr, 3, 0, &who).await.unwrap();
+        assert_eq!(mgr.env_count(), 3);
+        let e = create(&mgr, 2, 0, &who).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+        assert_eq!(
+            backend.started.load(Ordering::Acquire),
+            3,
+            "nothing started"
+        );
+        // Overflowing counts are refused, not wrapped.
+        let e = create(&mgr, 2, u32::MAX, &who).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+        mgr.close_pool(&p.id, Some(&who)).await.unwrap();
+        assert_eq!(mgr.env_count(), 0);
+        create(&mgr, 4, 0, &who).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_failed_start_leaves_nothing_behind() {
+        let (mgr, backend) = manager(8);
+        let who = Principal::local(mgr.limits());
+        backend.fail_after.store(2, Ordering::Release);
+        let e = create(&mgr, 4, 0, &who).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+        assert_eq!(mgr.env_count(), 0, "pending slots were given back");
+        assert!(lock(&mgr.pools).is_empty());
+    }
+
+    #[tokio::test]
+    async fn warm_spares_count_and_refill() {
+        let (mgr, backend) = manager(4);
+        let who = Principal::local(mgr.limits());
+        let p = create(&mgr, 1, 2, &who).await.unwrap();
+        assert_eq!(mgr.env_count(), 3);
+        assert_eq!(lock(&p.spares).len(), 2);
+        assert!(p.take_spare().is_some());
+        mgr.top_up_spares();
+        // The refill runs on the step pool; wait for it (bounded).
+        for _ in 0..200 {
+            if lock(&p.spares).len() == 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert_eq!(lock(&p.spares).len(), 2);
+        assert_eq!(backend.started.load(Ordering::Acquire), 4);
+    }
+
+    #[tokio::test]
+    async fn a_dead_desktop_is_unavailable_then_restarted_from_a_spare() {
+        let (mgr, backend) = manager(4);
+        let who = Principal::local(mgr.limits());
+        let p = create(&mgr, 1, 1, &who).await.unwrap();
+        let env = mgr.env(&p.env_ids[0], &who).unwrap();
+        env.reset(&mgr.cache, Some(1), &raw()).unwrap();
+        backend.dead.store(true, Ordering::Release);
+        let action = deskgym_worker::Action::Click {
+            at: deskgym_worker::Point { x: 1, y: 1 },
+            button: deskgym_worker::Button::Left,
+            count: 1,
+        };
+        let e = env.step(&mgr.cache, &action, &raw(), false).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable);
+        backend.dead.store(false, Ordering::Release);
+        // The next reset takes the spare instead of starting a desktop.
+        let before = backend.started.load(Ordering::Acquire);
+        env.reset(&mgr.cache, Some(1), &raw()).unwrap();
+        assert_eq!(backend.started.load(Ordering::Acquire), before);
+        assert!(lock(&p.spares).is_empty());
+    }
+
+    #[tokio::test]
+    async fn fork_is_all_or_nothing() {
+        let (mgr, backend) = manager(6);
+        let who = Principal::local(mgr.limits());
+        let p = create(&mgr, 1, 0, &who).await.unwrap();
+        let env = mgr.env(&p.env_ids[0], &who).unwrap();
+        env.reset(&mgr.cache, Some(5), &raw()).unwrap();
+        let cp = mgr.save(&env.id, &who).await.unwrap();
+        let ok = mgr.fork(&cp.id, 3, 0, &who).await.unwrap();
+        assert!(
+            ok.replicas
+                .iter()
+                .all(|r| r.fidelity == pb::Fidelity::Exact as i32)
+        );
+        assert_eq!(mgr.env_count(), 4);
+        // The second start of the next fork fails: no pool, no desktop stays.
+        backend.fail_after.store(1, Ordering::Release);
+        let e = mgr.fork(&cp.id, 2, 0, &who).await.unwrap_err();
+        assert_eq!(e.code(), tonic::Code::Unavailable);
+        assert_eq!(mgr.env_count(), 4);
+        assert_eq!(lock(&mgr.pools).len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn leases_expire_with_time_and_renewals_keep_them() {
+        let (mgr, _) = manager(4);
+        let who = Principal::local(mgr.limits());
+        let mut r = req(1, 0);
+        r.lease_ttl_ms = 1_000;
+        let spec = mgr.spec(&r).unwrap();
+        let kept = mgr.create_pool(spec.clone(), 1, None, &who).await.unwrap();
+        let lapsed = mgr.create_pool(spec, 1, None, &who).await.unwrap();
+        for _ in 0..6 {
+            tokio::time::advance(Duration::from_millis(400)).await;
+            assert!(
+                mgr.keep_alive(std::slice::from_ref(&kept.id), &who)
+                    .is_empty()
+            );
+            mgr.reap_idle(None).await;
+        }
+        let pools = lock(&mgr.pools);
+        assert!(pools.contains_key(&kept.id));
+        assert!(
+            !pools.contains_key(&lapsed.id),
+            "the silent pool was reaped"
+        );
     }
 }

@@ -1,0 +1,225 @@
+//! What a pool's desktops are: the real one (Xvfb, XTEST, the task app) or, for fast
+//! unit tests of the pool machinery, a fake that runs the same task logic in memory.
+//!
+//! Envs and pools hold desktops as `Box<dyn Desktop>` and start them through a
+//! [`Backend`]; nothing else in the server knows which one it has.
+
+use deskgym_worker::{
+    Action, DesktopConfig, DesktopError, Frame, Outcome, Point, Result as WorkerResult,
+};
+
+/// One running desktop, as the env drives it.
+pub(crate) trait Desktop: Send + std::fmt::Debug {
+    /// Starts a new episode laid out from `seed`.
+    fn reset(&mut self, seed: u64) -> WorkerResult<Outcome>;
+    /// Performs one action and waits for the screen to be final.
+    fn step(&mut self, action: &Action) -> WorkerResult<Outcome>;
+    /// Captures the screen.
+    fn capture(&mut self) -> WorkerResult<Frame>;
+    /// Pointer position as placed by the last action.
+    fn pointer(&self) -> Point;
+    /// Display number (operators find the env's X server by it).
+    fn display(&self) -> u32;
+    /// Fails when a part of the desktop died.
+    fn check_alive(&mut self) -> WorkerResult<()>;
+    /// Pids to SIGKILL when a call overruns its deadline (none for a fake).
+    fn pids(&self) -> Vec<u32>;
+}
+
+impl Desktop for deskgym_worker::Desktop {
+    fn reset(&mut self, seed: u64) -> WorkerResult<Outcome> {
+        deskgym_worker::Desktop::reset(self, seed)
+    }
+    fn step(&mut self, action: &Action) -> WorkerResult<Outcome> {
+        deskgym_worker::Desktop::step(self, action)
+    }
+    fn capture(&mut self) -> WorkerResult<Frame> {
+        deskgym_worker::Desktop::capture(self)
+    }
+    fn pointer(&self) -> Point {
+        deskgym_worker::Desktop::pointer(self)
+    }
+    fn display(&self) -> u32 {
+        deskgym_worker::Desktop::display(self)
+    }
+    fn check_alive(&mut self) -> WorkerResult<()> {
+        deskgym_worker::Desktop::check_alive(self)
+    }
+    fn pids(&self) -> Vec<u32> {
+        vec![self.xvfb_pid(), self.app_pid()]
+    }
+}
+
+/// Starts desktops.
+pub(crate) trait Backend: Send + Sync + std::fmt::Debug {
+    /// Starts one desktop for `config`.
+    fn start(&self, config: DesktopConfig) -> Result<Box<dyn Desktop>, DesktopError>;
+}
+
+/// Real desktops: an Xvfb, an X session and the task app each.
+#[derive(Debug, Default)]
+pub(crate) struct Real;
+
+impl Backend for Real {
+    fn start(&self, config: DesktopConfig) -> Result<Box<dyn Desktop>, DesktopError> {
+        Ok(Box::new(deskgym_worker::Desktop::start(config)?))
+    }
+}
+
+/// An in-memory backend for unit tests of pool logic: the real task logic
+/// (`tasks::Episode`), no X server. Frames are a small picture derived from the scene,
+/// so the same seed and actions give the same hash, as on a real desktop.
+#[cfg(test)]
+pub(crate) mod fake {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+
+    use deskgym_worker::tasks::{Episode, FontMetrics, Input};
+    use deskgym_worker::{AppState, SettleReport};
+
+    use super::*;
+
+    /// Knobs tests turn: starts that fail, desktops that die.
+    #[derive(Debug, Default)]
+    pub(crate) struct FakeBackend {
+        /// Desktops started so far.
+        pub(crate) started: AtomicU32,
+        /// Starts left before every further start fails (negative: never fail).
+        pub(crate) fail_after: AtomicI64,
+        /// Set on every desktop started: when true they report themselves dead.
+        pub(crate) dead: Arc<AtomicBool>,
+    }
+
+    impl FakeBackend {
+        /// A backend whose starts never fail.
+        pub(crate) fn new() -> Self {
+            Self {
+                fail_after: AtomicI64::new(-1),
+                ..Self::default()
+            }
+        }
+    }
+
+    impl Backend for FakeBackend {
+        fn start(&self, config: DesktopConfig) -> Result<Box<dyn Desktop>, DesktopError> {
+            if self.fail_after.load(Ordering::Acquire) == 0 {
+                return Err(DesktopError::XvfbStart("injected start failure".into()));
+            }
+            let _ = self
+                .fail_after
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n > 0).then(|| n - 1)
+                });
+            let n = self.started.fetch_add(1, Ordering::AcqRel);
+            Ok(Box::new(FakeDesktop {
+                config,
+                display: 1000 + n,
+                episode: None,
+                pointer: Point { x: 0, y: 0 },
+                dead: self.dead.clone(),
+            }))
+        }
+    }
+
+    #[derive(Debug)]
+    struct FakeDesktop {
+        config: DesktopConfig,
+        display: u32,
+        episode: Option<Episode>,
+        pointer: Point,
+        dead: Arc<AtomicBool>,
+    }
+
+    const FONT: FontMetrics = FontMetrics {
+        char_width: 10,
+        ascent: 16,
+        descent: 4,
+    };
+
+    impl FakeDesktop {
+        fn app(&self) -> AppState {
+            let e = self.episode.as_ref();
+            AppState {
+                reward: e.map_or(0.0, |e| e.reward()),
+                done: e.is_some_and(|e| e.done()),
+                instruction: e.map(|e| e.instruction().to_string()).unwrap_or_default(),
+            }
+        }
+
+        fn outcome(&self) -> Outcome {
+            Outcome {
+                app: self.app(),
+                settle: SettleReport {
+                    policy: self.config.settle.policy,
+                    quiesced: true,
+                    ..Default::default()
+                },
+            }
+        }
+    }
+
+    impl Desktop for FakeDesktop {
+        fn reset(&mut self, seed: u64) -> WorkerResult<Outcome> {
+            self.check_alive()?;
+            let c = &self.config;
+            self.episode = Episode::new(&c.task, seed, c.width, c.height);
+            Ok(self.outcome())
+        }
+
+        fn step(&mut self, action: &Action) -> WorkerResult<Outcome> {
+            self.check_alive()?;
+            if let (Action::Click { at, .. }, Some(e)) = (action, self.episode.as_mut()) {
+                self.pointer = *at;
+                e.handle(Input::Press {
+                    button: 1,
+                    x: at.x,
+                    y: at.y,
+                });
+                e.handle(Input::Release {
+                    button: 1,
+                    x: at.x,
+                    y: at.y,
+                });
+            }
+            Ok(self.outcome())
+        }
+
+        fn capture(&mut self) -> WorkerResult<Frame> {
+            self.check_alive()?;
+            // A picture of the scene: its draw list's text, tiled over the screen.
+            let scene = self
+                .episode
+                .as_ref()
+                .map(|e| format!("{:?}", e.scene(FONT)))
+                .unwrap_or_default();
+            let (w, h) = (self.config.width, self.config.height);
+            let bytes = scene.as_bytes();
+            let rgb: Vec<u8> = (0..(w * h * 3) as usize)
+                .map(|i| bytes.get(i % bytes.len().max(1)).copied().unwrap_or(0))
+                .collect();
+            Ok(Frame::from_rgb(w, h, rgb))
+        }
+
+        fn pointer(&self) -> Point {
+            self.pointer
+        }
+
+        fn display(&self) -> u32 {
+            self.display
+        }
+
+        fn check_alive(&mut self) -> WorkerResult<()> {
+            if self.dead.load(Ordering::Acquire) {
+                return Err(DesktopError::DisplayGone {
+                    display: self.display,
+                    reason: "fake desktop marked dead".into(),
+                });
+            }
+            Ok(())
+        }
+
+        fn pids(&self) -> Vec<u32> {
+            Vec::new()
+        }
+    }
+}
