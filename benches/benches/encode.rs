@@ -170,6 +170,7 @@ fn recorder(c: &mut Criterion) {
                     channel_capacity: 64,
                     overflow: Overflow::Block,
                     video_fps: fps,
+                    video_variable_rate: false,
                 })
                 .expect("recorder");
                 let t = std::time::Instant::now();

@@ -75,6 +75,7 @@ mod tests {
             channel_capacity: 16,
             overflow: Overflow::Block,
             video_fps: None,
+            video_variable_rate: false,
         }
     }
 

@@ -185,6 +185,9 @@ pub struct VideoStream {
     /// The last picture converted (its own memory, not a pooled buffer), pushed again
     /// for a repeated frame.
     last_picture: Option<gst::Buffer>,
+    /// One picture per slot (true, the default) or repeats elided (the previous
+    /// picture shown longer: cheaper, but readers that map frame index to time break).
+    constant_rate: bool,
 }
 
 /// `appsrc ! mp4mux ! filesink`: writes one episode's encoded frames to a file.
@@ -297,6 +300,7 @@ impl VideoStream {
             episode: None,
             spare: None,
             last_picture: None,
+            constant_rate: true,
         })
     }
 
@@ -335,14 +339,25 @@ impl VideoStream {
         Ok(())
     }
 
+    /// Elides repeated frames (variable frame rate) instead of encoding one picture per
+    /// slot.
+    pub fn set_constant_rate(&mut self, on: bool) {
+        self.constant_rate = on;
+    }
+
     /// Appends the next frame (packed RGB) to the current episode. A frame whose hash
-    /// equals the previous one only extends the previous picture.
+    /// equals the previous one pushes the previous picture again (constant rate) or
+    /// only extends it (variable rate).
     pub fn push(&mut self, rgb: Bytes, hash: &str) -> Result<(), VideoError> {
         let ep = self
             .episode
             .as_mut()
             .ok_or_else(|| VideoError::Pipeline("push outside an episode".into()))?;
         let slot = ep.start + ep.frames;
+        if ep.last.as_deref() == Some(hash) && !self.constant_rate {
+            ep.frames += 1;
+            return Ok(());
+        }
         if ep.last.as_deref() == Some(hash)
             && let Some(picture) = &self.last_picture
         {

@@ -108,6 +108,9 @@ pub struct RecorderConfig {
     pub overflow: Overflow,
     /// Frames per second of per-episode videos; `None` records no video.
     pub video_fps: Option<u32>,
+    /// Elide repeated frames (variable frame rate): cheaper to record, but a reader
+    /// that maps frame index to time (LeRobot) cannot use the videos.
+    pub video_variable_rate: bool,
 }
 
 /// A raw frame to store once (the writer encodes PNG itself, off the step path).
@@ -194,9 +197,13 @@ pub struct Manifest {
     /// Per-episode MP4 files written.
     #[serde(default)]
     pub videos: u64,
-    /// Frame rate of the videos (constant: one frame per reset or step), when recorded.
+    /// Frame rate of the videos' time slots (one per reset or step), when recorded.
     #[serde(default)]
     pub video_fps: Option<u32>,
+    /// True when every slot holds a picture (frame `k` is at `k / fps`); false when
+    /// repeated frames were elided (and in bundles written before this field).
+    #[serde(default)]
+    pub video_constant_rate: bool,
     /// Row counts in the closed chunks.
     pub counts: Counts,
     /// Records dropped because the writer could not keep up (overflow = drop).
@@ -553,7 +560,10 @@ impl Writer {
             let _ = old.stream.finish();
         }
         if !self.streams.contains_key(&f.env_id) {
-            match VideoStream::start(f.width, f.height, fps, &enc.element) {
+            match VideoStream::start(f.width, f.height, fps, &enc.element).map(|mut v| {
+                v.set_constant_rate(!self.config.video_variable_rate);
+                v
+            }) {
                 Ok(stream) => {
                     let v = EnvVideo {
                         stream,
@@ -737,6 +747,7 @@ impl Writer {
                 .unwrap_or_default(),
             videos: self.videos_written,
             video_fps: self.encoder.as_ref().and(self.config.video_fps),
+            video_constant_rate: self.encoder.is_some() && !self.config.video_variable_rate,
             counts: counts.clone(),
             dropped_records: self.dropped.load(Ordering::Relaxed),
             lost_chunks: 0,

@@ -31,6 +31,7 @@ fn inspect_reads_good_bundles_and_rejects_bad_ones() {
         channel_capacity: 8,
         overflow: Overflow::Block,
         video_fps: None,
+        video_variable_rate: false,
     })
     .unwrap();
     for i in 0..3 {

@@ -298,7 +298,9 @@ def _export_lerobot(src: pathlib.Path, dst: pathlib.Path, m: dict[str, Any], tab
     # every episode.
     vids = episodes.column("video_file").to_pylist()
     video_key = "observation.video"
-    have_video = m.get("video_fps") is not None and all(
+    # Only constant-rate videos have a frame at every k / fps (a variable-rate recording,
+    # --record-video-variable-rate, keeps its images but not its videos here).
+    have_video = m.get("video_fps") is not None and bool(m.get("video_constant_rate")) and all(
         vids[row_of[e]] and (src / vids[row_of[e]]).exists() for e in order)
     video_cols = {}
     if have_video:

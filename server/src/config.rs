@@ -89,6 +89,10 @@ pub struct ServerConfig {
     pub record_overflow: deskgym_datasets::Overflow,
     /// Frames per second of per-episode H.264 videos in recordings; `None`: no video.
     pub record_video_fps: Option<u32>,
+    /// Elide repeated frames in recorded videos (variable frame rate): cheaper, but the
+    /// videos no longer hold one frame per step (the LeRobot export then leaves them
+    /// out and keeps the images).
+    pub record_video_variable_rate: bool,
 }
 
 impl Default for ServerConfig {
@@ -103,6 +107,7 @@ impl Default for ServerConfig {
             record_roll_every: Duration::from_secs(30),
             record_overflow: deskgym_datasets::Overflow::Block,
             record_video_fps: Some(10),
+            record_video_variable_rate: false,
         }
     }
 }

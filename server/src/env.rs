@@ -896,6 +896,7 @@ mod tests {
             roll_every: std::time::Duration::from_secs(30),
             overflow: deskgym_datasets::Overflow::Block,
             video_fps: None,
+            video_variable_rate: false,
         };
         Arc::new(PoolManager::new(Limits::default(), 4, record).expect("manager"))
     }

@@ -105,6 +105,7 @@ pub async fn run(
         roll_every: config.record_roll_every,
         overflow: config.record_overflow,
         video_fps: config.record_video_fps,
+        video_variable_rate: config.record_video_variable_rate,
     };
     let mgr = Arc::new(PoolManager::new(
         config.limits.clone(),

@@ -50,6 +50,11 @@ struct Args {
     /// frame is one video frame); 0 records no video.
     #[arg(long, default_value_t = 10)]
     record_video_fps: u32,
+    /// Elide repeated frames in recorded videos (variable frame rate): cheaper to
+    /// record, but the videos no longer hold one frame per step, so the LeRobot export
+    /// leaves them out (its images stay).
+    #[arg(long)]
+    record_video_variable_rate: bool,
 }
 
 #[tokio::main]
@@ -85,6 +90,7 @@ async fn main() -> anyhow::Result<()> {
         record_roll_bytes: args.record_roll_bytes,
         record_roll_every: Duration::from_secs_f64(args.record_roll_s.max(0.01)),
         record_video_fps: (args.record_video_fps > 0).then_some(args.record_video_fps),
+        record_video_variable_rate: args.record_video_variable_rate,
         record_overflow: if args.record_overflow == "drop" {
             deskgym_datasets::Overflow::Drop
         } else {

@@ -1147,6 +1147,7 @@ mod tests {
             roll_every: Duration::from_secs(30),
             overflow: deskgym_datasets::Overflow::Block,
             video_fps: None,
+            video_variable_rate: false,
         };
         let limits = Limits {
             max_envs,

@@ -27,6 +27,8 @@ pub struct RecordSettings {
     pub overflow: Overflow,
     /// Frames per second of per-episode H.264 videos; `None` records none.
     pub video_fps: Option<u32>,
+    /// Elide repeated frames in the videos (cheaper; not for frame-index readers).
+    pub video_variable_rate: bool,
 }
 
 /// Records queued per pool before the overflow policy applies.
@@ -74,6 +76,7 @@ pub fn open(
         channel_capacity: CHANNEL_CAPACITY,
         overflow: settings.overflow,
         video_fps: settings.video_fps,
+        video_variable_rate: settings.video_variable_rate,
     })
     .map_err(|e| match e {
         deskgym_datasets::RecordError::Video(m) => ServiceError::FailedPrecondition(format!(
