@@ -327,11 +327,6 @@ impl Recorder {
         &self.dir
     }
 
-    /// Records dropped so far.
-    pub fn dropped(&self) -> u64 {
-        self.dropped.load(Ordering::Relaxed)
-    }
-
     /// Queues a record, applying the overflow policy when the writer is behind.
     pub fn send(&self, r: Record) {
         let Some(tx) = &self.tx else { return };
@@ -779,15 +774,20 @@ fn video_rel(episode_id: &str) -> String {
 }
 
 fn encode_png(f: &FrameRecord) -> Result<Vec<u8>, RecordError> {
-    let err = |e: png::EncodingError| RecordError::Parquet(format!("png: {e}"));
-    let mut out = Vec::with_capacity(f.rgb.len() / 8);
-    let mut enc = png::Encoder::new(&mut out, f.width, f.height);
+    png_rgb(f.width, f.height, &f.rgb).map_err(|e| RecordError::Parquet(format!("png: {e}")))
+}
+
+/// Packed RGB as PNG with the fastest compression: desktop screens compress well even
+/// so, and this runs on the step path (server) and the writer thread (recordings).
+pub fn png_rgb(width: u32, height: u32, rgb: &[u8]) -> Result<Vec<u8>, png::EncodingError> {
+    let mut out = Vec::with_capacity(rgb.len() / 8);
+    let mut enc = png::Encoder::new(&mut out, width, height);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
     enc.set_compression(png::Compression::Fast);
-    let mut w = enc.write_header().map_err(err)?;
-    w.write_image_data(&f.rgb).map_err(err)?;
-    w.finish().map_err(err)?;
+    let mut w = enc.write_header()?;
+    w.write_image_data(rgb)?;
+    w.finish()?;
     Ok(out)
 }
 

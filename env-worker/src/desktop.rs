@@ -77,11 +77,6 @@ impl Desktop {
         self.app.pid()
     }
 
-    /// The configuration this desktop was started with.
-    pub fn config(&self) -> &DesktopConfig {
-        &self.config
-    }
-
     /// True when captures use MIT-SHM.
     pub fn uses_shm(&self) -> bool {
         self.x.uses_shm()

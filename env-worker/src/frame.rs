@@ -28,11 +28,6 @@ impl Frame {
         }
     }
 
-    /// The hash as the wire shows it: 32 lowercase hex characters.
-    pub fn hash_hex(&self) -> String {
-        hash_hex(self.hash)
-    }
-
     /// Centroid of the pixels of exactly `color` (0xRRGGBB), if any: the simplest
     /// pixel-based "find the target" a scripted agent or a test needs.
     pub fn find_color(&self, color: u32) -> Option<(i32, i32)> {

@@ -198,11 +198,6 @@ impl XSession {
         Ok(s)
     }
 
-    /// Screen size in pixels.
-    pub fn size(&self) -> (u32, u32) {
-        (u32::from(self.width), u32::from(self.height))
-    }
-
     /// True when captures go through MIT-SHM rather than GetImage.
     pub fn uses_shm(&self) -> bool {
         self.shm.is_some()

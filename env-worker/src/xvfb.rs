@@ -141,11 +141,6 @@ impl Xvfb {
         self.display
     }
 
-    /// The display name for `DISPLAY`, e.g. `":5"`.
-    pub fn display_name(&self) -> String {
-        format!(":{}", self.display)
-    }
-
     /// Process id of the Xvfb server (also its process group id).
     pub fn pid(&self) -> u32 {
         self.child.id()

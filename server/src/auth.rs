@@ -22,7 +22,7 @@ use crate::error::ServiceError;
 
 /// Who is calling, and what they may hold. Travels in request extensions.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Principal {
+pub(crate) struct Principal {
     /// Name from the token file (`local` when the server has no token).
     pub name: Arc<str>,
     /// Most desktops (envs and warm spares) this principal may hold at once.
@@ -35,7 +35,7 @@ pub struct Principal {
 
 impl Principal {
     /// The one principal of a server without tokens: loopback callers, server limits.
-    pub fn local(limits: &Limits) -> Self {
+    pub(crate) fn local(limits: &Limits) -> Self {
         Self {
             name: Arc::from("local"),
             max_desktops: limits.max_envs,
@@ -137,7 +137,7 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
 /// Checks `authorization: Bearer <token>` on every request when tokens are configured,
 /// and attaches the caller's [`Principal`] to the request.
 #[derive(Clone, Debug)]
-pub struct Auth {
+pub(crate) struct Auth {
     /// (token, principal) pairs; empty: no authentication, everyone is `local`.
     tokens: Arc<[(Arc<[u8]>, Principal)]>,
     local: Principal,
@@ -146,7 +146,7 @@ pub struct Auth {
 impl Auth {
     /// An interceptor for `principals` (none: every caller is `local` with the server's
     /// limits), with default quotas derived from the server limits.
-    pub fn new(principals: &[PrincipalSpec], limits: &Limits) -> Self {
+    pub(crate) fn new(principals: &[PrincipalSpec], limits: &Limits) -> Self {
         let n = u32::try_from(principals.len()).unwrap_or(u32::MAX).max(1);
         let tokens = principals
             .iter()
@@ -171,13 +171,13 @@ impl Auth {
     }
 
     /// True when callers must present a token.
-    pub fn required(&self) -> bool {
+    pub(crate) fn required(&self) -> bool {
         !self.tokens.is_empty()
     }
 
     /// The interceptor body: pass (with the principal attached) or UNAUTHENTICATED.
     /// Never logs a token.
-    pub fn check(&self, mut req: Request<()>) -> Result<Request<()>, Status> {
+    pub(crate) fn check(&self, mut req: Request<()>) -> Result<Request<()>, Status> {
         if self.tokens.is_empty() {
             req.extensions_mut().insert(self.local.clone());
             return Ok(req);
@@ -210,7 +210,7 @@ impl Auth {
 }
 
 /// The caller of a request (the interceptor always attaches one).
-pub fn principal<T>(req: &Request<T>) -> Result<Principal, ServiceError> {
+pub(crate) fn principal<T>(req: &Request<T>) -> Result<Principal, ServiceError> {
     req.extensions()
         .get::<Principal>()
         .cloned()

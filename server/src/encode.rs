@@ -9,7 +9,7 @@ use crate::error::ServiceError;
 const JPEG_QUALITY: u8 = 80;
 
 /// Encodes `frame` as `encoding`, consuming it so raw frames move without a copy.
-pub fn encode(frame: Frame, encoding: ImageEncoding) -> Result<Vec<u8>, ServiceError> {
+pub(crate) fn encode(frame: Frame, encoding: ImageEncoding) -> Result<Vec<u8>, ServiceError> {
     match encoding {
         ImageEncoding::Unspecified | ImageEncoding::RawRgb => Ok(frame.rgb),
         ImageEncoding::Png => png(&frame),
@@ -28,19 +28,10 @@ pub fn encode(frame: Frame, encoding: ImageEncoding) -> Result<Vec<u8>, ServiceE
     }
 }
 
-/// PNG with the fastest compression: screens compress well even so, and this sits on
-/// the step path of VLM agents.
-pub fn png(frame: &Frame) -> Result<Vec<u8>, ServiceError> {
-    let err = |e: png::EncodingError| ServiceError::Internal(format!("png encode: {e}"));
-    let mut out = Vec::with_capacity(frame.rgb.len() / 8);
-    let mut enc = png::Encoder::new(&mut out, frame.width, frame.height);
-    enc.set_color(png::ColorType::Rgb);
-    enc.set_depth(png::BitDepth::Eight);
-    enc.set_compression(png::Compression::Fast);
-    let mut w = enc.write_header().map_err(err)?;
-    w.write_image_data(&frame.rgb).map_err(err)?;
-    w.finish().map_err(err)?;
-    Ok(out)
+/// PNG with the fastest compression (the recorder's encoding, shared).
+pub(crate) fn png(frame: &Frame) -> Result<Vec<u8>, ServiceError> {
+    deskgym_datasets::writer::png_rgb(frame.width, frame.height, &frame.rgb)
+        .map_err(|e| ServiceError::Internal(format!("png encode: {e}")))
 }
 
 #[cfg(test)]

@@ -120,7 +120,7 @@ pub(crate) struct EnvState {
 
 /// A saved state: what is needed to rebuild it by replay.
 #[derive(Debug)]
-pub struct Checkpoint {
+pub(crate) struct Checkpoint {
     /// Opaque id.
     pub id: String,
     /// The owning pool (its spec is what a rebuild needs).
@@ -135,17 +135,17 @@ pub struct Checkpoint {
 
 impl Checkpoint {
     /// Approximate bytes this checkpoint holds.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.bytes
     }
 
     /// Number of actions a rebuild replays.
-    pub fn actions_len(&self) -> usize {
+    pub(crate) fn actions_len(&self) -> usize {
         self.episode.actions.len()
     }
 
     /// The wire form.
-    pub fn to_proto(&self) -> pb::Checkpoint {
+    pub(crate) fn to_proto(&self) -> pb::Checkpoint {
         let spec = &self.pool.spec;
         pb::Checkpoint {
             checkpoint_id: self.id.clone(),
@@ -163,14 +163,14 @@ impl Checkpoint {
     }
 
     /// The frame hash at save time (Save refreshes a stale one before it builds this).
-    pub fn frame_hash(&self) -> u128 {
+    pub(crate) fn frame_hash(&self) -> u128 {
         self.episode.frame_hash.unwrap_or_default()
     }
 }
 
 /// Per-call observation options: encoding and the hashes the client already holds.
 #[derive(Clone, Debug, Default)]
-pub struct ObsOptions {
+pub(crate) struct ObsOptions {
     /// Wire encoding (`Unspecified` = the pool's).
     pub encoding: i32,
     /// Parsed `if_none_match` hashes.
@@ -179,7 +179,7 @@ pub struct ObsOptions {
 
 /// One env: a desktop slot of a pool.
 #[derive(Debug)]
-pub struct Env {
+pub(crate) struct Env {
     /// Opaque id.
     pub id: String,
     /// The owning pool.
@@ -422,7 +422,7 @@ impl Env {
     }
 
     /// Blocking: starts a new episode (restarting a dead desktop first).
-    pub fn reset(
+    pub(crate) fn reset(
         &self,
         cache: &FrameCache,
         seed: Option<u64>,
@@ -564,7 +564,7 @@ impl Env {
     /// Blocking: one action, settle, capture. With `autoreset`, an episode that ends
     /// here is followed at once by the next one (Gymnasium's same-step autoreset); a
     /// failed autoreset is reported in `info.extra["autoreset_error"]`.
-    pub fn step(
+    pub(crate) fn step(
         &self,
         cache: &FrameCache,
         action: &Action,
@@ -706,7 +706,7 @@ impl Env {
     }
 
     /// Blocking: a capture without acting.
-    pub fn observe(
+    pub(crate) fn observe(
         &self,
         cache: &FrameCache,
         opts: &ObsOptions,
@@ -739,7 +739,7 @@ impl Env {
     }
 
     /// Blocking: snapshots what is needed to rebuild the current state.
-    pub fn save(&self, id: String) -> Result<Checkpoint, ServiceError> {
+    pub(crate) fn save(&self, id: String) -> Result<Checkpoint, ServiceError> {
         let mut guard = lock(&self.state);
         let s = &mut *guard;
         if s.episode.is_none() {
@@ -794,7 +794,7 @@ impl Env {
 
     /// Blocking: rebuilds `cp` on this env by replaying its actions on a freshly reset
     /// desktop, and reports whether the result looks exactly like the checkpoint.
-    pub fn restore(
+    pub(crate) fn restore(
         &self,
         cache: &FrameCache,
         cp: &Checkpoint,

@@ -81,7 +81,7 @@ impl ServiceError {
 
 /// Canonical gRPC code names (the spelling of `grpc.StatusCode` and the gRPC docs),
 /// never `Debug` output.
-pub fn code_name(code: Code) -> &'static str {
+pub(crate) fn code_name(code: Code) -> &'static str {
     match code {
         Code::Ok => "OK",
         Code::Cancelled => "CANCELLED",
@@ -109,7 +109,7 @@ const QUOTE_CHARS: usize = 64;
 /// Quotes client input for an error message: at most [`QUOTE_CHARS`] characters, so a
 /// hostile 100,000-character value cannot turn into a 100 KB status message (which
 /// clients' metadata limits would reject as RESOURCE_EXHAUSTED).
-pub fn quote(s: &str) -> String {
+pub(crate) fn quote(s: &str) -> String {
     let mut chars = s.chars();
     let head: String = chars.by_ref().take(QUOTE_CHARS).collect();
     if chars.next().is_none() {

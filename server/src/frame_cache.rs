@@ -22,11 +22,11 @@ use crate::encode::encode;
 use crate::error::ServiceError;
 
 /// Cache key: frame hash and encoding.
-pub type Key = (u128, pb::ImageEncoding);
+pub(crate) type Key = (u128, pb::ImageEncoding);
 
 /// Cached bytes of one frame in one encoding.
 #[derive(Clone, Debug)]
-pub struct Blob {
+pub(crate) struct Blob {
     /// Frame width.
     pub width: u32,
     /// Frame height.
@@ -72,7 +72,7 @@ struct Counters {
 }
 
 /// The fleet frame cache.
-pub struct FrameCache {
+pub(crate) struct FrameCache {
     cache: Cache<Key, Blob, ByBytes, DefaultHashBuilder, CountEvictions>,
     evictions: CountEvictions,
     counters: Counters,
@@ -89,7 +89,7 @@ impl std::fmt::Debug for FrameCache {
 
 impl FrameCache {
     /// A cache holding at most `capacity_bytes` of frames.
-    pub fn new(capacity_bytes: u64) -> Self {
+    pub(crate) fn new(capacity_bytes: u64) -> Self {
         let evictions = CountEvictions::default();
         // ~1 MB per entry is typical (a 640x480 raw frame plus its PNG).
         let estimated = (capacity_bytes / 1_000_000).clamp(16, 1 << 20) as usize;
@@ -136,7 +136,7 @@ impl FrameCache {
     /// Stores a captured frame (unless the same pixels are cached) and returns it in
     /// `encoding`, encoding it only if no one has yet. The pixels are shared `Bytes`, so
     /// a recorder can hold the same buffer without a copy.
-    pub fn put(
+    pub(crate) fn put(
         &self,
         hash: u128,
         raw: Blob,
@@ -175,7 +175,7 @@ impl FrameCache {
 
     /// A cached frame in `encoding`, encoding it from the cached raw frame if needed.
     /// `None` when the frame is not (or no longer) cached.
-    pub fn get(
+    pub(crate) fn get(
         &self,
         hash: u128,
         encoding: pb::ImageEncoding,
@@ -191,7 +191,7 @@ impl FrameCache {
     }
 
     /// Counts a frame answered `not_modified` (its `bytes` were not sent).
-    pub fn record_not_modified(&self, bytes: u64) {
+    pub(crate) fn record_not_modified(&self, bytes: u64) {
         self.counters.not_modified.fetch_add(1, Ordering::Relaxed);
         self.counters
             .bytes_saved
@@ -199,7 +199,7 @@ impl FrameCache {
     }
 
     /// The counters.
-    pub fn stats(&self) -> pb::CacheStats {
+    pub(crate) fn stats(&self) -> pb::CacheStats {
         let c = &self.counters;
         pb::CacheStats {
             hits: c.hits.load(Ordering::Relaxed),
@@ -217,7 +217,7 @@ impl FrameCache {
 }
 
 /// Parses a wire frame hash (32 lowercase hex characters).
-pub fn parse_hash(field: &str, s: &str) -> Result<u128, ServiceError> {
+pub(crate) fn parse_hash(field: &str, s: &str) -> Result<u128, ServiceError> {
     if s.len() != 32
         || !s
             .bytes()
@@ -235,7 +235,11 @@ pub fn parse_hash(field: &str, s: &str) -> Result<u128, ServiceError> {
 }
 
 /// Parses an `if_none_match` list.
-pub fn parse_hashes(field: &str, list: &[String], max: u32) -> Result<Vec<u128>, ServiceError> {
+pub(crate) fn parse_hashes(
+    field: &str,
+    list: &[String],
+    max: u32,
+) -> Result<Vec<u128>, ServiceError> {
     if list.len() > max as usize {
         return Err(ServiceError::invalid(
             field,

@@ -15,17 +15,17 @@
 //! [`run`] takes an already-bound listener and a shutdown future, so tests bind port 0
 //! and stop the server at will (as mini-redis does).
 
-pub mod auth;
+mod auth;
 mod backend;
-pub mod config;
-pub mod convert;
-pub mod encode;
-pub mod env;
-pub mod error;
-pub mod frame_cache;
-pub mod pool;
-pub mod record;
-pub mod service;
+mod config;
+mod convert;
+mod encode;
+mod env;
+mod error;
+mod frame_cache;
+mod pool;
+mod record;
+mod service;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -36,10 +36,11 @@ use tokio_stream::StreamExt as _;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic_health::ServingStatus;
 
+pub use auth::{PrincipalSpec, parse_token_file};
 pub use config::{Limits, ServerConfig};
 pub use env::episode_seed;
-pub use pool::PoolManager;
-pub use service::DeskgymService;
+use pool::PoolManager;
+use service::DeskgymService;
 
 /// The service name health checks report on.
 pub const SERVICE_NAME: &str = "deskgym.v1.Deskgym";

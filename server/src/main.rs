@@ -71,7 +71,7 @@ async fn main() -> anyhow::Result<()> {
         Some(p) => {
             let t = std::fs::read_to_string(p)
                 .with_context(|| format!("reading token file {}", p.display()))?;
-            deskgym_server::auth::parse_token_file(&t)
+            deskgym_server::parse_token_file(&t)
                 .map_err(|e| anyhow::anyhow!("token file {}: {e}", p.display()))?
         }
         None => Vec::new(),

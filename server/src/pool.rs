@@ -36,13 +36,13 @@ use crate::frame_cache::FrameCache;
 use crate::record::{self, RecordSettings};
 
 /// Server defaults applied where a request leaves a field at zero.
-pub const DEFAULT_WIDTH: u32 = 1280;
+pub(crate) const DEFAULT_WIDTH: u32 = 1280;
 /// See [`DEFAULT_WIDTH`].
-pub const DEFAULT_HEIGHT: u32 = 720;
+pub(crate) const DEFAULT_HEIGHT: u32 = 720;
 
 /// What every env of a pool runs.
 #[derive(Clone, Debug)]
-pub struct PoolSpec {
+pub(crate) struct PoolSpec {
     /// The bundled task.
     pub task: &'static TaskSpec,
     /// Screen size.
@@ -93,7 +93,7 @@ impl PoolSpec {
 
 /// A pool: a set of envs created together, and its warm spares.
 #[derive(Debug)]
-pub struct Pool {
+pub(crate) struct Pool {
     /// Opaque id.
     pub id: String,
     /// The principal that created it (and owns its envs and checkpoints).
@@ -185,7 +185,7 @@ impl Usage {
 }
 
 /// Owns every pool, env and checkpoint, the fleet frame cache and the step pool.
-pub struct PoolManager {
+pub(crate) struct PoolManager {
     limits: Limits,
     /// What starts desktops (real Xvfb desktops, or a fake in unit tests).
     backend: Arc<dyn Backend>,
@@ -246,7 +246,11 @@ impl Drop for Pending<'_> {
 impl PoolManager {
     /// Creates a manager of real desktops whose blocking work runs on `threads`
     /// dedicated threads.
-    pub fn new(limits: Limits, threads: usize, record: RecordSettings) -> std::io::Result<Self> {
+    pub(crate) fn new(
+        limits: Limits,
+        threads: usize,
+        record: RecordSettings,
+    ) -> std::io::Result<Self> {
         Self::with_backend(limits, threads, record, Arc::new(crate::backend::Real))
     }
 
@@ -279,12 +283,12 @@ impl PoolManager {
     }
 
     /// The limits in force.
-    pub fn limits(&self) -> &Limits {
+    pub(crate) fn limits(&self) -> &Limits {
         &self.limits
     }
 
     /// Desktops alive or being started, over all pools.
-    pub fn env_count(&self) -> u32 {
+    pub(crate) fn env_count(&self) -> u32 {
         let pending = lock(&self.pending).total;
         pending.desktops + self.held_by_pools().desktops
     }
@@ -388,7 +392,7 @@ impl PoolManager {
     /// `max_queued_ops` jobs are queued or running (else RESOURCE_EXHAUSTED at once),
     /// and skipped if the caller dropped the receiver (its client went away) before
     /// a thread picked it up. A panic becomes INTERNAL, not an abort.
-    pub fn spawn<T, F>(&self, f: F) -> oneshot::Receiver<Result<T, ServiceError>>
+    pub(crate) fn spawn<T, F>(&self, f: F) -> oneshot::Receiver<Result<T, ServiceError>>
     where
         T: Send + 'static,
         F: FnOnce() -> Result<T, ServiceError> + Send + 'static,
@@ -487,7 +491,7 @@ impl PoolManager {
     }
 
     /// Awaits a [`spawn`](Self::spawn)ed job.
-    pub async fn join<T>(
+    pub(crate) async fn join<T>(
         rx: oneshot::Receiver<Result<T, ServiceError>>,
     ) -> Result<T, ServiceError> {
         rx.await
@@ -495,7 +499,7 @@ impl PoolManager {
     }
 
     /// Validates a CreatePool request into a spec.
-    pub fn spec(&self, req: &pb::CreatePoolRequest) -> Result<PoolSpec, ServiceError> {
+    pub(crate) fn spec(&self, req: &pb::CreatePoolRequest) -> Result<PoolSpec, ServiceError> {
         let task = deskgym_worker::task_spec(&req.task).ok_or_else(|| {
             let known: Vec<_> = deskgym_worker::TASKS.iter().map(|t| t.id).collect();
             ServiceError::invalid(
@@ -705,7 +709,7 @@ impl PoolManager {
 
     /// Starts every desktop of a new pool (and its warm spares) in parallel. All or
     /// nothing: over the limit, or if one fails to start, nothing is left behind.
-    pub async fn create_pool(
+    pub(crate) async fn create_pool(
         self: &Arc<Self>,
         spec: PoolSpec,
         n: u32,
@@ -743,7 +747,7 @@ impl PoolManager {
 
     /// Starts missing warm spares of every pool (called periodically), as far as the
     /// limits allow.
-    pub fn top_up_spares(self: &Arc<Self>) {
+    pub(crate) fn top_up_spares(self: &Arc<Self>) {
         let pools: Vec<Arc<Pool>> = lock(&self.pools).values().cloned().collect();
         for pool in pools {
             loop {
@@ -789,7 +793,7 @@ impl PoolManager {
     ///
     /// `who`: the caller, who must own the pool (anyone else gets NOT_FOUND); `None` for
     /// the server itself (shutdown, reaping).
-    pub async fn close_pool(
+    pub(crate) async fn close_pool(
         self: &Arc<Self>,
         pool_id: &str,
         who: Option<&Principal>,
@@ -866,7 +870,7 @@ impl PoolManager {
     }
 
     /// Closes every pool (shutdown).
-    pub async fn close_all(self: &Arc<Self>) {
+    pub(crate) async fn close_all(self: &Arc<Self>) {
         let ids: Vec<String> = lock(&self.pools).keys().cloned().collect();
         for id in ids {
             let _ = self.close_pool(&id, None).await;
@@ -875,7 +879,7 @@ impl PoolManager {
 
     /// Closes pools whose lease expired (or, without a lease, untouched for longer
     /// than `idle`); returns their ids.
-    pub async fn reap_idle(self: &Arc<Self>, idle: Option<Duration>) -> Vec<String> {
+    pub(crate) async fn reap_idle(self: &Arc<Self>, idle: Option<Duration>) -> Vec<String> {
         let stale: Vec<(String, bool)> = lock(&self.pools)
             .values()
             .filter(|p| p.expired(idle))
@@ -894,7 +898,7 @@ impl PoolManager {
 
     /// Renews the leases of `who`'s `pool_ids`; returns the ids that are not (or no
     /// longer) its pools.
-    pub fn keep_alive(&self, pool_ids: &[String], who: &Principal) -> Vec<String> {
+    pub(crate) fn keep_alive(&self, pool_ids: &[String], who: &Principal) -> Vec<String> {
         let pools = lock(&self.pools);
         pool_ids
             .iter()
@@ -917,7 +921,7 @@ impl PoolManager {
 
     /// Looks up one of `who`'s envs and marks its pool as used. Another principal's
     /// env is NOT_FOUND, exactly like one that does not exist.
-    pub fn env(&self, env_id: &str, who: &Principal) -> Result<Arc<Env>, ServiceError> {
+    pub(crate) fn env(&self, env_id: &str, who: &Principal) -> Result<Arc<Env>, ServiceError> {
         let env = lock(&self.envs)
             .get(env_id)
             .filter(|e| e.pool.owner == who.name)
@@ -933,7 +937,7 @@ impl PoolManager {
     }
 
     /// Saves an env's state as a new checkpoint, within `max_checkpoints`.
-    pub async fn save(
+    pub(crate) async fn save(
         self: &Arc<Self>,
         env_id: &str,
         who: &Principal,
@@ -985,7 +989,11 @@ impl PoolManager {
     }
 
     /// Looks up one of `who`'s checkpoints.
-    pub fn checkpoint(&self, id: &str, who: &Principal) -> Result<Arc<Checkpoint>, ServiceError> {
+    pub(crate) fn checkpoint(
+        &self,
+        id: &str,
+        who: &Principal,
+    ) -> Result<Arc<Checkpoint>, ServiceError> {
         lock(&self.checkpoints)
             .iter()
             .find(|c| c.id == id && c.pool.owner == who.name)
@@ -1000,7 +1008,7 @@ impl PoolManager {
 
     /// `who`'s checkpoints of one pool (or of all its pools, for an empty id), in
     /// creation order.
-    pub fn list_checkpoints(&self, pool_id: &str, who: &Principal) -> Vec<Arc<Checkpoint>> {
+    pub(crate) fn list_checkpoints(&self, pool_id: &str, who: &Principal) -> Vec<Arc<Checkpoint>> {
         lock(&self.checkpoints)
             .iter()
             .filter(|c| c.pool.owner == who.name && (pool_id.is_empty() || c.pool.id == pool_id))
@@ -1009,7 +1017,7 @@ impl PoolManager {
     }
 
     /// Deletes one of `who`'s checkpoints.
-    pub fn delete_checkpoint(&self, id: &str, who: &Principal) -> Result<(), ServiceError> {
+    pub(crate) fn delete_checkpoint(&self, id: &str, who: &Principal) -> Result<(), ServiceError> {
         let mut all = lock(&self.checkpoints);
         let before = all.len();
         all.retain(|c| c.id != id || c.pool.owner != who.name);
@@ -1025,7 +1033,7 @@ impl PoolManager {
     /// Creates a pool of `n` replicas of a checkpoint: desktops come from the source
     /// pool's warm spares first, then fresh starts; each is rebuilt by replay and its
     /// frame hash compared with the checkpoint's. All or nothing.
-    pub async fn fork(
+    pub(crate) async fn fork(
         self: &Arc<Self>,
         cp_id: &str,
         n: u32,

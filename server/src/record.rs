@@ -16,7 +16,7 @@ use crate::pool::PoolSpec;
 
 /// Server-wide recording settings.
 #[derive(Clone, Debug)]
-pub struct RecordSettings {
+pub(crate) struct RecordSettings {
     /// Bundles go to `<data_dir>/<run>.skn`.
     pub data_dir: PathBuf,
     /// Roll chunks at about this many buffered bytes.
@@ -37,7 +37,7 @@ const CHANNEL_CAPACITY: usize = 4096;
 /// Opens the bundle for run `name`: INVALID_ARGUMENT for a name that could leave the
 /// data dir, ALREADY_EXISTS for a run that exists, FAILED_PRECONDITION when the data
 /// dir cannot be written (the pool is then not created).
-pub fn open(
+pub(crate) fn open(
     settings: &RecordSettings,
     name: &str,
     spec: &PoolSpec,
@@ -93,7 +93,7 @@ pub fn open(
 
 /// Finishes recordings a crashed server left open in `data_dir` (their unclosed chunks
 /// are counted as lost in their manifests).
-pub fn recover_all(data_dir: &std::path::Path) {
+pub(crate) fn recover_all(data_dir: &std::path::Path) {
     let Ok(entries) = std::fs::read_dir(data_dir) else {
         return;
     };
@@ -123,7 +123,7 @@ pub fn recover_all(data_dir: &std::path::Path) {
 }
 
 /// An event record.
-pub fn event(kind: &str, env_id: &str, payload: serde_json::Value) -> Record {
+pub(crate) fn event(kind: &str, env_id: &str, payload: serde_json::Value) -> Record {
     Record::Event {
         kind: kind.into(),
         env_id: env_id.into(),
@@ -133,7 +133,7 @@ pub fn event(kind: &str, env_id: &str, payload: serde_json::Value) -> Record {
 
 /// A frame record (the writer stores each distinct hash once).
 /// (The writer also appends frames of an episode to that episode's video.)
-pub fn frame(
+pub(crate) fn frame(
     hash: &str,
     width: u32,
     height: u32,
@@ -152,7 +152,7 @@ pub fn frame(
 }
 
 /// An action as typed columns plus JSON.
-pub fn step_row(action: &Action) -> StepRow {
+pub(crate) fn step_row(action: &Action) -> StepRow {
     let (verb, x, y, to_x, to_y, text, keys, extra) = match action {
         Action::Click { at, button, count } => (
             "click",
@@ -263,7 +263,7 @@ pub fn step_row(action: &Action) -> StepRow {
 
 /// Everything about an episode the episodes table needs, filled in as it runs.
 #[derive(Clone, Debug, Default)]
-pub struct EpisodeLog {
+pub(crate) struct EpisodeLog {
     /// `<env_id>/<episode number>`.
     pub episode_id: String,
     /// Unix ms at reset.
@@ -274,7 +274,7 @@ pub struct EpisodeLog {
 
 /// The row for an episode that ended with `termination`.
 #[allow(clippy::too_many_arguments)]
-pub fn episode_row(
+pub(crate) fn episode_row(
     log: &EpisodeLog,
     env_id: &str,
     task: &str,

@@ -28,13 +28,13 @@ struct Pending<T> {
 
 /// The gRPC service over a [`PoolManager`].
 #[derive(Debug, Clone)]
-pub struct DeskgymService {
+pub(crate) struct DeskgymService {
     mgr: Arc<PoolManager>,
 }
 
 impl DeskgymService {
     /// Wraps a manager.
-    pub fn new(mgr: Arc<PoolManager>) -> Self {
+    pub(crate) fn new(mgr: Arc<PoolManager>) -> Self {
         Self { mgr }
     }
 

@@ -254,7 +254,7 @@ async fn bad_requests_get_precise_codes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn token_is_required_when_configured() {
     let server = TestServer::start(ServerConfig {
-        principals: deskgym_server::auth::parse_token_file("let-me-in").unwrap(),
+        principals: deskgym_server::parse_token_file("let-me-in").unwrap(),
         ..ServerConfig::default()
     })
     .await;

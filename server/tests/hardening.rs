@@ -603,7 +603,7 @@ fn as_<T>(token: &str, msg: T) -> tonic::Request<T> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn principals_see_and_touch_only_their_own() {
     let server = TestServer::start(ServerConfig {
-        principals: deskgym_server::auth::parse_token_file(
+        principals: deskgym_server::parse_token_file(
             "alice: aaa desktops=2\nbob: bbb desktops=2 checkpoints=1\n",
         )
         .unwrap(),

@@ -296,7 +296,6 @@ pub(crate) fn text_y(font: FontMetrics, top: i32, height: i32) -> i32 {
 /// One episode of a bundled task.
 #[derive(Clone, Debug)]
 pub struct Episode {
-    task: &'static TaskSpec,
     area: Area,
     instruction: String,
     state: Box<dyn Task>,
@@ -316,18 +315,12 @@ impl Episode {
         };
         let (instruction, state) = (spec.layout)(&mut Rng::new(seed), area);
         Some(Self {
-            task: spec,
             area,
             instruction,
             state,
             reward: 0.0,
             done: false,
         })
-    }
-
-    /// The task this episode runs.
-    pub fn task(&self) -> &'static TaskSpec {
-        self.task
     }
 
     /// The instruction shown in the bar.
