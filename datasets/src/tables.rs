@@ -157,7 +157,8 @@ pub fn episodes_schema() -> SchemaRef {
         Field::new("instruction", DataType::Utf8, false),
         Field::new("seed", DataType::UInt64, false),
         Field::new("length", DataType::UInt32, false),
-        Field::new("return", DataType::Float64, false),
+        // Not `return`: a reserved word in SQL, which DuckDB users would have to quote.
+        Field::new("episode_return", DataType::Float64, false),
         Field::new("success", DataType::Boolean, false),
         Field::new("termination", DataType::Utf8, false),
         Field::new("start_time", ts(), false),

@@ -33,8 +33,9 @@ use crate::video::{VideoError, VideoStream};
 
 /// Format name written in every manifest.
 pub const FORMAT: &str = "deskgym.skn";
-/// Version of the bundle layout.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Version of the bundle layout. 2: the episodes table's `return` column is
+/// `episode_return` (no SQL quoting); videos may be constant frame rate.
+pub const SCHEMA_VERSION: u32 = 2;
 /// The four tables, also the directory names inside a bundle.
 pub const TABLES: [&str; 4] = ["episodes", "steps", "frames", "events"];
 

@@ -77,7 +77,7 @@ def test_round_trip_50_episodes_over_4_envs(address: str) -> None:
     ep = t["episodes"].to_pylist()
     finished = [e for e in ep if e["termination"] != "closed"]
     assert len(finished) == len(returns)
-    assert sorted(e["return"] for e in finished) == sorted(returns)
+    assert sorted(e["episode_return"] for e in finished) == sorted(returns)
     assert {e["termination"] for e in finished} <= {"success", "failure", "max_steps"}
     assert t["steps"].num_rows == steps == m["counts"]["steps"]
     hashes = set(t["frames"].column("frame_hash").to_pylist())
@@ -107,7 +107,7 @@ def test_round_trip_50_episodes_over_4_envs(address: str) -> None:
     con = duckdb.connect()
     n = con.execute(f"select count(*) from read_parquet('{path}/steps/*.parquet')").fetchone()[0]
     assert n == steps
-    r = con.execute(f"select sum(\"return\") from read_parquet('{path}/episodes/*.parquet') "
+    r = con.execute(f"select sum(episode_return) from read_parquet('{path}/episodes/*.parquet') "
                     "where termination <> 'closed'").fetchone()[0]
     assert r == pytest.approx(sum(returns))
 

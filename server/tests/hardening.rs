@@ -378,7 +378,7 @@ async fn reset_of_a_killed_desktop_races_close_pool() {
     let mut c = server.client().await;
     // Rounds are cheap (one 320x240 desktop each); enough to have hung in seconds
     // before the lock-order fix (22 hangs in 250 rounds).
-    for round in 0..60 {
+    for round in 0..200 {
         let p = small_pool(&mut c, 1).await;
         let env = p.env_ids[0].clone();
         let d = display(&reset(&mut c, &env, 1).await.info.unwrap());
