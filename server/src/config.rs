@@ -69,7 +69,7 @@ impl Default for Limits {
 pub struct ServerConfig {
     /// Limits.
     pub limits: Limits,
-    /// Principals and their bearer tokens (see [`crate::auth`]); when any is set every
+    /// Principals and their bearer tokens (see `parse_token_file`); when any is set every
     /// deskgym RPC must carry `authorization: Bearer <token>`, and objects belong to
     /// the principal that created them. Required when listening beyond loopback.
     pub principals: Vec<crate::auth::PrincipalSpec>,

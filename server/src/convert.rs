@@ -6,6 +6,7 @@ use deskgym_worker::{Action, Button, Point};
 
 use crate::config::Limits;
 use crate::error::ServiceError;
+pub(crate) use crate::spec::Screen;
 
 /// The verbs this server accepts, as `Action.verb` field names.
 pub(crate) const VERBS: &[&str] = &[
@@ -30,15 +31,6 @@ const MAX_SCROLL: i32 = 50;
 /// (`ctrl+shift+Page_Down` is 20); the bound keeps a hostile chord from holding a
 /// step thread (a 4-million-key chord took 5 s) or bloating the error message.
 pub(crate) const MAX_CHORD_BYTES: usize = 128;
-
-/// Screen geometry a target is resolved against.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Screen {
-    /// Width in pixels.
-    pub width: u32,
-    /// Height in pixels.
-    pub height: u32,
-}
 
 fn target(t: Option<&pb::Target>, field: &str, screen: Screen) -> Result<Point, ServiceError> {
     use pb::target::Kind;

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -19,14 +19,10 @@ use crate::backend::Desktop;
 
 use crate::error::ServiceError;
 use crate::frame_cache::{Blob, FrameCache};
-use crate::pool::{Pool, PoolSpec};
+use crate::handle::Pool;
 use crate::record::{self, EpisodeLog};
-
-/// Locks a mutex, recovering from poisoning: a panicked step is reported as INTERNAL and
-/// must not take every later call on that env down with it.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+use crate::spec::PoolSpec;
+use crate::sync::lock;
 
 /// The calls that take an env's flight (one at a time per env).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

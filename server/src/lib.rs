@@ -1,16 +1,22 @@
 //! The deskgym gRPC server: pools of real X11 desktops behind `deskgym.v1.Deskgym`.
 //!
 //! # Layout
-//! - [`config`]: limits and server settings.
-//! - [`error`]: the typed service error and its one mapping to `tonic::Status`.
-//! - [`convert`]: wire actions → worker actions, with field-named validation.
-//! - [`pool`]: pools, warm spares, checkpoints and fork, and the blocking step pool.
-//! - [`env`]: one env's desktop and episode: reset, step, observe, save, restore.
-//! - [`frame_cache`]: the fleet-wide content-addressed frame cache.
-//! - [`record`]: recording pools as `.skn` bundles (through `deskgym-datasets`).
-//! - [`encode`]: RAW/PNG/JPEG frame encoding.
-//! - [`service`]: the RPC handlers.
-//! - [`auth`]: the bearer-token interceptor.
+//! Modules depend one way: `spec -> record -> handle -> env -> pool -> service`
+//! (plus leaves: `config`, `error`, `sync`, `backend`, `encode`, `frame_cache`).
+//! - `config`: limits and server settings.
+//! - `error`: the typed service error and its one mapping to `tonic::Status`.
+//! - `spec`: a validated CreatePool request (task, screen, settle, lease) and the
+//!   desktop/pixel accounting unit.
+//! - `backend`: what a desktop is (real Xvfb + task app, or an in-memory fake for tests).
+//! - `record`: recording pools as `.skn` bundles (through `deskgym-datasets`).
+//! - `handle`: the pool as its envs see it (spec, spares, recording sink, lease clock).
+//! - `env`: one env's desktop and episode: reset, step, observe, save, restore; its
+//!   one-call-in-flight rule.
+//! - `pool`: the manager: capacity and quotas, pools, checkpoints, fork, the blocking
+//!   step pool with bounded admission and deadlines.
+//! - `convert`: wire actions → worker actions, with field-named validation.
+//! - `frame_cache`: the fleet-wide content-addressed frame cache; `encode`: RAW/PNG/JPEG.
+//! - `service`: the RPC handlers; `auth`: tokens, principals and quotas.
 //!
 //! [`run`] takes an already-bound listener and a shutdown future, so tests bind port 0
 //! and stop the server at will (as mini-redis does).
@@ -23,9 +29,12 @@ mod encode;
 mod env;
 mod error;
 mod frame_cache;
+mod handle;
 mod pool;
 mod record;
 mod service;
+mod spec;
+mod sync;
 
 use std::future::Future;
 use std::sync::Arc;

@@ -12,7 +12,7 @@ use deskgym_worker::Action;
 use serde_json::json;
 
 use crate::error::ServiceError;
-use crate::pool::PoolSpec;
+use crate::spec::PoolSpec;
 
 /// Server-wide recording settings.
 #[derive(Clone, Debug)]

@@ -1,0 +1,79 @@
+//! The pool as its envs see it: id, owner, spec, warm spares, the recording sink and
+//! the lease clock. Envs and checkpoints hold this handle; the manager's bookkeeping
+//! (`pool.rs`) stays out of their reach.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use crate::backend::Desktop;
+use crate::spec::{PoolSpec, Usage};
+use crate::sync::lock;
+
+/// A pool: a set of envs created together, and its warm spares.
+#[derive(Debug)]
+pub(crate) struct Pool {
+    /// Opaque id.
+    pub id: String,
+    /// The principal that created it (and owns its envs and checkpoints).
+    pub owner: Arc<str>,
+    /// The owner's desktop quota (warm spares are refilled only within it).
+    pub(crate) owner_quota: u32,
+    /// What its envs run.
+    pub spec: PoolSpec,
+    /// Its envs, in creation order.
+    pub env_ids: Vec<String>,
+    /// Last call or renewal (tokio's clock, so tests can pause time).
+    pub(crate) last_used: Mutex<tokio::time::Instant>,
+    pub(crate) spares: Mutex<Vec<Box<dyn Desktop>>>,
+    pub(crate) spares_starting: AtomicU32,
+    pub(crate) closed: AtomicBool,
+    /// The pool's recording, when it records; taken (and closed) with the pool. A read
+    /// lock to send: envs sending at once never wait on each other, only on the
+    /// writer's channel (backpressure by design, `--record-overflow`).
+    pub(crate) recorder: RwLock<Option<deskgym_datasets::Recorder>>,
+    /// Lease TTL: the pool is closed when untouched (no call, no KeepAlive) this long.
+    pub lease: Option<Duration>,
+    /// Where the recording goes.
+    pub recording_path: Option<std::path::PathBuf>,
+}
+
+impl Pool {
+    /// Queues a record when the pool records; `make` is not even called otherwise.
+    pub(crate) fn record(&self, make: impl FnOnce() -> deskgym_datasets::Record) {
+        if self.recording_path.is_some()
+            && let Some(r) = self
+                .recorder
+                .read()
+                .unwrap_or_else(|p| p.into_inner())
+                .as_ref()
+        {
+            r.send(make());
+        }
+    }
+
+    /// Marks the pool as used now (calls and KeepAlive renew its lease).
+    pub(crate) fn touch(&self) {
+        *lock(&self.last_used) = tokio::time::Instant::now();
+    }
+
+    /// A started desktop, if a spare is ready (the pool tops spares up in the background).
+    pub(crate) fn take_spare(&self) -> Option<Box<dyn Desktop>> {
+        lock(&self.spares).pop()
+    }
+
+    pub(crate) fn usage(&self) -> Usage {
+        let desktops = self.env_ids.len() as u32
+            + lock(&self.spares).len() as u32
+            + self.spares_starting.load(Ordering::Relaxed);
+        Usage::of(desktops, self.spec.screen)
+    }
+
+    /// True when untouched for longer than its lease (or `idle`, without one).
+    pub(crate) fn expired(&self, idle: Option<Duration>) -> bool {
+        match self.lease.or(idle) {
+            Some(ttl) => lock(&self.last_used).elapsed() > ttl,
+            None => false,
+        }
+    }
+}
