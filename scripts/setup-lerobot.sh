@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 if [ ! -x .venv-lerobot/bin/python ]; then
   py=""
   for c in python3.13 python3.12 "$HOME"/.pyenv/versions/3.12*/bin/python "$HOME"/.pyenv/versions/3.13*/bin/python; do
-    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+    if command -v "$c" >/dev/null 2>&1 && "$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
       py="$c"; break
     fi
   done
