@@ -96,7 +96,14 @@ fn episode(c: &mut Criterion) {
         })
     });
     let mut v = VideoStream::start(W, H, 10, &enc).expect("start");
-    g.bench_function("one encoder per env", |b| b.iter(|| record(&mut v)));
+    g.bench_function("one encoder per env, constant rate", |b| {
+        b.iter(|| record(&mut v))
+    });
+    let mut v = VideoStream::start(W, H, 10, &enc).expect("start");
+    v.set_constant_rate(false);
+    g.bench_function("one encoder per env, repeats elided", |b| {
+        b.iter(|| record(&mut v))
+    });
     g.finish();
 }
 

@@ -31,6 +31,12 @@ use crate::tables::{
 };
 use crate::video::{VideoError, VideoStream};
 
+mod manifest;
+mod recovery;
+
+pub use manifest::{Counts, Files, Manifest, read_manifest};
+pub use recovery::recover;
+
 /// Format name written in every manifest.
 pub const FORMAT: &str = "deskgym.skn";
 /// Version of the bundle layout. 2: the episodes table's `return` column is
@@ -150,80 +156,6 @@ pub enum Record {
         /// Details.
         payload: serde_json::Value,
     },
-}
-
-/// Counts kept in the manifest.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Counts {
-    /// Episodes written.
-    pub episodes: u64,
-    /// Steps written.
-    pub steps: u64,
-    /// Distinct frames stored.
-    pub frames_stored: u64,
-    /// Frames seen (each step's frame, stored or not).
-    pub frames_observed: u64,
-    /// Events written.
-    pub events: u64,
-    /// Chunk rolls.
-    pub chunks: u64,
-}
-
-/// `manifest.json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Manifest {
-    /// Always `deskgym.skn`.
-    pub format: String,
-    /// Layout version.
-    pub schema_version: u32,
-    /// Run name.
-    pub run_id: String,
-    /// Server version.
-    pub server_version: String,
-    /// Task id.
-    pub task: String,
-    /// Screen size `[width, height]`.
-    pub screen: [u32; 2],
-    /// Start (Unix ms).
-    pub started_at_ms: i64,
-    /// Last update (Unix ms).
-    pub updated_at_ms: i64,
-    /// `open` while recording, `closed` after a clean close, `crashed` once recovered.
-    pub status: String,
-    /// Video encoder element (`nvh264enc`, `x264enc`, `openh264enc`), or none.
-    pub encoder: Option<String>,
-    /// Encoders tried and rejected before it, with why.
-    #[serde(default)]
-    pub encoder_rejected: Vec<String>,
-    /// Per-episode MP4 files written.
-    #[serde(default)]
-    pub videos: u64,
-    /// Frame rate of the videos' time slots (one per reset or step), when recorded.
-    #[serde(default)]
-    pub video_fps: Option<u32>,
-    /// True when every slot holds a picture (frame `k` is at `k / fps`); false when
-    /// repeated frames were elided (and in bundles written before this field).
-    #[serde(default)]
-    pub video_constant_rate: bool,
-    /// Row counts in the closed chunks.
-    pub counts: Counts,
-    /// Records dropped because the writer could not keep up (overflow = drop).
-    pub dropped_records: u64,
-    /// Unclosed chunks found and discarded after a crash.
-    pub lost_chunks: u64,
-    /// Overflow policy.
-    pub overflow: Overflow,
-    /// Chunk files per table, relative to the bundle.
-    pub files: Files,
-}
-
-/// Chunk files per table (table name → paths relative to the bundle).
-pub type Files = std::collections::BTreeMap<String, Vec<String>>;
-
-impl Manifest {
-    fn to_json(&self) -> Result<Vec<u8>, RecordError> {
-        serde_json::to_vec_pretty(self).map_err(|e| RecordError::Parquet(e.to_string()))
-    }
 }
 
 /// Current Unix time in ms.
@@ -790,82 +722,4 @@ pub fn png_rgb(width: u32, height: u32, rgb: &[u8]) -> Result<Vec<u8>, png::Enco
     w.write_image_data(rgb)?;
     w.finish()?;
     Ok(out)
-}
-
-/// Reads a bundle's manifest, with a clear error for anything that is not one.
-pub fn read_manifest(dir: &Path) -> Result<Manifest, RecordError> {
-    let not = |reason: String| RecordError::NotABundle {
-        path: dir.to_path_buf(),
-        reason,
-    };
-    let text = std::fs::read_to_string(dir.join("manifest.json"))
-        .map_err(|e| not(format!("manifest.json: {e}")))?;
-    let m: Manifest =
-        serde_json::from_str(&text).map_err(|e| not(format!("manifest.json: {e}")))?;
-    if m.format != FORMAT {
-        return Err(not(format!("format is {:?}, not {FORMAT:?}", m.format)));
-    }
-    Ok(m)
-}
-
-/// After a crash: discards unclosed chunks (`*.tmp`), counts them in the manifest as
-/// `lost_chunks`, and marks the bundle `crashed`. A bundle that was closed cleanly is
-/// left alone. Returns the manifest as it now stands.
-pub fn recover(dir: &Path) -> Result<Manifest, RecordError> {
-    roll_forward(dir)?;
-    let mut m = read_manifest(dir)?;
-    if m.status != "open" {
-        return Ok(m);
-    }
-    let mut lost = 0;
-    // An unfinished video has no index: not a chunk, but not readable either.
-    if let Ok(entries) = std::fs::read_dir(dir.join("videos")) {
-        for e in entries
-            .flatten()
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".tmp"))
-        {
-            let _ = std::fs::remove_file(e.path());
-        }
-    }
-    for t in TABLES {
-        let Ok(entries) = std::fs::read_dir(dir.join(t)) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            if e.file_name().to_string_lossy().ends_with(".tmp") {
-                lost += 1;
-                let _ = std::fs::remove_file(e.path());
-            }
-        }
-    }
-    // Rows buffered in memory at the crash are gone too; at least one chunk's worth.
-    m.lost_chunks += lost.max(1);
-    m.status = "crashed".into();
-    m.updated_at_ms = now_ms();
-    write_atomic(&dir.join("manifest.json"), &m.to_json()?)?;
-    Ok(m)
-}
-
-/// Finishes a roll that crashed after its commit record (the staged manifest) was
-/// written: its chunks are complete, so they are renamed into place with it. A staged
-/// manifest that does not parse was cut short by the crash: that roll never happened.
-fn roll_forward(dir: &Path) -> Result<(), RecordError> {
-    let manifest = dir.join("manifest.json");
-    let staged = tmp_of(&manifest);
-    let Ok(text) = std::fs::read(&staged) else {
-        return Ok(());
-    };
-    let Ok(m) = serde_json::from_slice::<Manifest>(&text) else {
-        return std::fs::remove_file(&staged).map_err(io(&staged));
-    };
-    for rel in m.files.values().flatten() {
-        let path = dir.join(rel);
-        let tmp = tmp_of(&path);
-        if !path.exists() && tmp.exists() {
-            std::fs::rename(&tmp, &path).map_err(io(&path))?;
-            sync_dir(&path)?;
-        }
-    }
-    std::fs::rename(&staged, &manifest).map_err(io(&manifest))?;
-    sync_dir(&manifest)
 }

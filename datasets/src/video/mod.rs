@@ -17,26 +17,6 @@ use gstreamer::prelude::*;
 use gstreamer_app as gst_app;
 use gstreamer_video as gst_video;
 
-/// H.264 encoders in order of preference, with the Debian package that provides each.
-pub const ENCODERS: [(&str, &str); 3] = [
-    (
-        "nvh264enc",
-        "gstreamer1.0-plugins-bad and an NVIDIA driver with NVENC",
-    ),
-    ("x264enc", "gstreamer1.0-plugins-ugly"),
-    ("openh264enc", "gstreamer1.0-plugins-bad"),
-];
-
-/// Other elements every recording pipeline needs, with their Debian packages.
-const REQUIRED: [(&str, &str); 6] = [
-    ("appsrc", "gstreamer1.0-plugins-base"),
-    ("appsink", "gstreamer1.0-plugins-base"),
-    ("videotestsrc", "gstreamer1.0-plugins-base"),
-    ("h264parse", "gstreamer1.0-plugins-bad"),
-    ("mp4mux", "gstreamer1.0-plugins-good"),
-    ("filesink", "libgstreamer1.0-0"),
-];
-
 /// Why video cannot be recorded.
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum VideoError {
@@ -48,104 +28,12 @@ pub enum VideoError {
     Pipeline(String),
 }
 
-/// The encoder chosen by the probe, and the candidates rejected before it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EncoderChoice {
-    /// GStreamer element name, e.g. `x264enc`.
-    pub element: String,
-    /// `"<element>: <why>"` for each candidate tried and rejected.
-    pub rejected: Vec<String>,
-}
+mod i420;
+mod probe;
 
-fn element_settings(element: &str) -> String {
-    match element {
-        // Seek-friendly keyframes every 3 s at 10 fps; fastest preset: this runs beside
-        // the desktops. threads=1: each env has its own encoder, so they already run in
-        // parallel. trellis=false: the element's default would override the preset's.
-        "x264enc" => {
-            "x264enc speed-preset=ultrafast tune=zerolatency key-int-max=30 threads=1 trellis=false"
-                .into()
-        }
-        // zerolatency: no reordering delay, so an episode's last frame comes out of the
-        // encoder without waiting for more input.
-        "nvh264enc" => "nvh264enc gop-size=30 zerolatency=true".into(),
-        other => other.into(),
-    }
-}
-
-fn run_to_eos(pipeline: &gst::Pipeline, seconds: u64) -> Result<(), String> {
-    pipeline
-        .set_state(gst::State::Playing)
-        .map_err(|e| format!("cannot start: {e}"))?;
-    let bus = pipeline.bus().ok_or("pipeline has no bus")?;
-    let msg = bus.timed_pop_filtered(
-        gst::ClockTime::from_seconds(seconds),
-        &[gst::MessageType::Eos, gst::MessageType::Error],
-    );
-    let result = match msg.as_ref().map(|m| m.view()) {
-        Some(gst::MessageView::Eos(_)) => Ok(()),
-        Some(gst::MessageView::Error(e)) => Err(format!(
-            "{} ({})",
-            e.error(),
-            e.debug().map(|d| d.to_string()).unwrap_or_default()
-        )),
-        _ => Err(format!("no end of stream after {seconds} s")),
-    };
-    let _ = pipeline.set_state(gst::State::Null);
-    result
-}
-
-fn probe() -> Result<EncoderChoice, VideoError> {
-    gst::init().map_err(|e| {
-        VideoError::Unavailable(format!(
-            "GStreamer cannot start: {e}; install libgstreamer1.0-0"
-        ))
-    })?;
-    for (name, package) in REQUIRED {
-        if gst::ElementFactory::find(name).is_none() {
-            return Err(VideoError::Unavailable(format!(
-                "GStreamer element {name} is missing; install the Debian package {package}"
-            )));
-        }
-    }
-    let mut rejected = Vec::new();
-    for (name, package) in ENCODERS {
-        if gst::ElementFactory::find(name).is_none() {
-            rejected.push(format!("{name}: not installed ({package})"));
-            continue;
-        }
-        let desc = format!(
-            "videotestsrc num-buffers=1 ! video/x-raw,format=I420,width=64,height=64 ! {} ! fakesink",
-            element_settings(name)
-        );
-        let outcome = gst::parse::launch(&desc)
-            .map_err(|e| e.to_string())
-            .and_then(|p| {
-                p.downcast::<gst::Pipeline>()
-                    .map_err(|_| "not a pipeline".to_string())
-            })
-            .and_then(|p| run_to_eos(&p, 10));
-        match outcome {
-            Ok(()) => {
-                return Ok(EncoderChoice {
-                    element: name.into(),
-                    rejected,
-                });
-            }
-            Err(e) => rejected.push(format!("{name}: failed its one-frame test: {e}")),
-        }
-    }
-    Err(VideoError::Unavailable(format!(
-        "no working H.264 encoder ({}); install gstreamer1.0-plugins-ugly for x264enc",
-        rejected.join("; ")
-    )))
-}
-
-/// The encoder to use, probed once per process.
-pub fn encoder() -> Result<EncoderChoice, VideoError> {
-    static CHOICE: OnceLock<Result<EncoderChoice, VideoError>> = OnceLock::new();
-    CHOICE.get_or_init(probe).clone()
-}
+pub use i420::rgb_to_i420;
+use probe::element_settings;
+pub use probe::{ENCODERS, EncoderChoice, encoder};
 
 /// One env's video: a long-lived encoder, cut into one MP4 per episode.
 ///
@@ -538,61 +426,6 @@ impl VideoStream {
             }
         }
         Ok(())
-    }
-}
-
-/// Converts packed RGB (`width` px per row) to I420 in `out`, laid out as `info`
-/// says (its size may be one smaller than the RGB's in either direction): BT.601
-/// limited range, chroma from the mean of each 2x2 block, integer maths that agree
-/// with videoconvert to within a level or two. Uses AVX2 where the CPU has it.
-pub fn rgb_to_i420(rgb: &[u8], width: u32, info: &gst_video::VideoInfo, out: &mut [u8]) {
-    #[cfg(target_arch = "x86_64")]
-    if is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU has AVX2, checked just above.
-        return unsafe { rgb_to_i420_avx2(rgb, width, info, out) };
-    }
-    convert_i420(rgb, width, info, out)
-}
-
-/// [`convert_i420`] compiled for AVX2, which the compiler vectorises.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn rgb_to_i420_avx2(rgb: &[u8], width: u32, info: &gst_video::VideoInfo, out: &mut [u8]) {
-    convert_i420(rgb, width, info, out)
-}
-
-/// The conversion, written as plain loops the compiler can vectorise: luma in u16
-/// (66 + 129 + 25 = 220 times 255 fits), chroma in i32 from 2x2 sums.
-#[inline(always)]
-fn convert_i420(rgb: &[u8], width: u32, info: &gst_video::VideoInfo, out: &mut [u8]) {
-    let (w, h) = (info.width() as usize & !1, info.height() as usize & !1);
-    let row = width as usize * 3;
-    let (stride, offset) = (info.stride(), info.offset());
-    let (ys, us, vs) = (stride[0] as usize, stride[1] as usize, stride[2] as usize);
-    let (y_plane, chroma) = out.split_at_mut(offset[1]);
-    let (u_plane, v_plane) = chroma.split_at_mut(offset[2] - offset[1]);
-    for y in 0..h {
-        let src = &rgb[y * row..][..w * 3];
-        for (dst, p) in y_plane[y * ys..][..w].iter_mut().zip(src.chunks_exact(3)) {
-            let (r, g, b) = (u16::from(p[0]), u16::from(p[1]), u16::from(p[2]));
-            *dst = (((66 * r + 129 * g + 25 * b + 128) >> 8) + 16) as u8;
-        }
-    }
-    for cy in 0..h / 2 {
-        let top = &rgb[2 * cy * row..][..w * 3];
-        let bottom = &rgb[(2 * cy + 1) * row..][..w * 3];
-        let uv = u_plane[cy * us..][..w / 2]
-            .iter_mut()
-            .zip(&mut v_plane[cy * vs..][..w / 2]);
-        for ((t, b), (u, v)) in top.chunks_exact(6).zip(bottom.chunks_exact(6)).zip(uv) {
-            let sum = |c: usize| {
-                i32::from(t[c]) + i32::from(t[c + 3]) + i32::from(b[c]) + i32::from(b[c + 3])
-            };
-            let (r, g, b) = (sum(0), sum(1), sum(2));
-            // Sums of four pixels: the >> 10 divides by 4 * 256.
-            *u = (((-38 * r - 74 * g + 112 * b + 512) >> 10) + 128) as u8;
-            *v = (((112 * r - 94 * g - 18 * b + 512) >> 10) + 128) as u8;
-        }
     }
 }
 

@@ -1,0 +1,116 @@
+//! The blocking step pool: bounded admission, orphaned jobs skipped, panics as
+//! INTERNAL, and deadlines that kill a stalled desktop.
+
+use super::*;
+
+impl PoolManager {
+    /// Runs a client's blocking work on the step pool: admitted only while fewer than
+    /// `max_queued_ops` jobs are queued or running (else RESOURCE_EXHAUSTED at once),
+    /// and skipped if the caller dropped the receiver (its client went away) before
+    /// a thread picked it up. A panic becomes INTERNAL, not an abort.
+    pub(crate) fn spawn<T, F>(&self, f: F) -> oneshot::Receiver<Result<T, ServiceError>>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T, ServiceError> + Send + 'static,
+    {
+        let max = self.limits.max_queued_ops as usize;
+        if self.queued.fetch_add(1, Ordering::AcqRel) >= max {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            let (tx, rx) = oneshot::channel();
+            let _ = tx.send(Err(ServiceError::ResourceExhausted(format!(
+                "the server has max_queued_ops={max} desktop operations queued or running; \
+                 retry shortly or use fewer concurrent calls"
+            ))));
+            return rx;
+        }
+        let queued = self.queued.clone();
+        self.run_job(
+            f,
+            move || {
+                queued.fetch_sub(1, Ordering::AcqRel);
+            },
+            true,
+        )
+    }
+
+    /// Runs the server's own blocking work (stopping desktops, closing recordings,
+    /// starting spares): never refused, and run even if nobody awaits it.
+    pub(crate) fn spawn_internal<T, F>(&self, f: F) -> oneshot::Receiver<Result<T, ServiceError>>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T, ServiceError> + Send + 'static,
+    {
+        self.run_job(f, || {}, false)
+    }
+
+    fn run_job<T, F>(
+        &self,
+        f: F,
+        done: impl FnOnce() + Send + 'static,
+        skip_if_gone: bool,
+    ) -> oneshot::Receiver<Result<T, ServiceError>>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<T, ServiceError> + Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        self.executor.spawn(move || {
+            if skip_if_gone && tx.is_closed() {
+                // Dropping `f` here still releases what it holds (an env's flight).
+                drop(f);
+                done();
+                return;
+            }
+            let r = std::panic::catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|p| {
+                let msg = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                tracing::error!(%msg, "step worker panicked");
+                Err(ServiceError::Internal(format!("worker panicked: {msg}")))
+            });
+            done();
+            let _ = tx.send(r);
+        });
+        rx
+    }
+
+    /// Awaits a job on `env` until `deadline`. Past it the env's desktop is killed (so
+    /// the thread stuck on it is freed and the env's next Reset restarts it) and the
+    /// call answers DEADLINE_EXCEEDED; no other env is affected.
+    pub(crate) async fn join_env<T>(
+        rx: oneshot::Receiver<Result<T, ServiceError>>,
+        env: &Env,
+        deadline: tokio::time::Instant,
+        bound: Duration,
+    ) -> Result<T, ServiceError> {
+        match tokio::time::timeout_at(deadline, rx).await {
+            Ok(r) => {
+                r.unwrap_or_else(|_| Err(ServiceError::Internal("step worker went away".into())))
+            }
+            Err(_) => {
+                env.kill_stalled();
+                Err(ServiceError::DeadlineExceeded(format!(
+                    "env {} did not answer within the server's op_timeout ({} ms): its \
+                     desktop stalled and was killed; call Reset to restart it",
+                    env.id,
+                    bound.as_millis()
+                )))
+            }
+        }
+    }
+
+    /// The server-side bound of one operation on a desktop.
+    pub(crate) fn op_timeout(&self) -> Duration {
+        self.limits.op_timeout
+    }
+
+    /// Awaits a [`spawn`](Self::spawn)ed job.
+    pub(crate) async fn join<T>(
+        rx: oneshot::Receiver<Result<T, ServiceError>>,
+    ) -> Result<T, ServiceError> {
+        rx.await
+            .unwrap_or_else(|_| Err(ServiceError::Internal("step worker went away".into())))
+    }
+}

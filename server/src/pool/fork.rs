@@ -1,0 +1,113 @@
+//! Fork: n replicas of a checkpoint, from the source pool's spares first, all or
+//! nothing, each verified against the checkpoint's frame hash.
+
+use super::*;
+
+impl PoolManager {
+    /// Creates a pool of `n` replicas of a checkpoint: desktops come from the source
+    /// pool's warm spares first, then fresh starts; each is rebuilt by replay and its
+    /// frame hash compared with the checkpoint's. All or nothing.
+    pub(crate) async fn fork(
+        self: &Arc<Self>,
+        cp_id: &str,
+        n: u32,
+        encoding: i32,
+        who: &Principal,
+    ) -> Result<pb::ForkResponse, ServiceError> {
+        let t0 = Instant::now();
+        let cp = self.checkpoint(cp_id, who)?;
+        if n == 0 {
+            return Err(ServiceError::invalid("n", "must be at least 1"));
+        }
+        if n > self.limits.max_envs {
+            return Err(ServiceError::ResourceExhausted(format!(
+                "a fork of {n} replicas exceeds the server's max_envs={}",
+                self.limits.max_envs
+            )));
+        }
+        let mut spec = cp.pool.spec.clone();
+        spec.warm_spares = 0;
+        // Spares first: they already hold a slot, so only the rest is reserved.
+        let mut desktops: Vec<Box<dyn Desktop>> = {
+            let mut spares = lock(&cp.pool.spares);
+            let keep = spares.len().saturating_sub(n as usize);
+            spares.split_off(keep)
+        };
+        let from_spares = desktops.len() as u32;
+        let pending = match self.reserve(n - from_spares, spec.screen, who, "this fork") {
+            Ok(p) => p,
+            Err(e) => {
+                lock(&cp.pool.spares).append(&mut desktops);
+                return Err(e);
+            }
+        };
+        // Until registered, the moved spares are counted as pending too.
+        let moved_usage = Usage::of(from_spares, spec.screen);
+        {
+            let mut p = lock(&self.pending);
+            p.total = p.total.plus(moved_usage).unwrap_or(p.total);
+            *p.by_owner.entry(who.name.clone()).or_default() += from_spares;
+        }
+        let moved = Pending {
+            mgr: self,
+            n: moved_usage,
+            owner: who.name.clone(),
+        };
+        match self.start_desktops(&spec, n - from_spares, 0).await {
+            Ok(more) => desktops.extend(more),
+            Err(e) => {
+                drop(self.spawn_internal(move || {
+                    drop(desktops);
+                    Ok(())
+                }));
+                return Err(e);
+            }
+        }
+        let pool = self.register(spec, desktops, n, None, who);
+        drop((pending, moved));
+        let t_desktops = t0.elapsed();
+
+        let opts = ObsOptions {
+            encoding,
+            known: Vec::new(),
+        };
+        let bound = self.replay_timeout(&cp);
+        let deadline = tokio::time::Instant::now() + bound;
+        let mut jobs = Vec::with_capacity(pool.env_ids.len());
+        for id in &pool.env_ids {
+            let env = self.env(id, who)?;
+            let flight = env.begin(Call::Restore)?;
+            let (e, cp, opts, mgr) = (env.clone(), cp.clone(), opts.clone(), self.clone());
+            let job = self.spawn(move || {
+                let _flight = flight;
+                e.restore(&mgr.cache, &cp, &opts)
+            });
+            jobs.push((job, env));
+        }
+        let mut replicas = Vec::with_capacity(jobs.len());
+        for ((job, env), env_id) in jobs.into_iter().zip(&pool.env_ids) {
+            match Self::join_env(job, &env, deadline, bound).await {
+                Ok(r) => replicas.push(pb::Replica {
+                    env_id: env_id.clone(),
+                    fidelity: r.fidelity,
+                    observation: r.observation,
+                    info: r.info,
+                }),
+                Err(e) => {
+                    let _ = self.close_pool(&pool.id, None).await;
+                    return Err(e);
+                }
+            }
+        }
+        tracing::info!(checkpoint = %cp.id, pool = %pool.id, n, from_spares,
+            desktops_ms = t_desktops.as_millis() as u64, total_ms = t0.elapsed().as_millis() as u64, "forked");
+        // The source pool's spares are refilled by housekeeping shortly after: starting
+        // servers here would compete with this reply and the replicas' first steps.
+        Ok(pb::ForkResponse {
+            pool_id: pool.id.clone(),
+            replicas,
+            expected_hash: deskgym_worker::hash_hex(cp.frame_hash()),
+            from_spares,
+        })
+    }
+}
