@@ -7,7 +7,7 @@
 //! is then uncontended: only pool shutdown also takes it, on the step pool.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -45,6 +45,15 @@ impl Call {
             5 => "Restore",
             _ => "unknown",
         }
+    }
+}
+
+/// Clears `Env::running` when a blocking operation ends, however it ends.
+struct Running<'a>(&'a AtomicBool);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
     }
 }
 
@@ -183,6 +192,9 @@ pub(crate) struct Env {
     state: Mutex<EnvState>,
     /// The call in flight (`Call as u8`), 0 when idle.
     busy: AtomicU8,
+    /// True while a blocking operation runs on the desktop (not merely queued): a
+    /// deadline kills the desktop only then.
+    running: AtomicBool,
     /// Pids of the desktop's Xvfb and task app (0: none), readable without the state
     /// lock so a deadline can kill a stalled desktop while a thread is stuck on it.
     xvfb_pid: AtomicU32,
@@ -300,6 +312,7 @@ impl Env {
                 ..Default::default()
             }),
             busy: AtomicU8::new(0),
+            running: AtomicBool::new(false),
             xvfb_pid: AtomicU32::new(0),
             app_pid: AtomicU32::new(0),
             #[cfg(test)]
@@ -352,6 +365,11 @@ impl Env {
     /// next Reset starts a fresh desktop. Both are our children and are reaped only
     /// when their `Desktop` drops, so the pids cannot have been reused.
     pub(crate) fn kill_stalled(&self) {
+        if !self.running.load(Ordering::Acquire) {
+            // Still queued: the job is skipped (its caller is gone), the desktop is fine.
+            tracing::warn!(env = %self.id, "deadline passed before the call started");
+            return;
+        }
         for pid in [&self.xvfb_pid, &self.app_pid] {
             let pid = pid.load(Ordering::Acquire);
             if pid != 0 {
@@ -360,6 +378,12 @@ impl Env {
             }
         }
         tracing::warn!(env = %self.id, "call overran op_timeout: desktop killed");
+    }
+
+    /// Marks a blocking operation as running until the guard drops.
+    fn enter(&self) -> Running<'_> {
+        self.running.store(true, Ordering::Release);
+        Running(&self.running)
     }
 
     /// Takes the desktop out (closing the env).
@@ -424,6 +448,7 @@ impl Env {
         seed: Option<u64>,
         opts: &ObsOptions,
     ) -> Result<pb::ResetResponse, ServiceError> {
+        let _running = self.enter();
         let started = Instant::now();
         let enc = encoding_or(&self.pool.spec, opts.encoding)?;
         let mut guard = lock(&self.state);
@@ -567,6 +592,7 @@ impl Env {
         opts: &ObsOptions,
         autoreset: bool,
     ) -> Result<pb::StepResult, ServiceError> {
+        let _running = self.enter();
         let started = Instant::now();
         let enc = encoding_or(&self.pool.spec, opts.encoding)?;
         let mut guard = lock(&self.state);
@@ -707,6 +733,7 @@ impl Env {
         cache: &FrameCache,
         opts: &ObsOptions,
     ) -> Result<pb::Observation, ServiceError> {
+        let _running = self.enter();
         let enc = encoding_or(&self.pool.spec, opts.encoding)?;
         let mut s = lock(&self.state);
         let Some(d) = s.desktop.as_mut() else {
@@ -736,6 +763,7 @@ impl Env {
 
     /// Blocking: snapshots what is needed to rebuild the current state.
     pub(crate) fn save(&self, id: String) -> Result<Checkpoint, ServiceError> {
+        let _running = self.enter();
         let mut guard = lock(&self.state);
         let s = &mut *guard;
         if s.episode.is_none() {
@@ -796,6 +824,7 @@ impl Env {
         cp: &Checkpoint,
         opts: &ObsOptions,
     ) -> Result<pb::RestoreResponse, ServiceError> {
+        let _running = self.enter();
         let started = Instant::now();
         let (ours, theirs) = (&self.pool.spec, &cp.pool.spec);
         if ours.task.id != theirs.task.id || ours.screen != theirs.screen {

@@ -744,3 +744,54 @@ async fn principals_see_and_touch_only_their_own() {
     c.step(as_("aaa", step_req(&env, noop()))).await.unwrap();
     server.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deadline_kills_only_a_desktop_that_was_running() {
+    // One step thread: two 700 ms waits run back to back; a third call queues behind.
+    let server = TestServer::start(ServerConfig {
+        limits: Limits {
+            max_envs: 4,
+            op_timeout: Duration::from_millis(1000),
+            ..Limits::default()
+        },
+        step_threads: 1,
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let p = small_pool(&mut c, 3).await;
+    let (a1, a2, b) = (
+        p.env_ids[0].clone(),
+        p.env_ids[1].clone(),
+        p.env_ids[2].clone(),
+    );
+    for e in &p.env_ids {
+        reset(&mut c, e, 1).await;
+    }
+    let call = |env: String, action| {
+        let mut c = c.clone();
+        tokio::spawn(async move { c.step(step_req(env, action)).await })
+    };
+    let first = call(a1.clone(), wait_ms(700));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let second = call(a2.clone(), wait_ms(700));
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let queued = call(b.clone(), noop());
+    first.await.unwrap().unwrap();
+    // The second ran past its deadline: killed. The third never started: untouched.
+    let e = second.await.unwrap().unwrap_err();
+    assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+    let e = queued.await.unwrap().unwrap_err();
+    assert_eq!(e.code(), Code::DeadlineExceeded, "{e:?}");
+    let t0 = Instant::now();
+    let ok = loop {
+        match c.step(step_req(&b, noop())).await {
+            Err(s) if s.code() == Code::Aborted && t0.elapsed() < Duration::from_secs(5) => {
+                tokio::time::sleep(Duration::from_millis(50)).await
+            }
+            r => break r,
+        }
+    };
+    ok.expect("the queued env's desktop was not killed: it steps without a Reset");
+    server.stop().await;
+}
