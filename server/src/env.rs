@@ -637,7 +637,9 @@ impl Env {
                     Arc::make_mut(&mut ep.actions).push(action.clone());
                     ep.frame_hash = None;
                 }
-                let (episode_id, step_index) = (ep.log.episode_id.clone(), ep.step_index);
+                // The index this step has (applied) or would have had.
+                let step_index = ep.step_index + u32::from(!applied);
+                let episode_id = ep.log.episode_id.clone();
                 self.pool.record(|| {
                     deskgym_datasets::Record::Step(deskgym_datasets::StepRow {
                         episode_id,
