@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Sequence
@@ -86,6 +87,8 @@ class _Leases:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.thread: threading.Thread | None = None
+        # A forked child inherits this object (and the finalizer) but not the pools.
+        self.pid = os.getpid()
 
     def add(self, pool_id: str) -> None:
         with self.lock:
@@ -115,8 +118,11 @@ class _Leases:
                 self.pools.difference_update(gone)
 
     def close_all(self, timeout: float = 5.0) -> None:
-        """Stops renewing and closes the pools still held (best effort)."""
+        """Stops renewing and closes the pools still held (best effort); in a forked
+        child it closes nothing: the pools are its parent's."""
         self.stop.set()
+        if os.getpid() != self.pid:
+            return
         with self.lock:
             ids, self.pools = sorted(self.pools), set()
         for pool_id in ids:
