@@ -108,6 +108,69 @@ mod tests {
         })
     }
 
+    /// A writer stuck on its disk (here: opening a chunk that is a FIFO nobody reads)
+    /// makes `block` sends wait at most the block limit, then drop and count.
+    #[test]
+    fn a_stalled_writer_bounds_block_sends() {
+        let d = tmpdir("stall");
+        let mut c = config(&d, 1); // roll after every record
+        c.channel_capacity = 2;
+        let bundle = c.dir.clone();
+        let mut r = Recorder::start(c).unwrap();
+        r.set_block_limit(Duration::from_millis(200));
+        let fifos: Vec<_> = writer::TABLES
+            .iter()
+            .map(|t| bundle.join(t).join("part-00000.parquet.tmp"))
+            .collect();
+        for f in &fifos {
+            let ok = std::process::Command::new("mkfifo")
+                .arg(f)
+                .status()
+                .unwrap();
+            assert!(ok.success(), "mkfifo (coreutils)");
+        }
+        let step = |i| {
+            Record::Step(StepRow {
+                episode_id: "e/1".into(),
+                step_index: i,
+                verb: "noop".into(),
+                ..Default::default()
+            })
+        };
+        r.send(step(0)); // the writer takes it, rolls, and blocks opening the FIFO
+        std::thread::sleep(Duration::from_millis(300));
+        // On a thread, so a regression fails here instead of hanging the test run.
+        let (tx, rx) = std::sync::mpsc::channel();
+        let sender = std::thread::spawn(move || {
+            let t0 = std::time::Instant::now();
+            for i in 1..6 {
+                r.send(step(i));
+            }
+            tx.send(t0.elapsed()).unwrap();
+            r
+        });
+        let took = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("block sends hung on the stalled writer");
+        assert!(
+            took >= Duration::from_millis(200),
+            "{took:?}: some sends waited"
+        );
+        let r = sender.join().unwrap();
+        // Unblock the writer (read whatever it writes into the FIFOs), then close.
+        for f in fifos {
+            std::thread::spawn(move || {
+                let _ = std::fs::read(f);
+            });
+        }
+        let m = r.close();
+        let dropped = m.map(|m| m.dropped_records).unwrap_or(u64::MAX);
+        assert!(
+            dropped >= 1,
+            "the records the writer could not take were counted"
+        );
+    }
+
     #[test]
     fn frames_are_stored_once_and_chunks_roll_together() {
         let d = tmpdir("roll");

@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -197,8 +197,13 @@ fn sync_dir(path: &Path) -> Result<(), RecordError> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(io(dir))
 }
 
-/// The recording handle held by the server: cheap to clone, sends never block the
-/// caller unless the overflow policy is `block` and the writer is behind.
+/// How long a `block` send waits for a writer that stopped draining (a hung disk)
+/// before it drops the record (counted, and logged once): every wait has a bound, and a
+/// stuck disk must not hold an env's step, or a ClosePool, forever.
+pub const BLOCK_LIMIT: Duration = Duration::from_secs(10);
+
+/// The recording handle held by the server: sends never block the caller unless the
+/// overflow policy is `block` and the writer is behind (then at most `BLOCK_LIMIT`).
 #[derive(Debug)]
 pub struct Recorder {
     tx: Option<SyncSender<Record>>,
@@ -206,6 +211,10 @@ pub struct Recorder {
     dropped: Arc<AtomicU64>,
     thread: Option<JoinHandle<Result<Manifest, RecordError>>>,
     dir: PathBuf,
+    /// How long a `block` send waits for a stalled writer.
+    block_limit: Duration,
+    /// The stall was logged (once per recording).
+    stall_logged: AtomicBool,
 }
 
 impl Recorder {
@@ -252,7 +261,14 @@ impl Recorder {
             dropped,
             thread: Some(thread),
             dir,
+            block_limit: BLOCK_LIMIT,
+            stall_logged: AtomicBool::new(false),
         })
+    }
+
+    /// Sets how long a `block` send waits for a stalled writer (default [`BLOCK_LIMIT`]).
+    pub fn set_block_limit(&mut self, limit: Duration) {
+        self.block_limit = limit;
     }
 
     /// The bundle directory.
@@ -264,7 +280,7 @@ impl Recorder {
     pub fn send(&self, r: Record) {
         let Some(tx) = &self.tx else { return };
         let lost = match self.overflow {
-            Overflow::Block => tx.send(r).is_err(),
+            Overflow::Block => self.send_bounded(tx, r),
             Overflow::Drop => matches!(
                 tx.try_send(r),
                 Err(TrySendError::Full(_) | TrySendError::Disconnected(_))
@@ -272,6 +288,31 @@ impl Recorder {
         };
         if lost {
             self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// `block`: waits while the channel is full, up to `block_limit`; true when lost.
+    /// The first attempt is the whole cost when the writer keeps up.
+    fn send_bounded(&self, tx: &SyncSender<Record>, mut r: Record) -> bool {
+        let deadline = Instant::now() + self.block_limit;
+        let mut pause = Duration::from_micros(50);
+        loop {
+            match tx.try_send(r) {
+                Ok(()) => return false,
+                Err(TrySendError::Disconnected(_)) => return true,
+                Err(TrySendError::Full(back)) => {
+                    if Instant::now() >= deadline {
+                        if !self.stall_logged.swap(true, Ordering::Relaxed) {
+                            tracing::error!(dir = %self.dir.display(), limit_ms = self.block_limit.as_millis() as u64,
+                                "recording writer stalled: dropping records it cannot take");
+                        }
+                        return true;
+                    }
+                    r = back;
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(5));
+                }
+            }
         }
     }
 
