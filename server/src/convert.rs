@@ -2,9 +2,10 @@
 
 use deskgym_proto::v1 as pb;
 use deskgym_worker::keys::parse_chord;
-use deskgym_worker::{Action, Button, Point};
+use deskgym_worker::{Action, Button, Point, SettlePolicy};
 
 use crate::config::Limits;
+use crate::env::{Checkpoint, Info, Obs, Reset, Restored, Stepped};
 use crate::error::ServiceError;
 pub(crate) use crate::spec::Screen;
 
@@ -23,6 +24,113 @@ pub(crate) const VERBS: &[&str] = &[
     "wait",
     "noop",
 ];
+
+// ---------------------------------------------------------------------------
+// Worker and env results → wire messages (the one place that builds them).
+// ---------------------------------------------------------------------------
+
+/// An observation on the wire.
+pub(crate) fn observation(o: Obs) -> pb::Observation {
+    pb::Observation {
+        frame: o.frame,
+        encoding: o.encoding as i32,
+        width: o.width,
+        height: o.height,
+        frame_hash: deskgym_worker::hash_hex(o.hash),
+        pointer: Some(pb::PointPx {
+            x: o.pointer.x,
+            y: o.pointer.y,
+        }),
+        settle: Some(pb::SettleReport {
+            policy: match o.settle.policy {
+                SettlePolicy::Sync => pb::SettlePolicy::Sync,
+                SettlePolicy::Damage => pb::SettlePolicy::Damage,
+            } as i32,
+            waited_ms: o.settle.waited_ms,
+            quiesced: o.settle.quiesced,
+            damage_events: o.settle.damage_events,
+        }),
+        not_modified: o.not_modified,
+    }
+}
+
+fn step_info(i: Info) -> pb::StepInfo {
+    pb::StepInfo {
+        instruction: i.instruction,
+        task: i.task.to_string(),
+        step_index: i.step_index,
+        seed: i.seed,
+        episode: i.episode,
+        latency_ms: i.latency_ms,
+        extra: i.extra,
+    }
+}
+
+/// A Reset reply.
+pub(crate) fn reset_response(r: Reset) -> pb::ResetResponse {
+    pb::ResetResponse {
+        observation: Some(observation(r.obs)),
+        info: Some(step_info(r.info)),
+    }
+}
+
+/// A Step reply.
+pub(crate) fn step_result(s: Stepped) -> pb::StepResult {
+    pb::StepResult {
+        observation: Some(observation(s.obs)),
+        reward: s.reward,
+        terminated: s.terminated,
+        truncated: s.truncated,
+        info: Some(step_info(s.info)),
+        reset: s.reset.map(reset_response),
+    }
+}
+
+fn fidelity(exact: bool) -> i32 {
+    if exact {
+        pb::Fidelity::Exact as i32
+    } else {
+        pb::Fidelity::Diverged as i32
+    }
+}
+
+/// A Restore reply.
+pub(crate) fn restore_response(r: Restored) -> pb::RestoreResponse {
+    pb::RestoreResponse {
+        observation: Some(observation(r.obs)),
+        info: Some(step_info(r.info)),
+        fidelity: fidelity(r.exact),
+        expected_hash: deskgym_worker::hash_hex(r.expected_hash),
+    }
+}
+
+/// One replica of a Fork reply.
+pub(crate) fn replica(env_id: String, r: Restored) -> pb::Replica {
+    pb::Replica {
+        env_id,
+        fidelity: fidelity(r.exact),
+        observation: Some(observation(r.obs)),
+        info: Some(step_info(r.info)),
+    }
+}
+
+/// A checkpoint on the wire.
+pub(crate) fn checkpoint(c: &Checkpoint) -> pb::Checkpoint {
+    let spec = &c.pool.spec;
+    pb::Checkpoint {
+        checkpoint_id: c.id.clone(),
+        pool_id: c.pool.id.clone(),
+        task: spec.task.id.to_string(),
+        seed: c.seed(),
+        screen: Some(pb::ScreenSize {
+            width: spec.screen.width,
+            height: spec.screen.height,
+        }),
+        step_index: c.step_index(),
+        frame_hash: deskgym_worker::hash_hex(c.frame_hash()),
+        env_id: c.env_id.clone(),
+    }
+}
 
 /// Largest scroll in wheel clicks per axis.
 const MAX_SCROLL: i32 = 50;

@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use deskgym_proto::v1 as pb;
-use deskgym_worker::{Action, DesktopError, Frame, Point, SettlePolicy, SettleReport};
+use deskgym_worker::{Action, DesktopError, Frame, Point, SettleReport};
 
 use crate::backend::Desktop;
 
@@ -149,28 +149,74 @@ impl Checkpoint {
         self.episode.actions.len()
     }
 
-    /// The wire form.
-    pub(crate) fn to_proto(&self) -> pb::Checkpoint {
-        let spec = &self.pool.spec;
-        pb::Checkpoint {
-            checkpoint_id: self.id.clone(),
-            pool_id: self.pool.id.clone(),
-            task: spec.task.id.to_string(),
-            seed: self.episode.seed,
-            screen: Some(pb::ScreenSize {
-                width: spec.screen.width,
-                height: spec.screen.height,
-            }),
-            step_index: self.episode.step_index,
-            frame_hash: deskgym_worker::hash_hex(self.frame_hash()),
-            env_id: self.env_id.clone(),
-        }
+    /// The seed of the saved episode.
+    pub(crate) fn seed(&self) -> u64 {
+        self.episode.seed
+    }
+
+    /// Steps taken in the saved episode.
+    pub(crate) fn step_index(&self) -> u32 {
+        self.episode.step_index
     }
 
     /// The frame hash at save time (Save refreshes a stale one before it builds this).
     pub(crate) fn frame_hash(&self) -> u128 {
         self.episode.frame_hash.unwrap_or_default()
     }
+}
+
+/// An observation as the env produced it (the wire form is built in `convert`).
+#[derive(Clone, Debug)]
+pub(crate) struct Obs {
+    /// Encoded pixels; empty when `not_modified`.
+    pub(crate) frame: Bytes,
+    pub(crate) encoding: pb::ImageEncoding,
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    pub(crate) hash: u128,
+    pub(crate) pointer: Point,
+    pub(crate) settle: SettleReport,
+    /// The client holds this frame already: no pixels were sent.
+    pub(crate) not_modified: bool,
+}
+
+/// What a reset or step says about the episode.
+#[derive(Clone, Debug)]
+pub(crate) struct Info {
+    pub(crate) instruction: String,
+    pub(crate) task: &'static str,
+    pub(crate) step_index: u32,
+    pub(crate) seed: u64,
+    pub(crate) episode: u64,
+    pub(crate) latency_ms: f64,
+    pub(crate) extra: HashMap<String, String>,
+}
+
+/// A new episode's first observation.
+#[derive(Clone, Debug)]
+pub(crate) struct Reset {
+    pub(crate) obs: Obs,
+    pub(crate) info: Info,
+}
+
+/// One step's outcome (and, with same-step autoreset, the next episode's start).
+#[derive(Clone, Debug)]
+pub(crate) struct Stepped {
+    pub(crate) obs: Obs,
+    pub(crate) reward: f64,
+    pub(crate) terminated: bool,
+    pub(crate) truncated: bool,
+    pub(crate) info: Info,
+    pub(crate) reset: Option<Reset>,
+}
+
+/// A restore's outcome: the rebuilt state and whether it matches the checkpoint.
+#[derive(Clone, Debug)]
+pub(crate) struct Restored {
+    pub(crate) obs: Obs,
+    pub(crate) info: Info,
+    pub(crate) exact: bool,
+    pub(crate) expected_hash: u128,
 }
 
 /// Per-call observation options: encoding and the hashes the client already holds.
@@ -240,9 +286,8 @@ impl Env {
         enc: pb::ImageEncoding,
         known: &[u128],
         episode: Option<&str>,
-    ) -> Result<pb::Observation, ServiceError> {
+    ) -> Result<Obs, ServiceError> {
         let (width, height, hash) = (frame.width, frame.height, frame.hash);
-        let hash_hex = deskgym_worker::hash_hex(hash);
         let raw = Blob {
             width,
             height,
@@ -251,7 +296,7 @@ impl Env {
         // The recorder shares the buffer and stores each distinct frame once, on its thread.
         self.pool.record(|| {
             record::frame(
-                &hash_hex,
+                &deskgym_worker::hash_hex(hash),
                 width,
                 height,
                 raw.bytes.clone(),
@@ -274,25 +319,14 @@ impl Env {
         } else {
             cache.put(hash, raw, enc)?.bytes
         };
-        Ok(pb::Observation {
+        Ok(Obs {
             frame: bytes,
-            encoding: enc as i32,
+            encoding: enc,
             width,
             height,
-            frame_hash: hash_hex,
-            pointer: Some(pb::PointPx {
-                x: pointer.x,
-                y: pointer.y,
-            }),
-            settle: Some(pb::SettleReport {
-                policy: match settle.policy {
-                    SettlePolicy::Sync => pb::SettlePolicy::Sync,
-                    SettlePolicy::Damage => pb::SettlePolicy::Damage,
-                } as i32,
-                waited_ms: settle.waited_ms,
-                quiesced: settle.quiesced,
-                damage_events: settle.damage_events,
-            }),
+            hash,
+            pointer,
+            settle,
             not_modified,
         })
     }
@@ -393,15 +427,15 @@ impl Env {
         self.drop_desktop(&mut s)
     }
 
-    fn info(&self, ep: &Episode, started: Instant, display: Option<u32>) -> pb::StepInfo {
+    fn info(&self, ep: &Episode, started: Instant, display: Option<u32>) -> Info {
         let mut extra = HashMap::from([("ended".to_string(), ep.ended.unwrap_or("").to_string())]);
         if let Some(d) = display {
             // Lets an operator (and the crash tests) find the env's X server.
             extra.insert("display".to_string(), format!(":{d}"));
         }
-        pb::StepInfo {
+        Info {
             instruction: ep.instruction.clone(),
-            task: self.pool.spec.task.id.to_string(),
+            task: self.pool.spec.task.id,
             step_index: ep.step_index,
             seed: ep.seed,
             episode: ep.number,
@@ -447,7 +481,7 @@ impl Env {
         cache: &FrameCache,
         seed: Option<u64>,
         opts: &ObsOptions,
-    ) -> Result<pb::ResetResponse, ServiceError> {
+    ) -> Result<Reset, ServiceError> {
         let _running = self.enter();
         let started = Instant::now();
         let enc = encoding_or(&self.pool.spec, opts.encoding)?;
@@ -463,7 +497,7 @@ impl Env {
         enc: pb::ImageEncoding,
         known: &[u128],
         started: Instant,
-    ) -> Result<pb::ResetResponse, ServiceError> {
+    ) -> Result<Reset, ServiceError> {
         let (seed, base, k) = match seed {
             Some(seed) => (seed, seed, 1),
             None => (
@@ -515,9 +549,9 @@ impl Env {
         )?;
         let info = self.info(&ep, started, s.desktop.as_ref().map(|d| d.display()));
         s.episode = Some(ep);
-        Ok(pb::ResetResponse {
-            observation: Some(observation),
-            info: Some(info),
+        Ok(Reset {
+            obs: observation,
+            info,
         })
     }
 
@@ -591,7 +625,7 @@ impl Env {
         action: &Action,
         opts: &ObsOptions,
         autoreset: bool,
-    ) -> Result<pb::StepResult, ServiceError> {
+    ) -> Result<Stepped, ServiceError> {
         let _running = self.enter();
         let started = Instant::now();
         let enc = encoding_or(&self.pool.spec, opts.encoding)?;
@@ -719,12 +753,12 @@ impl Env {
         } else {
             None
         };
-        Ok(pb::StepResult {
-            observation: Some(observation),
+        Ok(Stepped {
+            obs: observation,
             reward,
             terminated,
             truncated,
-            info: Some(info),
+            info,
             reset,
         })
     }
@@ -734,7 +768,7 @@ impl Env {
         &self,
         cache: &FrameCache,
         opts: &ObsOptions,
-    ) -> Result<pb::Observation, ServiceError> {
+    ) -> Result<Obs, ServiceError> {
         let _running = self.enter();
         let enc = encoding_or(&self.pool.spec, opts.encoding)?;
         let mut s = lock(&self.state);
@@ -825,7 +859,7 @@ impl Env {
         cache: &FrameCache,
         cp: &Checkpoint,
         opts: &ObsOptions,
-    ) -> Result<pb::RestoreResponse, ServiceError> {
+    ) -> Result<Restored, ServiceError> {
         let _running = self.enter();
         let started = Instant::now();
         let (ours, theirs) = (&self.pool.spec, &cp.pool.spec);
@@ -896,15 +930,11 @@ impl Env {
         )?;
         let info = self.info(&ep, started, Some(display));
         s.episode = Some(ep);
-        Ok(pb::RestoreResponse {
-            observation: Some(observation),
-            info: Some(info),
-            fidelity: if exact {
-                pb::Fidelity::Exact
-            } else {
-                pb::Fidelity::Diverged
-            } as i32,
-            expected_hash: deskgym_worker::hash_hex(cp.frame_hash()),
+        Ok(Restored {
+            obs: observation,
+            info,
+            exact,
+            expected_hash: cp.frame_hash(),
         })
     }
 }
@@ -969,7 +999,7 @@ mod tests {
             known: Vec::new(),
         };
         let before = env.reset(&mgr.cache, Some(3), &opts).expect("reset");
-        let before = before.observation.expect("obs").frame_hash;
+        let before = deskgym_worker::hash_hex(before.obs.hash);
         // Clicking the field focuses it (its border turns blue): a visible change.
         let (x, y) = deskgym_worker::tasks::Episode::new("type-word", 3, 320, 240)
             .expect("layout")

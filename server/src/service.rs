@@ -76,6 +76,7 @@ impl DeskgymService {
         Ok(self.pending(env, move || {
             let _flight = flight;
             e.step(&mgr.cache, &action, &opts, item.autoreset)
+                .map(convert::step_result)
         }))
     }
 
@@ -113,6 +114,7 @@ impl DeskgymService {
         Ok(self.pending(env, move || {
             let _flight = flight;
             e.reset(&mgr.cache, r.seed, &opts)
+                .map(convert::reset_response)
         }))
     }
 }
@@ -375,7 +377,7 @@ impl Deskgym for DeskgymService {
         let (mgr, e) = (self.mgr.clone(), env.clone());
         let p = self.pending(env, move || {
             let _flight = flight;
-            e.observe(&mgr.cache, &opts)
+            e.observe(&mgr.cache, &opts).map(convert::observation)
         });
         Ok(Response::new(finish(Ok(p)).await?))
     }
@@ -469,7 +471,7 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::Checkpoint>, Status> {
         let who = principal(&req)?;
         let cp = self.mgr.save(&req.into_inner().env_id, &who).await?;
-        Ok(Response::new(cp.to_proto()))
+        Ok(Response::new(convert::checkpoint(&cp)))
     }
 
     async fn restore(
@@ -490,6 +492,7 @@ impl Deskgym for DeskgymService {
         let rx = self.mgr.spawn(move || {
             let _flight = flight;
             e.restore(&mgr.cache, &cp, &opts)
+                .map(convert::restore_response)
         });
         let deadline = tokio::time::Instant::now() + bound;
         Ok(Response::new(
@@ -519,7 +522,7 @@ impl Deskgym for DeskgymService {
             .mgr
             .list_checkpoints(&req.into_inner().pool_id, &who)
             .iter()
-            .map(|c| c.to_proto())
+            .map(|c| convert::checkpoint(c))
             .collect();
         Ok(Response::new(pb::ListCheckpointsResponse { checkpoints }))
     }

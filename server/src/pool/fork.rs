@@ -87,12 +87,7 @@ impl PoolManager {
         let mut replicas = Vec::with_capacity(jobs.len());
         for ((job, env), env_id) in jobs.into_iter().zip(&pool.env_ids) {
             match Self::join_env(job, &env, deadline, bound).await {
-                Ok(r) => replicas.push(pb::Replica {
-                    env_id: env_id.clone(),
-                    fidelity: r.fidelity,
-                    observation: r.observation,
-                    info: r.info,
-                }),
+                Ok(r) => replicas.push(crate::convert::replica(env_id.clone(), r)),
                 Err(e) => {
                     let _ = self.close_pool(&pool.id, None).await;
                     return Err(e);
