@@ -7,24 +7,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use deskgym_proto::v1 as pb;
 use deskgym_proto::v1::deskgym_server::Deskgym;
-use tokio::sync::oneshot;
 use tonic::{Request, Response, Status};
 
 use crate::auth::{Principal, principal};
 use crate::convert::{self, MAX_CHORD_BYTES, VERBS};
-use crate::env::{Call, Env, ObsOptions};
+use crate::env::{Call, ObsOptions};
 use crate::error::{ServiceError, quote};
 use crate::frame_cache::{parse_hash, parse_hashes};
-use crate::pool::PoolManager;
-
-/// A job started on one env: its receiver, the env (killed if the deadline passes)
-/// and the deadline.
-struct Pending<T> {
-    rx: oneshot::Receiver<Result<T, ServiceError>>,
-    env: Arc<Env>,
-    deadline: tokio::time::Instant,
-    bound: std::time::Duration,
-}
+use crate::pool::{EnvJob, PoolManager};
 
 /// The gRPC service over a [`PoolManager`].
 #[derive(Debug, Clone)]
@@ -58,7 +48,7 @@ impl DeskgymService {
         field: &str,
         shared: &[u128],
         who: &Principal,
-    ) -> Result<Pending<pb::StepResult>, ServiceError> {
+    ) -> Result<EnvJob<pb::StepResult>, ServiceError> {
         let env = self.mgr.env(&item.env_id, who)?;
         let action = convert::action(
             item.action.as_ref(),
@@ -71,28 +61,11 @@ impl DeskgymService {
             &item.if_none_match,
             shared,
         )?;
-        let flight = env.begin(Call::Step)?;
-        let (mgr, e) = (self.mgr.clone(), env.clone());
-        Ok(self.pending(env, move || {
-            let _flight = flight;
-            e.step(&mgr.cache, &action, &opts, item.autoreset)
-                .map(convert::step_result)
-        }))
-    }
-
-    /// Starts `f` on the step pool for `env`, with the server's deadline.
-    fn pending<T: Send + 'static>(
-        &self,
-        env: Arc<Env>,
-        f: impl FnOnce() -> Result<T, ServiceError> + Send + 'static,
-    ) -> Pending<T> {
-        let bound = self.mgr.op_timeout();
-        Pending {
-            rx: self.mgr.spawn(f),
-            env,
-            deadline: tokio::time::Instant::now() + bound,
-            bound,
-        }
+        self.mgr
+            .on_env(&env, Call::Step, self.mgr.op_timeout(), move |e, cache| {
+                e.step(cache, &action, &opts, item.autoreset)
+                    .map(convert::step_result)
+            })
     }
 
     fn start_reset(
@@ -101,7 +74,7 @@ impl DeskgymService {
         field: &str,
         shared: &[u128],
         who: &Principal,
-    ) -> Result<Pending<pb::ResetResponse>, ServiceError> {
+    ) -> Result<EnvJob<pb::ResetResponse>, ServiceError> {
         let env = self.mgr.env(&r.env_id, who)?;
         let opts = self.opts(
             &format!("{field}if_none_match"),
@@ -109,24 +82,20 @@ impl DeskgymService {
             &r.if_none_match,
             shared,
         )?;
-        let flight = env.begin(Call::Reset)?;
-        let (mgr, e) = (self.mgr.clone(), env.clone());
-        Ok(self.pending(env, move || {
-            let _flight = flight;
-            e.reset(&mgr.cache, r.seed, &opts)
-                .map(convert::reset_response)
-        }))
+        self.mgr
+            .on_env(&env, Call::Reset, self.mgr.op_timeout(), move |e, cache| {
+                e.reset(cache, r.seed, &opts).map(convert::reset_response)
+            })
     }
 }
 
-async fn finish<T>(started: Result<Pending<T>, ServiceError>) -> Result<T, ServiceError> {
-    let p = started?;
-    PoolManager::join_env(p.rx, &p.env, p.deadline, p.bound).await
+async fn finish<T>(started: Result<EnvJob<T>, ServiceError>) -> Result<T, ServiceError> {
+    started?.finish().await
 }
 
 /// A batch entry's status: (gRPC code, message, result), so one failing env never
 /// fails the batch.
-async fn outcome<T>(started: Result<Pending<T>, ServiceError>) -> (i32, String, Option<T>) {
+async fn outcome<T>(started: Result<EnvJob<T>, ServiceError>) -> (i32, String, Option<T>) {
     match finish(started).await {
         Ok(r) => (0, String::new(), Some(r)),
         Err(e) => (e.code() as i32, e.to_string(), None),
@@ -373,13 +342,13 @@ impl Deskgym for DeskgymService {
         let req = req.into_inner();
         let env = self.mgr.env(&req.env_id, &who)?;
         let opts = self.opts("if_none_match", req.encoding, &req.if_none_match, &[])?;
-        let flight = env.begin(Call::Observe)?;
-        let (mgr, e) = (self.mgr.clone(), env.clone());
-        let p = self.pending(env, move || {
-            let _flight = flight;
-            e.observe(&mgr.cache, &opts).map(convert::observation)
-        });
-        Ok(Response::new(finish(Ok(p)).await?))
+        let job = self.mgr.on_env(
+            &env,
+            Call::Observe,
+            self.mgr.op_timeout(),
+            move |e, cache| e.observe(cache, &opts).map(convert::observation),
+        )?;
+        Ok(Response::new(job.finish().await?))
     }
 
     async fn get_frames(
@@ -486,18 +455,13 @@ impl Deskgym for DeskgymService {
             encoding: req.encoding,
             known: Vec::new(),
         };
-        let flight = env.begin(Call::Restore)?;
         let bound = self.mgr.replay_timeout(&cp);
-        let (mgr, e) = (self.mgr.clone(), env.clone());
-        let rx = self.mgr.spawn(move || {
-            let _flight = flight;
-            e.restore(&mgr.cache, &cp, &opts)
-                .map(convert::restore_response)
-        });
-        let deadline = tokio::time::Instant::now() + bound;
-        Ok(Response::new(
-            PoolManager::join_env(rx, &env, deadline, bound).await?,
-        ))
+        let job = self
+            .mgr
+            .on_env(&env, Call::Restore, bound, move |e, cache| {
+                e.restore(cache, &cp, &opts).map(convert::restore_response)
+            })?;
+        Ok(Response::new(job.finish().await?))
     }
 
     async fn fork(

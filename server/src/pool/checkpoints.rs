@@ -17,16 +17,8 @@ impl PoolManager {
     ) -> Result<Arc<Checkpoint>, ServiceError> {
         let env = self.env(env_id, who)?;
         let id = self.new_id("c");
-        let flight = env.begin(Call::Save)?;
-        let deadline = tokio::time::Instant::now() + self.op_timeout();
-        let job = {
-            let env = env.clone();
-            self.spawn(move || {
-                let _flight = flight;
-                env.save(id)
-            })
-        };
-        let cp = Arc::new(Self::join_env(job, &env, deadline, self.op_timeout()).await?);
+        let job = self.on_env(&env, Call::Save, self.op_timeout(), move |e, _| e.save(id))?;
+        let cp = Arc::new(job.finish().await?);
         let mut all = lock(&self.checkpoints);
         if all.len() >= self.limits.max_checkpoints as usize {
             return Err(ServiceError::ResourceExhausted(format!(

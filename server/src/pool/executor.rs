@@ -3,7 +3,66 @@
 
 use super::*;
 
+/// A job on one env, started by [`PoolManager::on_env`]: it holds the env's flight
+/// until it ends, and is awaited with the env's deadline.
+pub(crate) struct EnvJob<T> {
+    rx: oneshot::Receiver<Result<T, ServiceError>>,
+    env: Arc<Env>,
+    deadline: tokio::time::Instant,
+    bound: Duration,
+}
+
+impl<T> EnvJob<T> {
+    /// Awaits the job until its deadline. Past it the env's desktop is killed if the
+    /// job was running (so the thread stuck on it is freed and the env's next Reset
+    /// restarts it) and the call answers DEADLINE_EXCEEDED; no other env is affected.
+    pub(crate) async fn finish(self) -> Result<T, ServiceError> {
+        match tokio::time::timeout_at(self.deadline, self.rx).await {
+            Ok(r) => {
+                r.unwrap_or_else(|_| Err(ServiceError::Internal("step worker went away".into())))
+            }
+            Err(_) => {
+                self.env.kill_stalled();
+                Err(ServiceError::DeadlineExceeded(format!(
+                    "env {} did not answer within the server's op_timeout ({} ms): its \
+                     desktop stalled and was killed; call Reset to restart it",
+                    self.env.id,
+                    self.bound.as_millis()
+                )))
+            }
+        }
+    }
+}
+
 impl PoolManager {
+    /// The one way to run an operation on an env: takes its flight for `call` (ABORTED
+    /// if another call holds it), queues `f` on the step pool, and sets the deadline
+    /// `bound` from now.
+    pub(crate) fn on_env<T, F>(
+        self: &Arc<Self>,
+        env: &Arc<Env>,
+        call: Call,
+        bound: Duration,
+        f: F,
+    ) -> Result<EnvJob<T>, ServiceError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Env, &FrameCache) -> Result<T, ServiceError> + Send + 'static,
+    {
+        let flight = env.begin(call)?;
+        let (mgr, e) = (self.clone(), env.clone());
+        let rx = self.spawn(move || {
+            let _flight = flight;
+            f(&e, &mgr.cache)
+        });
+        Ok(EnvJob {
+            rx,
+            env: env.clone(),
+            deadline: tokio::time::Instant::now() + bound,
+            bound,
+        })
+    }
+
     /// Runs a client's blocking work on the step pool: admitted only while fewer than
     /// `max_queued_ops` jobs are queued or running (else RESOURCE_EXHAUSTED at once),
     /// and skipped if the caller dropped the receiver (its client went away) before
@@ -74,31 +133,6 @@ impl PoolManager {
             let _ = tx.send(r);
         });
         rx
-    }
-
-    /// Awaits a job on `env` until `deadline`. Past it the env's desktop is killed (so
-    /// the thread stuck on it is freed and the env's next Reset restarts it) and the
-    /// call answers DEADLINE_EXCEEDED; no other env is affected.
-    pub(crate) async fn join_env<T>(
-        rx: oneshot::Receiver<Result<T, ServiceError>>,
-        env: &Env,
-        deadline: tokio::time::Instant,
-        bound: Duration,
-    ) -> Result<T, ServiceError> {
-        match tokio::time::timeout_at(deadline, rx).await {
-            Ok(r) => {
-                r.unwrap_or_else(|_| Err(ServiceError::Internal("step worker went away".into())))
-            }
-            Err(_) => {
-                env.kill_stalled();
-                Err(ServiceError::DeadlineExceeded(format!(
-                    "env {} did not answer within the server's op_timeout ({} ms): its \
-                     desktop stalled and was killed; call Reset to restart it",
-                    env.id,
-                    bound.as_millis()
-                )))
-            }
-        }
     }
 
     /// The server-side bound of one operation on a desktop.

@@ -72,21 +72,17 @@ impl PoolManager {
             known: Vec::new(),
         };
         let bound = self.replay_timeout(&cp);
-        let deadline = tokio::time::Instant::now() + bound;
         let mut jobs = Vec::with_capacity(pool.env_ids.len());
         for id in &pool.env_ids {
             let env = self.env(id, who)?;
-            let flight = env.begin(Call::Restore)?;
-            let (e, cp, opts, mgr) = (env.clone(), cp.clone(), opts.clone(), self.clone());
-            let job = self.spawn(move || {
-                let _flight = flight;
-                e.restore(&mgr.cache, &cp, &opts)
-            });
-            jobs.push((job, env));
+            let (cp, opts) = (cp.clone(), opts.clone());
+            jobs.push(self.on_env(&env, Call::Restore, bound, move |e, cache| {
+                e.restore(cache, &cp, &opts)
+            })?);
         }
         let mut replicas = Vec::with_capacity(jobs.len());
-        for ((job, env), env_id) in jobs.into_iter().zip(&pool.env_ids) {
-            match Self::join_env(job, &env, deadline, bound).await {
+        for (job, env_id) in jobs.into_iter().zip(&pool.env_ids) {
+            match job.finish().await {
                 Ok(r) => replicas.push(crate::convert::replica(env_id.clone(), r)),
                 Err(e) => {
                     let _ = self.close_pool(&pool.id, None).await;

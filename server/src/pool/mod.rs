@@ -39,6 +39,8 @@ use crate::sync::lock;
 
 mod checkpoints;
 mod executor;
+
+pub(crate) use executor::EnvJob;
 mod fork;
 
 /// Owns every pool, env and checkpoint, the fleet frame cache and the step pool.
