@@ -5,14 +5,15 @@
 //! spares being started) plus creations in progress (`pending`), all checked under one
 //! lock before anything starts, so a request over `max_envs` creates nothing.
 //!
-//! Concurrency, in one paragraph: at most one call is in flight per env (a second one
-//! answers ABORTED at once, see [`Env::begin`]); blocking work runs on the step pool,
-//! admitted up to `Limits::max_queued_ops` (beyond: RESOURCE_EXHAUSTED) and skipped when
-//! its caller has gone; async handlers never take an env's state lock and await every
-//! job with a deadline (`Limits::op_timeout`), past which the env's desktop is killed.
+//! Concurrency, in one paragraph: every env operation goes through `on_env`
+//! (`executor.rs`), so at most one call is in flight per env (a second one answers
+//! ABORTED at once); blocking work runs on the step pool, admitted up to
+//! `Limits::max_queued_ops` (beyond: RESOURCE_EXHAUSTED) and skipped when its caller
+//! has gone; async handlers never take an env's state lock and await every job with a
+//! deadline (`Limits::op_timeout`), past which a running env's desktop is killed.
 //!
 //! Lock order (the only one the code takes; every other lock is taken alone, for a
-//! statement): an env's `state` → `usage` → `pools` → a pool's `spares` / `last_used`
+//! statement): an env's `state` → `pending` → `pools` → a pool's `spares` / `last_used`
 //! → `envs` → `checkpoints`. A pool's recorder is a leaf read lock, taken only to send.
 
 use std::collections::HashMap;
@@ -39,9 +40,9 @@ use crate::sync::lock;
 
 mod checkpoints;
 mod executor;
+mod fork;
 
 pub(crate) use executor::EnvJob;
-mod fork;
 
 /// Owns every pool, env and checkpoint, the fleet frame cache and the step pool.
 pub(crate) struct PoolManager {
