@@ -44,6 +44,9 @@ mod fork;
 
 pub(crate) use executor::EnvJob;
 
+/// How long ClosePool waits for a recording to finish (flush, roll, final manifest).
+const RECORDING_CLOSE_LIMIT: Duration = Duration::from_secs(60);
+
 /// Owns every pool, env and checkpoint, the fleet frame cache and the step pool.
 pub(crate) struct PoolManager {
     limits: Limits,
@@ -503,12 +506,22 @@ impl PoolManager {
             .unwrap_or_else(|p| p.into_inner())
             .take();
         if let Some(r) = recorder {
-            let m = Self::join(self.spawn_internal(move || {
+            let closing = Self::join(self.spawn_internal(move || {
                 r.close().map_err(|e| {
                     ServiceError::Internal(format!("finishing the recording failed: {e}"))
                 })
-            }))
-            .await?;
+            }));
+            // A writer stuck on its disk must not hold ClosePool forever: the pool is
+            // closed either way, and an unfinished bundle is recovered at the next start.
+            let m = tokio::time::timeout(RECORDING_CLOSE_LIMIT, closing)
+                .await
+                .map_err(|_| {
+                    ServiceError::Internal(format!(
+                        "the recording did not finish within {} s (its disk is stalled); \
+                         the next server start recovers what was written",
+                        RECORDING_CLOSE_LIMIT.as_secs()
+                    ))
+                })??;
             tracing::info!(pool = %pool_id, run = %m.run_id, episodes = m.counts.episodes, steps = m.counts.steps,
                 frames_stored = m.counts.frames_stored, frames_observed = m.counts.frames_observed,
                 dropped = m.dropped_records, "recording closed");
