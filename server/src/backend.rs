@@ -102,14 +102,17 @@ pub(crate) mod fake {
 
     impl Backend for FakeBackend {
         fn start(&self, config: DesktopConfig) -> Result<Box<dyn Desktop>, DesktopError> {
-            if self.fail_after.load(Ordering::Acquire) == 0 {
+            // Check and count down in one atomic step: starts run in parallel.
+            let left =
+                self.fail_after
+                    .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| match n {
+                        0 => None,
+                        n if n > 0 => Some(n - 1),
+                        n => Some(n),
+                    });
+            if left.is_err() {
                 return Err(DesktopError::XvfbStart("injected start failure".into()));
             }
-            let _ = self
-                .fail_after
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n > 0).then(|| n - 1)
-                });
             let n = self.started.fetch_add(1, Ordering::AcqRel);
             Ok(Box::new(FakeDesktop {
                 config,
