@@ -18,7 +18,6 @@ use std::sync::Arc;
 use tonic::{Request, Status};
 
 use crate::config::Limits;
-use crate::error::ServiceError;
 
 /// Who is calling, and what they may hold. Travels in request extensions.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -187,11 +186,7 @@ impl Auth {
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or_else(|| {
-                ServiceError::Unauthenticated(
-                    "missing `authorization: Bearer <token>` metadata".into(),
-                )
-            })?;
+            .ok_or(AuthError::MissingToken)?;
         // Every token is compared (no early exit), each in constant time.
         let mut found = None;
         for (token, who) in self.tokens.iter() {
@@ -204,17 +199,31 @@ impl Auth {
                 req.extensions_mut().insert(who);
                 Ok(req)
             }
-            None => Err(ServiceError::Unauthenticated("wrong bearer token".into()).into()),
+            None => Err(AuthError::WrongToken.into()),
         }
     }
 }
 
+/// Why a request has no principal.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum AuthError {
+    /// No bearer token on a server that requires one.
+    #[error("missing `authorization: Bearer <token>` metadata")]
+    MissingToken,
+    /// A token that no principal holds (never echoed back).
+    #[error("wrong bearer token")]
+    WrongToken,
+    /// A request that bypassed the interceptor: a bug.
+    #[error("request without a principal")]
+    NoPrincipal,
+}
+
 /// The caller of a request (the interceptor always attaches one).
-pub(crate) fn principal<T>(req: &Request<T>) -> Result<Principal, ServiceError> {
+pub(crate) fn principal<T>(req: &Request<T>) -> Result<Principal, AuthError> {
     req.extensions()
         .get::<Principal>()
         .cloned()
-        .ok_or_else(|| ServiceError::Internal("request without a principal".into()))
+        .ok_or(AuthError::NoPrincipal)
 }
 
 /// Compares without an early exit, so timing does not reveal how much of a guess matched.

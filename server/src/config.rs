@@ -87,6 +87,11 @@ pub struct ServerConfig {
     pub record_roll_every: Duration,
     /// What a recording does when its writer falls behind.
     pub record_overflow: deskgym_datasets::Overflow,
+    /// Records queued per recording before the overflow policy applies.
+    pub record_queue: usize,
+    /// How long a `block` send waits for a stalled writer before it drops (once per
+    /// stall; see `deskgym_datasets::writer::BLOCK_LIMIT`).
+    pub record_block_limit: Duration,
     /// Frames per second of per-episode H.264 videos in recordings; `None`: no video.
     pub record_video_fps: Option<u32>,
     /// Elide repeated frames in recorded videos (variable frame rate): cheaper, but the
@@ -106,6 +111,8 @@ impl Default for ServerConfig {
             record_roll_bytes: 64 << 20,
             record_roll_every: Duration::from_secs(30),
             record_overflow: deskgym_datasets::Overflow::Block,
+            record_queue: 4096,
+            record_block_limit: deskgym_datasets::writer::BLOCK_LIMIT,
             record_video_fps: Some(10),
             record_video_variable_rate: false,
         }

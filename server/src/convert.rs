@@ -6,8 +6,8 @@ use deskgym_worker::{Action, Button, Point, SettlePolicy};
 
 use crate::config::Limits;
 use crate::env::{Checkpoint, Info, Obs, Reset, Restored, Stepped};
-use crate::error::ServiceError;
 pub(crate) use crate::spec::Screen;
+use crate::spec::Invalid;
 
 /// The verbs this server accepts, as `Action.verb` field names.
 pub(crate) const VERBS: &[&str] = &[
@@ -140,17 +140,17 @@ const MAX_SCROLL: i32 = 50;
 /// step thread (a 4-million-key chord took 5 s) or bloating the error message.
 pub(crate) const MAX_CHORD_BYTES: usize = 128;
 
-fn target(t: Option<&pb::Target>, field: &str, screen: Screen) -> Result<Point, ServiceError> {
+fn target(t: Option<&pb::Target>, field: &str, screen: Screen) -> Result<Point, Invalid> {
     use pb::target::Kind;
     let (w, h) = (screen.width as i32, screen.height as i32);
     match t.and_then(|t| t.kind.as_ref()) {
-        None => Err(ServiceError::invalid(
+        None => Err(Invalid::new(
             field,
             "target is not set; set point_px or point_norm",
         )),
         Some(Kind::PointPx(p)) => {
             if p.x < 0 || p.y < 0 || p.x >= w || p.y >= h {
-                return Err(ServiceError::invalid(
+                return Err(Invalid::new(
                     format!("{field}.point_px"),
                     format!(
                         "({}, {}) is outside the {w}x{h} screen (0 <= x < {w}, 0 <= y < {h})",
@@ -163,7 +163,7 @@ fn target(t: Option<&pb::Target>, field: &str, screen: Screen) -> Result<Point, 
         Some(Kind::PointNorm(p)) => {
             for (axis, v) in [("x", p.x), ("y", p.y)] {
                 if !(0.0..=1.0).contains(&v) {
-                    return Err(ServiceError::invalid(
+                    return Err(Invalid::new(
                         format!("{field}.point_norm.{axis}"),
                         format!("{v} is outside [0, 1]"),
                     ));
@@ -181,19 +181,19 @@ fn optional_target(
     t: Option<&pb::Target>,
     field: &str,
     screen: Screen,
-) -> Result<Option<Point>, ServiceError> {
+) -> Result<Option<Point>, Invalid> {
     match t {
         Some(t) if t.kind.is_some() => target(Some(t), field, screen).map(Some),
         _ => Ok(None),
     }
 }
 
-fn button(raw: i32, field: &str) -> Result<Button, ServiceError> {
+fn button(raw: i32, field: &str) -> Result<Button, Invalid> {
     match pb::MouseButton::try_from(raw) {
         Ok(pb::MouseButton::Unspecified | pb::MouseButton::Left) => Ok(Button::Left),
         Ok(pb::MouseButton::Middle) => Ok(Button::Middle),
         Ok(pb::MouseButton::Right) => Ok(Button::Right),
-        Err(_) => Err(ServiceError::invalid(
+        Err(_) => Err(Invalid::new(
             field,
             format!("unknown mouse button {raw}"),
         )),
@@ -205,17 +205,17 @@ pub(crate) fn action(
     a: Option<&pb::Action>,
     screen: Screen,
     limits: &Limits,
-) -> Result<Action, ServiceError> {
+) -> Result<Action, Invalid> {
     use pb::action::Verb;
-    let a = a.ok_or_else(|| ServiceError::invalid("action", "action is missing"))?;
+    let a = a.ok_or_else(|| Invalid::new("action", "action is missing"))?;
     if a.extension.is_some() {
-        return Err(ServiceError::invalid(
+        return Err(Invalid::new(
             "action.extension",
             "no experimental verbs are supported by this server",
         ));
     }
     let verb = a.verb.as_ref().ok_or_else(|| {
-        ServiceError::invalid(
+        Invalid::new(
             "action.verb",
             format!("no verb is set; set exactly one of: {}", VERBS.join(", ")),
         )
@@ -224,7 +224,7 @@ pub(crate) fn action(
         Verb::Click(c) => {
             let count = if c.count == 0 { 1 } else { c.count };
             if count > 3 {
-                return Err(ServiceError::invalid(
+                return Err(Invalid::new(
                     "action.click.count",
                     format!("{count} is not in 1..=3"),
                 ));
@@ -252,7 +252,7 @@ pub(crate) fn action(
             for (axis, v) in [("dx", s.dx), ("dy", s.dy)] {
                 // unsigned_abs: `i32::MIN.abs()` wraps to itself and would pass.
                 if v.unsigned_abs() > MAX_SCROLL.unsigned_abs() {
-                    return Err(ServiceError::invalid(
+                    return Err(Invalid::new(
                         format!("action.scroll.{axis}"),
                         format!("{v} is outside -{MAX_SCROLL}..={MAX_SCROLL}"),
                     ));
@@ -279,14 +279,14 @@ pub(crate) fn action(
         },
         Verb::TypeText(t) => {
             if t.text.is_empty() {
-                return Err(ServiceError::invalid(
+                return Err(Invalid::new(
                     "action.type_text.text",
                     "text is empty",
                 ));
             }
             let n = t.text.chars().count();
             if n > limits.max_text_len as usize {
-                return Err(ServiceError::invalid(
+                return Err(Invalid::new(
                     "action.type_text.text",
                     format!(
                         "{n} characters is more than the limit of {}",
@@ -298,7 +298,7 @@ pub(crate) fn action(
         }
         Verb::Key(k) => {
             if k.keys.len() > MAX_CHORD_BYTES {
-                return Err(ServiceError::invalid(
+                return Err(Invalid::new(
                     "action.key.keys",
                     format!(
                         "a chord of {} bytes is longer than the limit of {MAX_CHORD_BYTES}",
@@ -306,12 +306,12 @@ pub(crate) fn action(
                     ),
                 ));
             }
-            parse_chord(&k.keys).map_err(|m| ServiceError::invalid("action.key.keys", m))?;
+            parse_chord(&k.keys).map_err(|m| Invalid::new("action.key.keys", m))?;
             Action::Key(k.keys.clone())
         }
         Verb::Wait(w) => {
             if w.ms > limits.max_wait_ms {
-                return Err(ServiceError::invalid(
+                return Err(Invalid::new(
                     "action.wait.ms",
                     format!(
                         "{} ms is more than the limit of {} ms",
@@ -351,7 +351,7 @@ mod tests {
 
     fn err_field(a: pb::Action) -> String {
         match action(Some(&a), SCREEN, &Limits::default()) {
-            Err(ServiceError::InvalidArgument { field, .. }) => field,
+            Err(Invalid { field, .. }) => field,
             other => panic!("expected InvalidArgument, got {other:?}"),
         }
     }
@@ -540,12 +540,11 @@ mod fuzz {
             }
             Ok(Action::Key(k)) => assert!(k.len() <= MAX_CHORD_BYTES),
             Ok(_) => {}
-            Err(ServiceError::InvalidArgument { field, message }) => {
+            Err(Invalid { field, message }) => {
                 assert!(field.starts_with("action"), "{field}");
                 // Bounded whatever the input length (quotes are cut, escapes may grow).
                 assert!(message.len() < 1024, "a {} byte message", message.len());
             }
-            Err(other) => panic!("not INVALID_ARGUMENT: {other:?}"),
         }
     }
 

@@ -3,13 +3,22 @@
 use deskgym_proto::v1::ImageEncoding;
 use deskgym_worker::Frame;
 
-use crate::error::ServiceError;
+
+/// An image encoder failed (a bug or an impossible frame: the server's fault).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{format} encode: {message}")]
+pub(crate) struct EncodeError {
+    /// `png` or `jpeg`.
+    format: &'static str,
+    /// The encoder's complaint.
+    message: String,
+}
 
 /// JPEG quality: FACTS.md found higher settings bigger and slower than PNG on desktops.
 const JPEG_QUALITY: u8 = 80;
 
 /// Encodes `frame` as `encoding`, consuming it so raw frames move without a copy.
-pub(crate) fn encode(frame: Frame, encoding: ImageEncoding) -> Result<Vec<u8>, ServiceError> {
+pub(crate) fn encode(frame: Frame, encoding: ImageEncoding) -> Result<Vec<u8>, EncodeError> {
     match encoding {
         ImageEncoding::Unspecified | ImageEncoding::RawRgb => Ok(frame.rgb),
         ImageEncoding::Png => png(&frame),
@@ -22,16 +31,22 @@ pub(crate) fn encode(frame: Frame, encoding: ImageEncoding) -> Result<Vec<u8>, S
                     frame.height as u16,
                     jpeg_encoder::ColorType::Rgb,
                 )
-                .map_err(|e| ServiceError::Internal(format!("jpeg encode: {e}")))?;
+                .map_err(|e| EncodeError {
+                    format: "jpeg",
+                    message: e.to_string(),
+                })?;
             Ok(out)
         }
     }
 }
 
 /// PNG with the fastest compression (the recorder's encoding, shared).
-pub(crate) fn png(frame: &Frame) -> Result<Vec<u8>, ServiceError> {
+pub(crate) fn png(frame: &Frame) -> Result<Vec<u8>, EncodeError> {
     deskgym_datasets::writer::png_rgb(frame.width, frame.height, &frame.rgb)
-        .map_err(|e| ServiceError::Internal(format!("png encode: {e}")))
+        .map_err(|e| EncodeError {
+            format: "png",
+            message: e.to_string(),
+        })
 }
 
 #[cfg(test)]

@@ -16,13 +16,89 @@ use deskgym_proto::v1 as pb;
 use deskgym_worker::{Action, DesktopError, Frame, Point, SettleReport};
 
 use crate::backend::Desktop;
-
-use crate::error::ServiceError;
+use crate::encode::EncodeError;
 use crate::frame_cache::{Blob, FrameCache};
 use crate::handle::Pool;
 use crate::record::{self, EpisodeLog};
-use crate::spec::PoolSpec;
+use crate::spec::{Invalid, PoolSpec};
 use crate::sync::lock;
+
+/// Why an operation on an env failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EnvError {
+    /// A malformed request field (an action the desktop cannot perform as given).
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// Another call holds the env's flight.
+    #[error(
+        "env {env} is busy with a {call} call (one call at a time per env); retry after it returns"
+    )]
+    Busy {
+        /// The env.
+        env: String,
+        /// The call in flight.
+        call: &'static str,
+    },
+    /// Step or Save before the first Reset.
+    #[error("env {env:?} has no episode: call Reset first")]
+    NoEpisode {
+        /// The env.
+        env: String,
+    },
+    /// Step after the episode ended.
+    #[error("the episode of env {env:?} has ended ({why}); call Reset to start a new one")]
+    Ended {
+        /// The env.
+        env: String,
+        /// Why it ended (`success`, `max_steps`...).
+        why: &'static str,
+    },
+    /// The desktop failed earlier and was let go.
+    #[error("env {env:?} lost its desktop; call Reset to restart it")]
+    NoDesktop {
+        /// The env.
+        env: String,
+    },
+    /// The desktop died under this call (Xvfb or app gone); it is let go.
+    #[error("{0}; call Reset to restart this env")]
+    Down(DesktopError),
+    /// The desktop failed without dying (an X request error).
+    #[error("{0}")]
+    Desktop(DesktopError),
+    /// A checkpoint of another task or screen size.
+    #[error("{0}")]
+    Incompatible(String),
+    /// The frame could not be encoded.
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    /// An invariant broke: a bug.
+    #[error("{0}")]
+    Bug(&'static str),
+}
+
+impl EnvError {
+    /// True when the desktop is gone and must be restarted (by the next Reset).
+    pub(crate) fn is_down(&self) -> bool {
+        matches!(self, Self::Down(_))
+    }
+}
+
+impl From<DesktopError> for EnvError {
+    fn from(e: DesktopError) -> Self {
+        match e {
+            DesktopError::InvalidAction { field, message } => {
+                let field = if field.starts_with("action") {
+                    field
+                } else {
+                    format!("action.{field}")
+                };
+                Self::Invalid(Invalid { field, message })
+            }
+            e if e.is_fatal() => Self::Down(e),
+            e => Self::Desktop(e),
+        }
+    }
+}
 
 /// The calls that take an env's flight (one at a time per env).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -262,14 +338,11 @@ fn log_bytes(actions: &[Action]) -> u64 {
     (std::mem::size_of_val(actions) + text) as u64
 }
 
-fn encoding_or(pool: &PoolSpec, raw: i32) -> Result<pb::ImageEncoding, ServiceError> {
+fn encoding_or(pool: &PoolSpec, raw: i32) -> Result<pb::ImageEncoding, Invalid> {
     match pb::ImageEncoding::try_from(raw) {
         Ok(pb::ImageEncoding::Unspecified) => Ok(pool.encoding),
         Ok(e) => Ok(e),
-        Err(_) => Err(ServiceError::invalid(
-            "encoding",
-            format!("unknown encoding {raw}"),
-        )),
+        Err(_) => Err(Invalid::new("encoding", format!("unknown encoding {raw}"))),
     }
 }
 
@@ -286,7 +359,7 @@ impl Env {
         enc: pb::ImageEncoding,
         known: &[u128],
         episode: Option<&str>,
-    ) -> Result<Obs, ServiceError> {
+    ) -> Result<Obs, EnvError> {
         let (width, height, hash) = (frame.width, frame.height, frame.hash);
         let raw = Blob {
             width,
@@ -359,18 +432,16 @@ impl Env {
     }
 
     /// Takes this env's flight for `call`, or answers ABORTED naming the call in flight.
-    pub(crate) fn begin(self: &Arc<Self>, call: Call) -> Result<Flight, ServiceError> {
+    pub(crate) fn begin(self: &Arc<Self>, call: Call) -> Result<Flight, EnvError> {
         match self
             .busy
             .compare_exchange(0, call as u8, Ordering::AcqRel, Ordering::Acquire)
         {
             Ok(_) => Ok(Flight(self.clone())),
-            Err(other) => Err(ServiceError::Aborted(format!(
-                "env {} is busy with a {} call (one call at a time per env); retry after \
-                 it returns",
-                self.id,
-                Call::name(other)
-            ))),
+            Err(other) => Err(EnvError::Busy {
+                env: self.id.clone(),
+                call: Call::name(other),
+            }),
         }
     }
 
@@ -449,13 +520,13 @@ impl Env {
     fn live_desktop<'a>(
         &self,
         s: &'a mut EnvState,
-    ) -> Result<&'a mut Box<dyn Desktop>, ServiceError> {
+    ) -> Result<&'a mut Box<dyn Desktop>, EnvError> {
         if let Some(d) = s.desktop.as_mut() {
             if d.check_alive().is_ok() {
                 return s
                     .desktop
                     .as_mut()
-                    .ok_or_else(|| ServiceError::Internal("desktop vanished".into()));
+                    .ok_or(EnvError::Bug("desktop vanished"));
             }
             tracing::warn!(env = %self.id, "desktop died; restarting it");
             drop(self.drop_desktop(s));
@@ -481,7 +552,7 @@ impl Env {
         cache: &FrameCache,
         seed: Option<u64>,
         opts: &ObsOptions,
-    ) -> Result<Reset, ServiceError> {
+    ) -> Result<Reset, EnvError> {
         let _running = self.enter();
         let started = Instant::now();
         let enc = encoding_or(&self.pool.spec, opts.encoding)?;
@@ -497,7 +568,7 @@ impl Env {
         enc: pb::ImageEncoding,
         known: &[u128],
         started: Instant,
-    ) -> Result<Reset, ServiceError> {
+    ) -> Result<Reset, EnvError> {
         let (seed, base, k) = match seed {
             Some(seed) => (seed, seed, 1),
             None => (
@@ -510,7 +581,7 @@ impl Env {
             let d = self.live_desktop(s)?;
             let out = d.reset(seed)?;
             let frame = d.capture()?;
-            Ok::<_, ServiceError>((out, frame, d.pointer()))
+            Ok::<_, EnvError>((out, frame, d.pointer()))
         })();
         let (out, frame, pointer) = result.inspect_err(|e| self.on_error(s, e))?;
         self.end_episode(s, "reset");
@@ -557,7 +628,7 @@ impl Env {
 
     /// Forgets a desktop that failed fatally, so the next Reset restarts it; the running
     /// episode is recorded as ended by the crash.
-    fn on_error(&self, s: &mut EnvState, e: &ServiceError) {
+    fn on_error(&self, s: &mut EnvState, e: &EnvError) {
         self.pool.record(|| {
             record::event(
                 "error",
@@ -565,7 +636,7 @@ impl Env {
                 serde_json::json!({"code": e.code_name(), "message": e.to_string()}),
             )
         });
-        if e.code() == tonic::Code::Unavailable {
+        if e.is_down() {
             tracing::warn!(env = %self.id, error = %e, "desktop failed");
             self.pool.record(|| {
                 record::event(
@@ -625,29 +696,27 @@ impl Env {
         action: &Action,
         opts: &ObsOptions,
         autoreset: bool,
-    ) -> Result<Stepped, ServiceError> {
+    ) -> Result<Stepped, EnvError> {
         let _running = self.enter();
         let started = Instant::now();
         let enc = encoding_or(&self.pool.spec, opts.encoding)?;
         let mut guard = lock(&self.state);
         let s = &mut *guard;
         let Some(ep) = s.episode.as_mut() else {
-            return Err(ServiceError::FailedPrecondition(format!(
-                "env {:?} has no episode: call Reset first",
-                self.id
-            )));
+            return Err(EnvError::NoEpisode {
+                env: self.id.clone(),
+            });
         };
         if let Some(why) = ep.ended {
-            return Err(ServiceError::FailedPrecondition(format!(
-                "the episode of env {:?} has ended ({why}); call Reset to start a new one",
-                self.id
-            )));
+            return Err(EnvError::Ended {
+                env: self.id.clone(),
+                why,
+            });
         }
         let Some(d) = s.desktop.as_mut() else {
-            return Err(ServiceError::Unavailable(format!(
-                "env {:?} lost its desktop; call Reset to restart it",
-                self.id
-            )));
+            return Err(EnvError::NoDesktop {
+                env: self.id.clone(),
+            });
         };
         let display = d.display();
         let t_start = deskgym_datasets::writer::now_ms();
@@ -665,7 +734,7 @@ impl Env {
             Ok(r) => r,
             Err(e) => {
                 let applied = sent && !matches!(e, DesktopError::InvalidAction { .. });
-                let err = ServiceError::from(e);
+                let err = EnvError::from(e);
                 if applied {
                     ep.step_index += 1;
                     Arc::make_mut(&mut ep.actions).push(action.clone());
@@ -768,15 +837,14 @@ impl Env {
         &self,
         cache: &FrameCache,
         opts: &ObsOptions,
-    ) -> Result<Obs, ServiceError> {
+    ) -> Result<Obs, EnvError> {
         let _running = self.enter();
         let enc = encoding_or(&self.pool.spec, opts.encoding)?;
         let mut s = lock(&self.state);
         let Some(d) = s.desktop.as_mut() else {
-            return Err(ServiceError::Unavailable(format!(
-                "env {:?} lost its desktop; call Reset to restart it",
-                self.id
-            )));
+            return Err(EnvError::NoDesktop {
+                env: self.id.clone(),
+            });
         };
         let captured = d
             .check_alive()
@@ -790,7 +858,7 @@ impl Env {
                 self.observation(cache, frame, pointer, settle, enc, &opts.known, None)
             }
             Err(e) => {
-                let err = ServiceError::from(e);
+                let err = EnvError::from(e);
                 self.on_error(&mut s, &err);
                 Err(err)
             }
@@ -798,24 +866,22 @@ impl Env {
     }
 
     /// Blocking: snapshots what is needed to rebuild the current state.
-    pub(crate) fn save(&self, id: String) -> Result<Checkpoint, ServiceError> {
+    pub(crate) fn save(&self, id: String) -> Result<Checkpoint, EnvError> {
         let _running = self.enter();
         let mut guard = lock(&self.state);
         let s = &mut *guard;
         if s.episode.is_none() {
-            return Err(ServiceError::FailedPrecondition(format!(
-                "env {} has no episode to save: call Reset first",
-                self.id
-            )));
+            return Err(EnvError::NoEpisode {
+                env: self.id.clone(),
+            });
         }
         // An action was applied but the capture after it failed: capture now, so the
         // checkpoint's hash is of the screen its replay rebuilds.
         if s.episode.as_ref().is_some_and(|e| e.frame_hash.is_none()) {
             let Some(d) = s.desktop.as_mut() else {
-                return Err(ServiceError::Unavailable(format!(
-                    "env {} lost its desktop; call Reset to restart it",
-                    self.id
-                )));
+                return Err(EnvError::NoDesktop {
+                    env: self.id.clone(),
+                });
             };
             let hash = d.check_alive().and_then(|()| self.capture(d));
             match hash {
@@ -825,14 +891,14 @@ impl Env {
                     }
                 }
                 Err(e) => {
-                    let err = ServiceError::from(e);
+                    let err = EnvError::from(e);
                     self.on_error(s, &err);
                     return Err(err);
                 }
             }
         }
-        let episode = s.episode.clone().ok_or_else(|| {
-            ServiceError::FailedPrecondition(format!("env {} has no episode to save", self.id))
+        let episode = s.episode.clone().ok_or_else(|| EnvError::NoEpisode {
+            env: self.id.clone(),
         })?;
         Ok(Checkpoint {
             id,
@@ -859,12 +925,12 @@ impl Env {
         cache: &FrameCache,
         cp: &Checkpoint,
         opts: &ObsOptions,
-    ) -> Result<Restored, ServiceError> {
+    ) -> Result<Restored, EnvError> {
         let _running = self.enter();
         let started = Instant::now();
         let (ours, theirs) = (&self.pool.spec, &cp.pool.spec);
         if ours.task.id != theirs.task.id || ours.screen != theirs.screen {
-            return Err(ServiceError::FailedPrecondition(format!(
+            return Err(EnvError::Incompatible(format!(
                 "checkpoint {:?} is of task {} at {}x{}, env {:?} runs {} at {}x{}",
                 cp.id,
                 theirs.task.id,
@@ -886,7 +952,7 @@ impl Env {
                 out = d.step(a)?;
             }
             let frame = d.capture()?;
-            Ok::<_, ServiceError>((out, frame, d.pointer(), d.display()))
+            Ok::<_, EnvError>((out, frame, d.pointer(), d.display()))
         })();
         let (out, frame, pointer, display) = result.inspect_err(|e| {
             self.on_error(s, e);
@@ -947,14 +1013,7 @@ mod tests {
     use crate::record::RecordSettings;
 
     fn manager() -> Arc<PoolManager> {
-        let record = RecordSettings {
-            data_dir: std::env::temp_dir(),
-            roll_bytes: 1 << 20,
-            roll_every: std::time::Duration::from_secs(30),
-            overflow: deskgym_datasets::Overflow::Block,
-            video_fps: None,
-            video_variable_rate: false,
-        };
+        let record = RecordSettings::for_tests();
         Arc::new(PoolManager::new(Limits::default(), 4, record).expect("manager"))
     }
 

@@ -1,81 +1,82 @@
-//! The one place where typed errors become gRPC statuses.
+//! The one place where errors become gRPC statuses.
 //!
-//! Kept deliberately small (see quickwit's `ServiceErrorCode`): add a variant only when a
-//! client must act differently on it.
+//! Each module owns the enum of the ways it fails, in its own words: [`Invalid`] (a
+//! request field, `spec`), [`AuthError`], [`RecordingError`], [`EncodeError`],
+//! [`EnvError`], [`PoolError`]. This module is the only one that knows gRPC codes: it
+//! maps each variant to the code a client acts on (see quickwit's `ServiceErrorCode`),
+//! and attaches a `google.rpc.BadRequest` field violation to every bad field. It sits
+//! above the module chain; `env` calls [`EnvError::code_name`] only to store the code.
 
-use deskgym_worker::DesktopError;
 use tonic::{Code, Status};
 
-/// Every way a deskgym request can fail, as the client should act on it.
-#[derive(Debug, thiserror::Error, Clone, PartialEq)]
-pub enum ServiceError {
-    /// Unknown pool, env or id. Fix the id.
-    #[error("{0}")]
-    NotFound(String),
-    /// The request is malformed; `field` names the offending field.
-    #[error("{field}: {message}")]
-    InvalidArgument {
-        /// Dotted path of the field, e.g. `action.click.target.point_px`.
-        field: String,
-        /// What is wrong and how to fix it.
-        message: String,
-    },
-    /// The thing to create exists already (a recording of that name).
-    #[error("{0}")]
-    AlreadyExists(String),
-    /// The env is not in a state that allows this (step before reset, after the end).
-    #[error("{0}")]
-    FailedPrecondition(String),
-    /// Another call is in flight on the same env (one call at a time per env). Retry
-    /// after it returns.
-    #[error("{0}")]
-    Aborted(String),
-    /// The desktop did not finish within the server's time bound; it is being restarted.
-    #[error("{0}")]
-    DeadlineExceeded(String),
-    /// A server limit would be exceeded. Ask for less.
-    #[error("{0}")]
-    ResourceExhausted(String),
-    /// The desktop is down (Xvfb or app died); Reset brings it back.
-    #[error("{0}")]
-    Unavailable(String),
-    /// Missing or wrong bearer token.
-    #[error("{0}")]
-    Unauthenticated(String),
-    /// A bug or an unexpected system failure.
-    #[error("{0}")]
-    Internal(String),
+use crate::auth::AuthError;
+use crate::env::EnvError;
+use crate::pool::PoolError;
+use crate::record::RecordingError;
+use crate::spec::Invalid;
+
+impl Invalid {
+    /// Always INVALID_ARGUMENT.
+    pub(crate) fn code(&self) -> Code {
+        Code::InvalidArgument
+    }
 }
 
-impl ServiceError {
-    /// Shorthand for [`ServiceError::InvalidArgument`].
-    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self::InvalidArgument {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-
-    /// The gRPC code of this error.
-    pub fn code(&self) -> Code {
+impl EnvError {
+    /// The code a client acts on.
+    pub(crate) fn code(&self) -> Code {
         match self {
-            Self::NotFound(_) => Code::NotFound,
-            Self::InvalidArgument { .. } => Code::InvalidArgument,
-            Self::AlreadyExists(_) => Code::AlreadyExists,
-            Self::FailedPrecondition(_) => Code::FailedPrecondition,
-            Self::Aborted(_) => Code::Aborted,
-            Self::DeadlineExceeded(_) => Code::DeadlineExceeded,
-            Self::ResourceExhausted(_) => Code::ResourceExhausted,
-            Self::Unavailable(_) => Code::Unavailable,
-            Self::Unauthenticated(_) => Code::Unauthenticated,
-            Self::Internal(_) => Code::Internal,
+            Self::Invalid(_) => Code::InvalidArgument,
+            Self::Busy { .. } => Code::Aborted,
+            Self::NoEpisode { .. } | Self::Ended { .. } | Self::Incompatible(_) => {
+                Code::FailedPrecondition
+            }
+            Self::NoDesktop { .. } | Self::Down(_) => Code::Unavailable,
+            Self::Desktop(_) | Self::Encode(_) | Self::Bug(_) => Code::Internal,
         }
     }
 
-    /// The canonical gRPC name of this error's code (`"UNAVAILABLE"`), as clients
-    /// spell it; what datasets store.
-    pub fn code_name(&self) -> &'static str {
+    /// The canonical name of [`code`](Self::code), as datasets store it.
+    pub(crate) fn code_name(&self) -> &'static str {
         code_name(self.code())
+    }
+}
+
+impl PoolError {
+    /// The code a client acts on.
+    pub(crate) fn code(&self) -> Code {
+        match self {
+            Self::Invalid(_) => Code::InvalidArgument,
+            Self::NotFound { .. } | Self::FramesMissing(_) => Code::NotFound,
+            Self::Limit(_) => Code::ResourceExhausted,
+            Self::Env(e) => e.code(),
+            Self::Stalled { .. } => Code::DeadlineExceeded,
+            Self::Start(_) => Code::Unavailable,
+            Self::Recording(e) => e.code(),
+            Self::Encode(_) | Self::Internal(_) => Code::Internal,
+        }
+    }
+}
+
+impl RecordingError {
+    /// The code a client acts on.
+    pub(crate) fn code(&self) -> Code {
+        match self {
+            Self::BadName(_) => Code::InvalidArgument,
+            Self::Exists(_) => Code::AlreadyExists,
+            Self::Unusable(_) | Self::Video(_) => Code::FailedPrecondition,
+            Self::Finish(_) => Code::Internal,
+        }
+    }
+}
+
+impl AuthError {
+    /// The code a client acts on.
+    pub(crate) fn code(&self) -> Code {
+        match self {
+            Self::MissingToken | Self::WrongToken => Code::Unauthenticated,
+            Self::NoPrincipal => Code::Internal,
+        }
     }
 }
 
@@ -103,146 +104,160 @@ pub(crate) fn code_name(code: Code) -> &'static str {
     }
 }
 
-/// Longest piece of client input an error message quotes.
-const QUOTE_CHARS: usize = 64;
-
-/// Quotes client input for an error message: at most [`QUOTE_CHARS`] characters, so a
-/// hostile 100,000-character value cannot turn into a 100 KB status message (which
-/// clients' metadata limits would reject as RESOURCE_EXHAUSTED).
-pub(crate) fn quote(s: &str) -> String {
-    let mut chars = s.chars();
-    let head: String = chars.by_ref().take(QUOTE_CHARS).collect();
-    if chars.next().is_none() {
-        format!("{head:?}")
-    } else {
-        format!("{head:?}... ({} chars)", s.chars().count())
-    }
-}
-
-impl From<ServiceError> for Status {
-    fn from(e: ServiceError) -> Self {
+impl From<Invalid> for Status {
+    fn from(e: Invalid) -> Self {
         use tonic_types::{ErrorDetails, StatusExt as _};
-        let (code, message) = (e.code(), e.to_string());
+        // The field also travels as data: a `google.rpc.BadRequest` field violation
+        // (the richer error model), besides leading the message.
+        let message = e.to_string();
+        Status::with_error_details(
+            e.code(),
+            message,
+            ErrorDetails::with_bad_request_violation(e.field, e.message),
+        )
+    }
+}
+
+impl From<EnvError> for Status {
+    fn from(e: EnvError) -> Self {
         match e {
-            // The field also travels as data: a `google.rpc.BadRequest` field violation
-            // (the richer error model), besides leading the message.
-            ServiceError::InvalidArgument {
-                field,
-                message: why,
-            } => Status::with_error_details(
-                code,
-                message,
-                ErrorDetails::with_bad_request_violation(field, why),
-            ),
-            _ => Status::new(code, message),
+            EnvError::Invalid(i) => i.into(),
+            e => Status::new(e.code(), e.to_string()),
         }
     }
 }
 
-impl From<DesktopError> for ServiceError {
-    fn from(e: DesktopError) -> Self {
+impl From<RecordingError> for Status {
+    fn from(e: RecordingError) -> Self {
         match e {
-            DesktopError::InvalidAction { field, message } => {
-                let field = if field.starts_with("action") {
-                    field
-                } else {
-                    format!("action.{field}")
-                };
-                Self::InvalidArgument { field, message }
-            }
-            DesktopError::DisplayGone { .. }
-            | DesktopError::App(_)
-            | DesktopError::XvfbStart(_) => {
-                Self::Unavailable(format!("{e}; call Reset to restart this env"))
-            }
-            DesktopError::X11(_) | DesktopError::Io(_) => Self::Internal(e.to_string()),
+            RecordingError::BadName(i) => i.into(),
+            e => Status::new(e.code(), e.to_string()),
         }
+    }
+}
+
+impl From<PoolError> for Status {
+    fn from(e: PoolError) -> Self {
+        match e {
+            PoolError::Invalid(i) => i.into(),
+            PoolError::Env(e) => e.into(),
+            PoolError::Recording(e) => e.into(),
+            e => Status::new(e.code(), e.to_string()),
+        }
+    }
+}
+
+impl From<AuthError> for Status {
+    fn from(e: AuthError) -> Self {
+        Status::new(e.code(), e.to_string())
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use deskgym_worker::DesktopError;
+
+    fn status(e: impl Into<Status>) -> Status {
+        e.into()
+    }
 
     #[test]
-    fn every_variant_maps_to_its_code() {
-        let cases = [
-            (ServiceError::NotFound("env x".into()), Code::NotFound),
+    fn each_domain_error_keeps_its_code_and_message() {
+        let env = |s: &str| s.to_string();
+        let cases: Vec<(Status, Code)> = vec![
             (
-                ServiceError::invalid("action.key.keys", "unknown"),
-                Code::InvalidArgument,
+                status(PoolError::NotFound {
+                    kind: "env",
+                    id: env("e1"),
+                    why: "closed",
+                }),
+                Code::NotFound,
+            ),
+            (status(Invalid::new("action.key.keys", "unknown")), Code::InvalidArgument),
+            (status(EnvError::NoEpisode { env: env("e1") }), Code::FailedPrecondition),
+            (status(PoolError::Limit("max".into())), Code::ResourceExhausted),
+            (status(EnvError::NoDesktop { env: env("e1") }), Code::Unavailable),
+            (status(AuthError::WrongToken), Code::Unauthenticated),
+            (status(AuthError::NoPrincipal), Code::Internal),
+            (
+                status(EnvError::Busy {
+                    env: env("e1"),
+                    call: "step",
+                }),
+                Code::Aborted,
             ),
             (
-                ServiceError::FailedPrecondition("reset first".into()),
+                status(PoolError::Stalled {
+                    env: env("e1"),
+                    ms: 5,
+                }),
+                Code::DeadlineExceeded,
+            ),
+            (
+                status(PoolError::Env(EnvError::Ended {
+                    env: env("e1"),
+                    why: "success",
+                })),
                 Code::FailedPrecondition,
             ),
             (
-                ServiceError::ResourceExhausted("max".into()),
-                Code::ResourceExhausted,
+                status(PoolError::Recording(RecordingError::Exists("r".into()))),
+                Code::AlreadyExists,
             ),
-            (ServiceError::Unavailable("gone".into()), Code::Unavailable),
-            (
-                ServiceError::Unauthenticated("token".into()),
-                Code::Unauthenticated,
-            ),
-            (ServiceError::Internal("bug".into()), Code::Internal),
-            (ServiceError::Aborted("busy".into()), Code::Aborted),
-            (
-                ServiceError::DeadlineExceeded("slow".into()),
-                Code::DeadlineExceeded,
-            ),
+            (status(RecordingError::Video("no x264".into())), Code::FailedPrecondition),
         ];
-        for (e, code) in cases {
-            let msg = e.to_string();
-            let s = Status::from(e);
-            assert_eq!(s.code(), code);
-            assert_eq!(s.message(), msg);
+        for (s, code) in cases {
+            assert_eq!(s.code(), code, "{s:?}");
+            assert!(!s.message().is_empty());
         }
     }
 
     #[test]
-    fn bad_input_carries_a_field_violation() {
+    fn bad_input_carries_a_field_violation_through_every_layer() {
         use tonic_types::StatusExt as _;
-        let s = Status::from(ServiceError::invalid("action.key.keys", "unknown key"));
-        let details = s.get_error_details();
-        let v = &details
-            .bad_request()
-            .expect("a BadRequest")
-            .field_violations[0];
-        assert_eq!(
-            (v.field.as_str(), v.description.as_str()),
-            ("action.key.keys", "unknown key")
-        );
+        let bad = Invalid::new("action.key.keys", "unknown key");
+        for s in [
+            status(bad.clone()),
+            status(PoolError::Env(EnvError::Invalid(bad.clone()))),
+            status(PoolError::Invalid(bad)),
+        ] {
+            assert_eq!(s.code(), Code::InvalidArgument);
+            assert!(s.message().starts_with("action.key.keys: "), "{}", s.message());
+            let details = s.get_error_details();
+            let v = &details
+                .bad_request()
+                .expect("a BadRequest")
+                .field_violations[0];
+            assert_eq!(
+                (v.field.as_str(), v.description.as_str()),
+                ("action.key.keys", "unknown key")
+            );
+        }
     }
 
     #[test]
     fn code_names_are_canonical() {
-        assert_eq!(
-            ServiceError::Unavailable(String::new()).code_name(),
-            "UNAVAILABLE"
-        );
+        assert_eq!(EnvError::NoDesktop { env: "e".into() }.code_name(), "UNAVAILABLE");
         assert_eq!(code_name(Code::InvalidArgument), "INVALID_ARGUMENT");
         assert_eq!(code_name(Code::DeadlineExceeded), "DEADLINE_EXCEEDED");
     }
 
     #[test]
-    fn quotes_are_bounded() {
-        assert_eq!(quote("ctrl+s"), "\"ctrl+s\"");
-        let q = quote(&"a".repeat(100_000));
-        assert!(q.len() < 100, "{q}");
-        assert!(q.ends_with("(100000 chars)"), "{q}");
-    }
-
-    #[test]
     fn desktop_errors_keep_their_meaning() {
-        let e: ServiceError = DesktopError::invalid("key.keys", "unknown key name \"x\"").into();
+        let e: EnvError = DesktopError::invalid("key.keys", "unknown key name \"x\"").into();
         assert_eq!(e.code(), Code::InvalidArgument);
-        assert!(e.to_string().starts_with("action.key.keys"));
-        let e: ServiceError = DesktopError::DisplayGone {
+        assert!(e.to_string().starts_with("action.key.keys"), "{e}");
+        let e: EnvError = DesktopError::DisplayGone {
             display: 3,
             reason: "killed".into(),
         }
         .into();
         assert_eq!(e.code(), Code::Unavailable);
+        assert!(e.is_down());
+        assert!(e.to_string().contains("call Reset"), "{e}");
+        let e: EnvError = DesktopError::X11("BadMatch".into()).into();
+        assert_eq!(e.code(), Code::Internal);
+        assert!(!e.is_down());
     }
 }

@@ -19,7 +19,8 @@ use quick_cache::sync::Cache;
 use quick_cache::{DefaultHashBuilder, Lifecycle, Weighter};
 
 use crate::encode::encode;
-use crate::error::ServiceError;
+use crate::encode::EncodeError;
+use crate::spec::{Invalid, quote};
 
 /// Cache key: frame hash and encoding.
 pub(crate) type Key = (u128, pb::ImageEncoding);
@@ -111,8 +112,8 @@ impl FrameCache {
     fn lookup(
         &self,
         key: Key,
-        make: impl FnOnce() -> Result<Blob, ServiceError>,
-    ) -> Result<Blob, ServiceError> {
+        make: impl FnOnce() -> Result<Blob, EncodeError>,
+    ) -> Result<Blob, EncodeError> {
         let mut made = false;
         let blob = self.cache.get_or_insert_with(&key, || {
             made = true;
@@ -141,7 +142,7 @@ impl FrameCache {
         hash: u128,
         raw: Blob,
         encoding: pb::ImageEncoding,
-    ) -> Result<Blob, ServiceError> {
+    ) -> Result<Blob, EncodeError> {
         let raw = self.lookup((hash, pb::ImageEncoding::RawRgb), || Ok(raw))?;
         self.encoded(hash, raw, encoding)
     }
@@ -151,7 +152,7 @@ impl FrameCache {
         hash: u128,
         raw: Blob,
         encoding: pb::ImageEncoding,
-    ) -> Result<Blob, ServiceError> {
+    ) -> Result<Blob, EncodeError> {
         if matches!(
             encoding,
             pb::ImageEncoding::RawRgb | pb::ImageEncoding::Unspecified
@@ -179,7 +180,7 @@ impl FrameCache {
         &self,
         hash: u128,
         encoding: pb::ImageEncoding,
-    ) -> Result<Option<Blob>, ServiceError> {
+    ) -> Result<Option<Blob>, EncodeError> {
         if let Some(b) = self.cache.get(&(hash, encoding)) {
             self.counters.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(b));
@@ -217,21 +218,21 @@ impl FrameCache {
 }
 
 /// Parses a wire frame hash (32 lowercase hex characters).
-pub(crate) fn parse_hash(field: &str, s: &str) -> Result<u128, ServiceError> {
+pub(crate) fn parse_hash(field: &str, s: &str) -> Result<u128, Invalid> {
     if s.len() != 32
         || !s
             .bytes()
             .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
     {
-        return Err(ServiceError::invalid(
+        return Err(Invalid::new(
             field,
             format!(
                 "{} is not a frame hash (32 lowercase hex characters)",
-                crate::error::quote(s)
+                quote(s)
             ),
         ));
     }
-    u128::from_str_radix(s, 16).map_err(|e| ServiceError::invalid(field, e.to_string()))
+    u128::from_str_radix(s, 16).map_err(|e| Invalid::new(field, e.to_string()))
 }
 
 /// Parses an `if_none_match` list.
@@ -239,9 +240,9 @@ pub(crate) fn parse_hashes(
     field: &str,
     list: &[String],
     max: u32,
-) -> Result<Vec<u128>, ServiceError> {
+) -> Result<Vec<u128>, Invalid> {
     if list.len() > max as usize {
-        return Err(ServiceError::invalid(
+        return Err(Invalid::new(
             field,
             format!("{} hashes is more than the limit of {max}", list.len()),
         ));
@@ -257,7 +258,7 @@ mod tests {
     use super::*;
     use deskgym_worker::hash_hex;
 
-    fn put(c: &FrameCache, f: Frame, enc: pb::ImageEncoding) -> Result<Blob, ServiceError> {
+    fn put(c: &FrameCache, f: Frame, enc: pb::ImageEncoding) -> Result<Blob, EncodeError> {
         let raw = Blob {
             width: f.width,
             height: f.height,

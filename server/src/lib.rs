@@ -4,7 +4,8 @@
 //! Modules depend one way: `spec -> record -> handle -> env -> pool -> service`
 //! (plus leaves: `config`, `error`, `sync`, `backend`, `encode`, `frame_cache`).
 //! - `config`: limits and server settings.
-//! - `error`: the typed service error and its one mapping to `tonic::Status`.
+//! - `error`: the one mapping from each module's error enum (`spec::Invalid`,
+//!   `AuthError`, `RecordingError`, `EncodeError`, `EnvError`, `PoolError`) to `tonic::Status`.
 //! - `spec`: a validated CreatePool request (task, screen, settle, lease) and the
 //!   desktop/pixel accounting unit.
 //! - `backend`: what a desktop is (real Xvfb + task app, or an in-memory fake for tests).
@@ -114,6 +115,8 @@ pub async fn run(
         roll_bytes: config.record_roll_bytes,
         roll_every: config.record_roll_every,
         overflow: config.record_overflow,
+        queue: config.record_queue,
+        block_limit: config.record_block_limit,
         video_fps: config.record_video_fps,
         video_variable_rate: config.record_video_variable_rate,
     };

@@ -46,6 +46,13 @@ struct Args {
     /// (counted in the manifest).
     #[arg(long, default_value = "block", value_parser = ["block", "drop"])]
     record_overflow: String,
+    /// Records queued per recording before the overflow policy applies.
+    #[arg(long, default_value_t = 4096)]
+    record_queue: usize,
+    /// How long (ms) a `block` recording waits for a stalled writer (a hung disk)
+    /// before it drops records until the writer moves again.
+    #[arg(long, default_value_t = 10_000)]
+    record_block_ms: u64,
     /// Frames per second of the per-episode H.264 videos in recordings (each step's
     /// frame is one video frame); 0 records no video.
     #[arg(long, default_value_t = 10)]
@@ -91,6 +98,8 @@ async fn main() -> anyhow::Result<()> {
         record_roll_every: Duration::from_secs_f64(args.record_roll_s.max(0.01)),
         record_video_fps: (args.record_video_fps > 0).then_some(args.record_video_fps),
         record_video_variable_rate: args.record_video_variable_rate,
+        record_queue: args.record_queue.max(1),
+        record_block_limit: Duration::from_millis(args.record_block_ms),
         record_overflow: if args.record_overflow == "drop" {
             deskgym_datasets::Overflow::Drop
         } else {

@@ -11,8 +11,7 @@ use deskgym_datasets::{
 use deskgym_worker::Action;
 use serde_json::json;
 
-use crate::error::ServiceError;
-use crate::spec::PoolSpec;
+use crate::spec::{Invalid, PoolSpec, quote};
 
 /// Server-wide recording settings.
 #[derive(Clone, Debug)]
@@ -25,14 +24,52 @@ pub(crate) struct RecordSettings {
     pub roll_every: Duration,
     /// Behaviour when the writer falls behind.
     pub overflow: Overflow,
+    /// Records queued before `overflow` applies.
+    pub queue: usize,
+    /// How long a `block` send waits for a stalled writer.
+    pub block_limit: Duration,
     /// Frames per second of per-episode H.264 videos; `None` records none.
     pub video_fps: Option<u32>,
     /// Elide repeated frames in the videos (cheaper; not for frame-index readers).
     pub video_variable_rate: bool,
 }
 
-/// Records queued per pool before the overflow policy applies.
-const CHANNEL_CAPACITY: usize = 4096;
+/// Why a recording cannot start or finish.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum RecordingError {
+    /// A run name that could leave the data dir.
+    #[error(transparent)]
+    BadName(Invalid),
+    /// A run of that name exists.
+    #[error("{0}")]
+    Exists(String),
+    /// The data dir cannot be created or written.
+    #[error("{0}")]
+    Unusable(String),
+    /// No H.264 encoder for the per-episode videos.
+    #[error("recording video is not possible: {0}; or start the server with --record-video-fps 0")]
+    Video(String),
+    /// Flushing or closing the bundle failed.
+    #[error("{0}")]
+    Finish(String),
+}
+
+#[cfg(test)]
+impl RecordSettings {
+    /// Small chunks in the temp dir, no video.
+    pub(crate) fn for_tests() -> Self {
+        Self {
+            data_dir: std::env::temp_dir(),
+            roll_bytes: 1 << 20,
+            roll_every: Duration::from_secs(30),
+            overflow: Overflow::Block,
+            queue: 4096,
+            block_limit: deskgym_datasets::writer::BLOCK_LIMIT,
+            video_fps: None,
+            video_variable_rate: false,
+        }
+    }
+}
 
 /// Opens the bundle for run `name`: INVALID_ARGUMENT for a name that could leave the
 /// data dir, ALREADY_EXISTS for a run that exists, FAILED_PRECONDITION when the data
@@ -41,26 +78,27 @@ pub(crate) fn open(
     settings: &RecordSettings,
     name: &str,
     spec: &PoolSpec,
-) -> Result<Recorder, ServiceError> {
-    deskgym_datasets::validate_run_name(name).map_err(|m| ServiceError::invalid("record", m))?;
+) -> Result<Recorder, RecordingError> {
+    deskgym_datasets::validate_run_name(name)
+        .map_err(|m| RecordingError::BadName(Invalid::new("record", m)))?;
     let data_dir = &settings.data_dir;
     std::fs::create_dir_all(data_dir).map_err(|e| {
-        ServiceError::FailedPrecondition(format!(
+        RecordingError::Unusable(format!(
             "data dir {} cannot be created: {e}",
             data_dir.display()
         ))
     })?;
     let data_dir = data_dir.canonicalize().map_err(|e| {
-        ServiceError::FailedPrecondition(format!(
+        RecordingError::Unusable(format!(
             "data dir {} is not usable: {e}",
             data_dir.display()
         ))
     })?;
     let dir = data_dir.join(format!("{name}{}", deskgym_datasets::BUNDLE_SUFFIX));
     if dir.exists() {
-        return Err(ServiceError::AlreadyExists(format!(
+        return Err(RecordingError::Exists(format!(
             "recording {} exists at {}; pick another run name",
-            crate::error::quote(name),
+            quote(name),
             dir.display()
         )));
     }
@@ -73,21 +111,23 @@ pub(crate) fn open(
         server_version: env!("CARGO_PKG_VERSION").to_string(),
         roll_bytes: settings.roll_bytes,
         roll_every: settings.roll_every,
-        channel_capacity: CHANNEL_CAPACITY,
+        channel_capacity: settings.queue,
         overflow: settings.overflow,
         video_fps: settings.video_fps,
         video_variable_rate: settings.video_variable_rate,
     })
     .map_err(|e| match e {
-        deskgym_datasets::RecordError::Video(m) => ServiceError::FailedPrecondition(format!(
-            "recording video is not possible: {m}; or start the server with --record-video-fps 0"
-        )),
+        deskgym_datasets::RecordError::Video(m) => RecordingError::Video(m),
         deskgym_datasets::RecordError::Io { ref source, .. }
             if source.kind() == std::io::ErrorKind::AlreadyExists =>
         {
-            ServiceError::AlreadyExists(e.to_string())
+            RecordingError::Exists(e.to_string())
         }
-        e => ServiceError::FailedPrecondition(format!("recording cannot start: {e}")),
+        e => RecordingError::Unusable(format!("recording cannot start: {e}")),
+    })
+    .map(|mut r| {
+        r.set_block_limit(settings.block_limit);
+        r
     })
 }
 

@@ -12,9 +12,9 @@ use tonic::{Request, Response, Status};
 use crate::auth::{Principal, principal};
 use crate::convert::{self, MAX_CHORD_BYTES, VERBS};
 use crate::env::{Call, ObsOptions};
-use crate::error::{ServiceError, quote};
 use crate::frame_cache::{parse_hash, parse_hashes};
-use crate::pool::{EnvJob, PoolManager};
+use crate::pool::{EnvJob, PoolError, PoolManager};
+use crate::spec::{Invalid, quote};
 
 /// The gRPC service over a [`PoolManager`].
 #[derive(Debug, Clone)]
@@ -34,7 +34,7 @@ impl DeskgymService {
         encoding: i32,
         own: &[String],
         shared: &[u128],
-    ) -> Result<ObsOptions, ServiceError> {
+    ) -> Result<ObsOptions, Invalid> {
         let mut known = parse_hashes(field, own, self.mgr.limits().max_if_none_match)?;
         known.extend_from_slice(shared);
         Ok(ObsOptions { encoding, known })
@@ -48,7 +48,7 @@ impl DeskgymService {
         field: &str,
         shared: &[u128],
         who: &Principal,
-    ) -> Result<EnvJob<pb::StepResult>, ServiceError> {
+    ) -> Result<EnvJob<pb::StepResult>, PoolError> {
         let env = self.mgr.env(&item.env_id, who)?;
         let action = convert::action(
             item.action.as_ref(),
@@ -74,7 +74,7 @@ impl DeskgymService {
         field: &str,
         shared: &[u128],
         who: &Principal,
-    ) -> Result<EnvJob<pb::ResetResponse>, ServiceError> {
+    ) -> Result<EnvJob<pb::ResetResponse>, PoolError> {
         let env = self.mgr.env(&r.env_id, who)?;
         let opts = self.opts(
             &format!("{field}if_none_match"),
@@ -89,16 +89,19 @@ impl DeskgymService {
     }
 }
 
-async fn finish<T>(started: Result<EnvJob<T>, ServiceError>) -> Result<T, ServiceError> {
+async fn finish<T>(started: Result<EnvJob<T>, PoolError>) -> Result<T, PoolError> {
     started?.finish().await
 }
 
 /// A batch entry's status: (gRPC code, message, result), so one failing env never
 /// fails the batch.
-async fn outcome<T>(started: Result<EnvJob<T>, ServiceError>) -> (i32, String, Option<T>) {
+async fn outcome<T>(started: Result<EnvJob<T>, PoolError>) -> (i32, String, Option<T>) {
     match finish(started).await {
         Ok(r) => (0, String::new(), Some(r)),
-        Err(e) => (e.code() as i32, e.to_string(), None),
+        Err(e) => {
+            let s = Status::from(e);
+            (s.code() as i32, s.message().to_string(), None)
+        }
     }
 }
 
@@ -206,7 +209,7 @@ impl Deskgym for DeskgymService {
         let (mgr, id) = (self.mgr.clone(), req.into_inner().pool_id);
         let (n, path) = tokio::spawn(async move { mgr.close_pool(&id, Some(&who)).await })
             .await
-            .map_err(|e| ServiceError::Internal(format!("closing the pool failed: {e}")))??;
+            .map_err(|e| PoolError::Internal(format!("closing the pool failed: {e}")))??;
         Ok(Response::new(pb::ClosePoolResponse {
             envs_closed: n,
             recording_path: path.map(|p| p.display().to_string()).unwrap_or_default(),
@@ -247,11 +250,11 @@ impl Deskgym for DeskgymService {
         let total = items.len() + resets.len();
         if total == 0 {
             return Err(
-                ServiceError::invalid("items", "the batch is empty: give items or resets").into(),
+                Invalid::new("items", "the batch is empty: give items or resets").into(),
             );
         }
         if total > max {
-            return Err(ServiceError::ResourceExhausted(format!(
+            return Err(PoolError::Limit(format!(
                 "batch of {total} entries exceeds max_batch={max}"
             ))
             .into());
@@ -264,7 +267,7 @@ impl Deskgym for DeskgymService {
         for (i, (list, id)) in ids.enumerate() {
             if !seen.insert(id.as_str()) {
                 let at = if list == "items" { i } else { i - items.len() };
-                return Err(ServiceError::invalid(
+                return Err(Invalid::new(
                     format!("{list}[{at}].env_id"),
                     format!("env {} appears twice in one batch", quote(id)),
                 )
@@ -358,7 +361,7 @@ impl Deskgym for DeskgymService {
         let req = req.into_inner();
         let max = self.mgr.limits().max_if_none_match;
         if req.hashes.len() > max as usize {
-            return Err(ServiceError::invalid(
+            return Err(Invalid::new(
                 "hashes",
                 format!(
                     "{} hashes is more than the limit of {max}",
@@ -381,7 +384,7 @@ impl Deskgym for DeskgymService {
             Ok(pb::ImageEncoding::Unspecified) => pb::ImageEncoding::RawRgb,
             Ok(e) => e,
             Err(_) => {
-                return Err(ServiceError::invalid(
+                return Err(Invalid::new(
                     "encoding",
                     format!("unknown encoding {}", req.encoding),
                 )
@@ -398,7 +401,7 @@ impl Deskgym for DeskgymService {
                     Some(b) => {
                         bytes = bytes.saturating_add(b.bytes.len() as u64);
                         if bytes > max_bytes {
-                            return Err(ServiceError::ResourceExhausted(format!(
+                            return Err(PoolError::Limit(format!(
                                 "these frames exceed max_frames_reply_bytes={max_bytes}; \
                                  ask for fewer per call"
                             )));
@@ -416,10 +419,7 @@ impl Deskgym for DeskgymService {
                 }
             }
             if !missing.is_empty() {
-                return Err(ServiceError::NotFound(format!(
-                    "frames not in the cache (evicted or never seen): {}; fall back to Observe",
-                    missing.join(", ")
-                )));
+                return Err(PoolError::FramesMissing(missing.join(", ")));
             }
             Ok(frames)
         }))
@@ -509,7 +509,7 @@ impl Deskgym for DeskgymService {
         let ids = req.into_inner().pool_ids;
         let max = self.mgr.limits().max_envs as usize;
         if ids.len() > max {
-            return Err(ServiceError::invalid(
+            return Err(Invalid::new(
                 "pool_ids",
                 format!("{} ids is more than the limit of {max}", ids.len()),
             )

@@ -1,17 +1,54 @@
 //! What a pool is asked to run: the validated spec of a CreatePool request, the screen
 //! geometry, and the desktop/pixel accounting unit. Depends on nothing else of the
-//! server but its limits, errors and the desktop backend (modules depend one way:
+//! server but its limits and the desktop backend (modules depend one way:
 //! `spec -> record -> handle -> env -> pool -> service`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use deskgym_proto::v1 as pb;
-use deskgym_worker::{DesktopConfig, Settle, SettlePolicy, TaskSpec};
+use deskgym_worker::{DesktopConfig, DesktopError, Settle, SettlePolicy, TaskSpec};
 
 use crate::backend::{Backend, Desktop};
 use crate::config::Limits;
-use crate::error::{ServiceError, quote};
+
+/// A request field that is malformed: which field (dotted path, e.g.
+/// `action.click.target.point_px`) and how to fix it. Every layer's "bad request".
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub(crate) struct Invalid {
+    /// Dotted path of the field.
+    pub(crate) field: String,
+    /// What is wrong and how to fix it.
+    pub(crate) message: String,
+}
+
+impl Invalid {
+    /// A bad `field`, and why.
+    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Longest piece of client input an error message quotes.
+const QUOTE_CHARS: usize = 64;
+
+/// Quotes client input for an error message: at most [`QUOTE_CHARS`] characters, so a
+/// hostile 100,000-character value cannot turn into a 100 KB status message (which
+/// clients' metadata limits would reject as RESOURCE_EXHAUSTED).
+pub(crate) fn quote(s: &str) -> String {
+    let mut chars = s.chars();
+    let head: String = chars.by_ref().take(QUOTE_CHARS).collect();
+    if chars.next().is_none() {
+        format!("{head:?}")
+    } else {
+        format!("{head:?}... ({} chars)", s.chars().count())
+    }
+}
+
 
 /// Screen geometry a target is resolved against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,7 +105,7 @@ impl PoolSpec {
     /// Starts a desktop; a spare is also reset to the task's initial state and captured
     /// once, so its first real use skips the first-draw and first-capture costs
     /// (measured at ~40 ms on a fresh desktop).
-    pub(crate) fn start_desktop(&self, spare: bool) -> Result<Box<dyn Desktop>, ServiceError> {
+    pub(crate) fn start_desktop(&self, spare: bool) -> Result<Box<dyn Desktop>, DesktopError> {
         let mut d = self.backend.start(self.desktop_config())?;
         if spare {
             d.reset(self.seed)?;
@@ -111,10 +148,10 @@ pub(crate) fn validate(
     req: &pb::CreatePoolRequest,
     l: &Limits,
     backend: &Arc<dyn Backend>,
-) -> Result<PoolSpec, ServiceError> {
+) -> Result<PoolSpec, Invalid> {
     let task = deskgym_worker::task_spec(&req.task).ok_or_else(|| {
         let known: Vec<_> = deskgym_worker::TASKS.iter().map(|t| t.id).collect();
-        ServiceError::invalid(
+        Invalid::new(
             "task",
             format!(
                 "unknown task {}; known tasks: {}",
@@ -124,10 +161,10 @@ pub(crate) fn validate(
         )
     })?;
     if req.num_envs == 0 {
-        return Err(ServiceError::invalid("num_envs", "must be at least 1"));
+        return Err(Invalid::new("num_envs", "must be at least 1"));
     }
     if req.lease_ttl_ms != 0 && !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&req.lease_ttl_ms) {
-        return Err(ServiceError::invalid(
+        return Err(Invalid::new(
             "lease_ttl_ms",
             format!(
                 "{} is outside {MIN_LEASE_MS}..={MAX_LEASE_MS} (0: no lease)",
@@ -148,7 +185,7 @@ pub(crate) fn validate(
     };
     for (field, v) in [("screen.width", width), ("screen.height", height)] {
         if !(l.min_screen_side..=l.max_screen_side).contains(&v) {
-            return Err(ServiceError::invalid(
+            return Err(Invalid::new(
                 field,
                 format!(
                     "{v} is outside {}..={}",
@@ -166,7 +203,7 @@ pub(crate) fn validate(
         Ok(pb::SettlePolicy::Unspecified) if settle_req.settle_ms.is_some() => SettlePolicy::Damage,
         Ok(pb::SettlePolicy::Unspecified) => task.settle,
         Err(_) => {
-            return Err(ServiceError::invalid(
+            return Err(Invalid::new(
                 "settle.policy",
                 format!("unknown settle policy {}", settle_req.policy),
             ));
@@ -182,7 +219,7 @@ pub(crate) fn validate(
         },
     };
     if settle.settle_max_ms > l.max_settle_ms || settle.settle_ms > l.max_settle_ms {
-        return Err(ServiceError::invalid(
+        return Err(Invalid::new(
             "settle",
             format!(
                 "settle_ms and settle_max_ms must be at most {} ms",
@@ -191,7 +228,7 @@ pub(crate) fn validate(
         ));
     }
     let encoding = pb::ImageEncoding::try_from(req.encoding).map_err(|_| {
-        ServiceError::invalid("encoding", format!("unknown encoding {}", req.encoding))
+        Invalid::new("encoding", format!("unknown encoding {}", req.encoding))
     })?;
     Ok(PoolSpec {
         task,
@@ -212,4 +249,17 @@ pub(crate) fn validate(
         lease: (req.lease_ttl_ms > 0).then(|| Duration::from_millis(req.lease_ttl_ms.into())),
         backend: backend.clone(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_are_bounded() {
+        assert_eq!(quote("ctrl+s"), "\"ctrl+s\"");
+        let q = quote(&"a".repeat(100_000));
+        assert!(q.len() < 100, "{q}");
+        assert!(q.ends_with("(100000 chars)"), "{q}");
+    }
 }

@@ -67,6 +67,25 @@ async fn bad_requests_get_precise_codes() {
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().starts_with("task:"), "{}", e.message());
+    // An enum number this server does not know (a newer client's policy).
+    let e = c
+        .create_pool(pb::CreatePoolRequest {
+            task: "click-target".into(),
+            num_envs: 1,
+            settle: Some(pb::SettleConfig {
+                policy: 99,
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(
+        e.message().starts_with("settle.policy: unknown settle policy 99"),
+        "{}",
+        e.message()
+    );
     let e = c
         .create_pool(pb::CreatePoolRequest {
             task: "click-target".into(),

@@ -795,3 +795,110 @@ async fn a_deadline_kills_only_a_desktop_that_was_running() {
     ok.expect("the queued env's desktop was not killed: it steps without a Reset");
     server.stop().await;
 }
+
+/// A recording whose writer is stuck on its disk (here: the first chunk of steps is a
+/// FIFO nobody reads, so opening it blocks) must not stall the pool: once its queue is
+/// full, one send waits `record_block_limit` and later ones drop, so every env's steps
+/// go on within their deadline (waiting per record would cost 2 s a send, over the
+/// 3 s deadline within two sends); health answers; once the disk moves, ClosePool
+/// finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_recording_writer_does_not_stall_the_pool() {
+    let data = std::env::temp_dir().join(format!("deskgym-stall-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let server = TestServer::start(ServerConfig {
+        data_dir: data.clone(),
+        record_roll_bytes: 1, // roll after every record: the writer opens a chunk at once
+        record_video_fps: None,
+        record_queue: 8,
+        record_block_limit: Duration::from_secs(2),
+        step_threads: 8,
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let p = c
+        .create_pool(pb::CreatePoolRequest {
+            task: "click-target".into(),
+            num_envs: 2,
+            screen: Some(pb::ScreenSize {
+                width: 320,
+                height: 240,
+            }),
+            record: "stall".into(),
+            max_steps: 1000,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let bundle = data.join("stall.skn");
+    // Chunks are numbered across tables, so every number the first steps chunk could
+    // take is a FIFO.
+    let fifos: Vec<_> = (0..100)
+        .map(|i| bundle.join(format!("steps/part-{i:05}.parquet.tmp")))
+        .collect();
+    for f in &fifos {
+        let ok = std::process::Command::new("mkfifo").arg(f).status().unwrap();
+        assert!(ok.success(), "mkfifo {}", f.display());
+    }
+    let steps: Vec<_> = p
+        .env_ids
+        .iter()
+        .map(|env| {
+            let (mut c, env) = (c.clone(), env.clone());
+            tokio::spawn(async move {
+                c.reset(within(
+                    pb::ResetRequest {
+                        env_id: env.clone(),
+                        seed: Some(1),
+                        ..Default::default()
+                    },
+                    Duration::from_secs(10),
+                ))
+                .await?;
+                for _ in 0..30 {
+                    c.step(within(step_req(&env, noop()), Duration::from_secs(3)))
+                        .await?;
+                }
+                Ok::<_, tonic::Status>(())
+            })
+        })
+        .collect();
+    for s in steps {
+        s.await.unwrap().expect("steps go on while the writer is stuck");
+    }
+    healthy(&server).await;
+    // The writer really was stuck: no steps chunk was finished.
+    let finished = std::fs::read_dir(bundle.join("steps"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "parquet"))
+        .count();
+    assert_eq!(finished, 0, "the writer was not blocked; the test proves nothing");
+    // The disk moves again: drain the FIFOs. A FIFO cannot be fsynced, so this
+    // recording ends in an error; what matters is that ClosePool answers and closes.
+    for f in fifos {
+        std::thread::spawn(move || {
+            let _ = std::fs::read(f);
+        });
+    }
+    let closed = c
+        .close_pool(within(
+            pb::ClosePoolRequest {
+                pool_id: p.pool_id.clone(),
+            },
+            Duration::from_secs(30),
+        ))
+        .await;
+    match closed {
+        Ok(r) => assert_eq!(r.into_inner().envs_closed, 2),
+        Err(e) => assert_eq!(e.code(), Code::Internal, "{e:?}"),
+    }
+    let e = c
+        .step(within(step_req(&p.env_ids[0], noop()), Duration::from_secs(3)))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound, "the pool is closed either way: {e:?}");
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}

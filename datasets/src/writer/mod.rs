@@ -198,8 +198,9 @@ fn sync_dir(path: &Path) -> Result<(), RecordError> {
 }
 
 /// How long a `block` send waits for a writer that stopped draining (a hung disk)
-/// before it drops the record (counted, and logged once): every wait has a bound, and a
-/// stuck disk must not hold an env's step, or a ClosePool, forever.
+/// before it drops the record (counted): every wait has a bound, and a stuck disk must
+/// not hold an env's step, or a ClosePool, forever. One wait per stall: until the
+/// writer takes a record again, later sends drop at once instead of each waiting.
 pub const BLOCK_LIMIT: Duration = Duration::from_secs(10);
 
 /// The recording handle held by the server: sends never block the caller unless the
@@ -213,8 +214,9 @@ pub struct Recorder {
     dir: PathBuf,
     /// How long a `block` send waits for a stalled writer.
     block_limit: Duration,
-    /// The stall was logged (once per recording).
-    stall_logged: AtomicBool,
+    /// A `block` send timed out and the writer has not taken a record since: sends
+    /// do not wait while this is set.
+    stalled: AtomicBool,
 }
 
 impl Recorder {
@@ -262,7 +264,7 @@ impl Recorder {
             thread: Some(thread),
             dir,
             block_limit: BLOCK_LIMIT,
-            stall_logged: AtomicBool::new(false),
+            stalled: AtomicBool::new(false),
         })
     }
 
@@ -291,20 +293,29 @@ impl Recorder {
         }
     }
 
-    /// `block`: waits while the channel is full, up to `block_limit`; true when lost.
-    /// The first attempt is the whole cost when the writer keeps up.
+    /// `block`: waits while the channel is full, up to `block_limit`, unless the writer
+    /// is known to be stalled; true when lost. The first attempt is the whole cost when
+    /// the writer keeps up.
     fn send_bounded(&self, tx: &SyncSender<Record>, mut r: Record) -> bool {
         let deadline = Instant::now() + self.block_limit;
         let mut pause = Duration::from_micros(50);
         loop {
             match tx.try_send(r) {
-                Ok(()) => return false,
+                Ok(()) => {
+                    if self.stalled.swap(false, Ordering::Relaxed) {
+                        tracing::warn!(dir = %self.dir.display(), "recording writer moves again");
+                    }
+                    return false;
+                }
                 Err(TrySendError::Disconnected(_)) => return true,
                 Err(TrySendError::Full(back)) => {
+                    if self.stalled.load(Ordering::Relaxed) {
+                        return true;
+                    }
                     if Instant::now() >= deadline {
-                        if !self.stall_logged.swap(true, Ordering::Relaxed) {
+                        if !self.stalled.swap(true, Ordering::Relaxed) {
                             tracing::error!(dir = %self.dir.display(), limit_ms = self.block_limit.as_millis() as u64,
-                                "recording writer stalled: dropping records it cannot take");
+                                "recording writer stalled: dropping records it cannot take until it moves");
                         }
                         return true;
                     }

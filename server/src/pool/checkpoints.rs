@@ -14,14 +14,14 @@ impl PoolManager {
         self: &Arc<Self>,
         env_id: &str,
         who: &Principal,
-    ) -> Result<Arc<Checkpoint>, ServiceError> {
+    ) -> Result<Arc<Checkpoint>, PoolError> {
         let env = self.env(env_id, who)?;
         let id = self.new_id("c");
         let job = self.on_env(&env, Call::Save, self.op_timeout(), move |e, _| e.save(id))?;
         let cp = Arc::new(job.finish().await?);
         let mut all = lock(&self.checkpoints);
         if all.len() >= self.limits.max_checkpoints as usize {
-            return Err(ServiceError::ResourceExhausted(format!(
+            return Err(PoolError::Limit(format!(
                 "the server holds max_checkpoints={} checkpoints; delete some first",
                 self.limits.max_checkpoints
             )));
@@ -29,7 +29,7 @@ impl PoolManager {
         let held: u64 = all.iter().map(|c| c.bytes()).sum();
         let max = self.limits.max_checkpoint_bytes;
         if held.saturating_add(cp.bytes()) > max {
-            return Err(ServiceError::ResourceExhausted(format!(
+            return Err(PoolError::Limit(format!(
                 "this checkpoint needs {} bytes but the server's checkpoints hold {held} of \
                  max_checkpoint_bytes={max}; delete some first",
                 cp.bytes()
@@ -40,7 +40,7 @@ impl PoolManager {
         if mine.len() >= who.max_checkpoints as usize
             || mine_bytes.saturating_add(cp.bytes()) > who.max_checkpoint_bytes
         {
-            return Err(ServiceError::ResourceExhausted(format!(
+            return Err(PoolError::Limit(format!(
                 "principal {} holds {} checkpoints ({mine_bytes} bytes) of its quota of {} \
                  ({} bytes); delete some first",
                 who.name,
@@ -58,16 +58,13 @@ impl PoolManager {
         &self,
         id: &str,
         who: &Principal,
-    ) -> Result<Arc<Checkpoint>, ServiceError> {
+    ) -> Result<Arc<Checkpoint>, PoolError> {
         lock(&self.checkpoints)
             .iter()
             .find(|c| c.id == id && c.pool.owner == who.name)
             .cloned()
             .ok_or_else(|| {
-                ServiceError::NotFound(format!(
-                    "checkpoint {} not found (deleted, its pool closed, or never saved)",
-                    quote(id)
-                ))
+                PoolError::not_found("checkpoint", id, "deleted, its pool closed, or never saved")
             })
     }
 
@@ -82,15 +79,16 @@ impl PoolManager {
     }
 
     /// Deletes one of `who`'s checkpoints.
-    pub(crate) fn delete_checkpoint(&self, id: &str, who: &Principal) -> Result<(), ServiceError> {
+    pub(crate) fn delete_checkpoint(&self, id: &str, who: &Principal) -> Result<(), PoolError> {
         let mut all = lock(&self.checkpoints);
         let before = all.len();
         all.retain(|c| c.id != id || c.pool.owner != who.name);
         if all.len() == before {
-            return Err(ServiceError::NotFound(format!(
-                "checkpoint {} not found",
-                quote(id)
-            )));
+            return Err(PoolError::not_found(
+                "checkpoint",
+                id,
+                "deleted, its pool closed, or never saved",
+            ));
         }
         Ok(())
     }

@@ -6,7 +6,7 @@ use super::*;
 /// A job on one env, started by [`PoolManager::on_env`]: it holds the env's flight
 /// until it ends, and is awaited with the env's deadline.
 pub(crate) struct EnvJob<T> {
-    rx: oneshot::Receiver<Result<T, ServiceError>>,
+    rx: oneshot::Receiver<Result<T, PoolError>>,
     env: Arc<Env>,
     deadline: tokio::time::Instant,
     bound: Duration,
@@ -16,19 +16,17 @@ impl<T> EnvJob<T> {
     /// Awaits the job until its deadline. Past it the env's desktop is killed if the
     /// job was running (so the thread stuck on it is freed and the env's next Reset
     /// restarts it) and the call answers DEADLINE_EXCEEDED; no other env is affected.
-    pub(crate) async fn finish(self) -> Result<T, ServiceError> {
+    pub(crate) async fn finish(self) -> Result<T, PoolError> {
         match tokio::time::timeout_at(self.deadline, self.rx).await {
             Ok(r) => {
-                r.unwrap_or_else(|_| Err(ServiceError::Internal("step worker went away".into())))
+                r.unwrap_or_else(|_| Err(PoolError::Internal("step worker went away".into())))
             }
             Err(_) => {
                 self.env.kill_stalled();
-                Err(ServiceError::DeadlineExceeded(format!(
-                    "env {} did not answer within the server's op_timeout ({} ms): its \
-                     desktop stalled and was killed; call Reset to restart it",
-                    self.env.id,
-                    self.bound.as_millis()
-                )))
+                Err(PoolError::Stalled {
+                    env: self.env.id.clone(),
+                    ms: self.bound.as_millis(),
+                })
             }
         }
     }
@@ -44,16 +42,16 @@ impl PoolManager {
         call: Call,
         bound: Duration,
         f: F,
-    ) -> Result<EnvJob<T>, ServiceError>
+    ) -> Result<EnvJob<T>, PoolError>
     where
         T: Send + 'static,
-        F: FnOnce(&Env, &FrameCache) -> Result<T, ServiceError> + Send + 'static,
+        F: FnOnce(&Env, &FrameCache) -> Result<T, EnvError> + Send + 'static,
     {
         let flight = env.begin(call)?;
         let (mgr, e) = (self.clone(), env.clone());
         let rx = self.spawn(move || {
             let _flight = flight;
-            f(&e, &mgr.cache)
+            Ok(f(&e, &mgr.cache)?)
         });
         Ok(EnvJob {
             rx,
@@ -67,16 +65,16 @@ impl PoolManager {
     /// `max_queued_ops` jobs are queued or running (else RESOURCE_EXHAUSTED at once),
     /// and skipped if the caller dropped the receiver (its client went away) before
     /// a thread picked it up. A panic becomes INTERNAL, not an abort.
-    pub(crate) fn spawn<T, F>(&self, f: F) -> oneshot::Receiver<Result<T, ServiceError>>
+    pub(crate) fn spawn<T, F>(&self, f: F) -> oneshot::Receiver<Result<T, PoolError>>
     where
         T: Send + 'static,
-        F: FnOnce() -> Result<T, ServiceError> + Send + 'static,
+        F: FnOnce() -> Result<T, PoolError> + Send + 'static,
     {
         let max = self.limits.max_queued_ops as usize;
         if self.queued.fetch_add(1, Ordering::AcqRel) >= max {
             self.queued.fetch_sub(1, Ordering::AcqRel);
             let (tx, rx) = oneshot::channel();
-            let _ = tx.send(Err(ServiceError::ResourceExhausted(format!(
+            let _ = tx.send(Err(PoolError::Limit(format!(
                 "the server has max_queued_ops={max} desktop operations queued or running; \
                  retry shortly or use fewer concurrent calls"
             ))));
@@ -94,10 +92,10 @@ impl PoolManager {
 
     /// Runs the server's own blocking work (stopping desktops, closing recordings,
     /// starting spares): never refused, and run even if nobody awaits it.
-    pub(crate) fn spawn_internal<T, F>(&self, f: F) -> oneshot::Receiver<Result<T, ServiceError>>
+    pub(crate) fn spawn_internal<T, F>(&self, f: F) -> oneshot::Receiver<Result<T, PoolError>>
     where
         T: Send + 'static,
-        F: FnOnce() -> Result<T, ServiceError> + Send + 'static,
+        F: FnOnce() -> Result<T, PoolError> + Send + 'static,
     {
         self.run_job(f, || {}, false)
     }
@@ -107,10 +105,10 @@ impl PoolManager {
         f: F,
         done: impl FnOnce() + Send + 'static,
         skip_if_gone: bool,
-    ) -> oneshot::Receiver<Result<T, ServiceError>>
+    ) -> oneshot::Receiver<Result<T, PoolError>>
     where
         T: Send + 'static,
-        F: FnOnce() -> Result<T, ServiceError> + Send + 'static,
+        F: FnOnce() -> Result<T, PoolError> + Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
         self.executor.spawn(move || {
@@ -127,7 +125,7 @@ impl PoolManager {
                     .or_else(|| p.downcast_ref::<String>().cloned())
                     .unwrap_or_default();
                 tracing::error!(%msg, "step worker panicked");
-                Err(ServiceError::Internal(format!("worker panicked: {msg}")))
+                Err(PoolError::Internal(format!("worker panicked: {msg}")))
             });
             done();
             let _ = tx.send(r);
@@ -142,9 +140,9 @@ impl PoolManager {
 
     /// Awaits a [`spawn`](Self::spawn)ed job.
     pub(crate) async fn join<T>(
-        rx: oneshot::Receiver<Result<T, ServiceError>>,
-    ) -> Result<T, ServiceError> {
+        rx: oneshot::Receiver<Result<T, PoolError>>,
+    ) -> Result<T, PoolError> {
         rx.await
-            .unwrap_or_else(|_| Err(ServiceError::Internal("step worker went away".into())))
+            .unwrap_or_else(|_| Err(PoolError::Internal("step worker went away".into())))
     }
 }

@@ -13,14 +13,14 @@ impl PoolManager {
         n: u32,
         encoding: i32,
         who: &Principal,
-    ) -> Result<pb::ForkResponse, ServiceError> {
+    ) -> Result<pb::ForkResponse, PoolError> {
         let t0 = Instant::now();
         let cp = self.checkpoint(cp_id, who)?;
         if n == 0 {
-            return Err(ServiceError::invalid("n", "must be at least 1"));
+            return Err(Invalid::new("n", "must be at least 1").into());
         }
         if n > self.limits.max_envs {
-            return Err(ServiceError::ResourceExhausted(format!(
+            return Err(PoolError::Limit(format!(
                 "a fork of {n} replicas exceeds the server's max_envs={}",
                 self.limits.max_envs
             )));

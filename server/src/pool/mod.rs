@@ -24,18 +24,19 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use deskgym_proto::v1 as pb;
+use deskgym_worker::DesktopError;
 use tokio::sync::oneshot;
 
 use crate::auth::Principal;
 use crate::backend::{Backend, Desktop};
 use crate::config::Limits;
 use crate::convert::Screen;
-use crate::env::{Call, Checkpoint, Env, ObsOptions};
-use crate::error::{ServiceError, quote};
+use crate::encode::EncodeError;
+use crate::env::{Call, Checkpoint, Env, EnvError, ObsOptions};
 use crate::frame_cache::FrameCache;
 use crate::handle::Pool;
-use crate::record::{self, RecordSettings};
-use crate::spec::{PoolSpec, Usage};
+use crate::record::{self, RecordSettings, RecordingError};
+use crate::spec::{Invalid, PoolSpec, Usage, quote};
 use crate::sync::lock;
 
 mod checkpoints;
@@ -46,6 +47,66 @@ pub(crate) use executor::EnvJob;
 
 /// How long ClosePool waits for a recording to finish (flush, roll, final manifest).
 const RECORDING_CLOSE_LIMIT: Duration = Duration::from_secs(60);
+
+/// Why a pool-level operation failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PoolError {
+    /// A malformed request field.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// No such object of the caller's (another principal's is reported the same way).
+    #[error("{kind} {} not found ({why})", quote(id))]
+    NotFound {
+        /// `pool`, `env` or `checkpoint`.
+        kind: &'static str,
+        /// The id asked for.
+        id: String,
+        /// The ways it could be gone.
+        why: &'static str,
+    },
+    /// Frames GetFrames asked for that the cache does not hold.
+    #[error("frames not in the cache (evicted or never seen): {0}; fall back to Observe")]
+    FramesMissing(String),
+    /// A server limit or a principal's quota would be exceeded.
+    #[error("{0}")]
+    Limit(String),
+    /// The operation on the env failed.
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// The env did not answer within its bound; its desktop was killed.
+    #[error(
+        "env {env} did not answer within the server's op_timeout ({ms} ms): its desktop \
+         stalled and was killed; call Reset to restart it"
+    )]
+    Stalled {
+        /// The env.
+        env: String,
+        /// The bound, in milliseconds.
+        ms: u128,
+    },
+    /// A new desktop did not start.
+    #[error("a desktop could not start: {0}")]
+    Start(DesktopError),
+    /// The pool's recording.
+    #[error(transparent)]
+    Recording(#[from] RecordingError),
+    /// A frame could not be encoded.
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    /// The step pool failed the job (a panic, a dropped worker): a bug.
+    #[error("{0}")]
+    Internal(String),
+}
+
+impl PoolError {
+    fn not_found(kind: &'static str, id: &str, why: &'static str) -> Self {
+        Self::NotFound {
+            kind,
+            id: id.to_string(),
+            why,
+        }
+    }
+}
 
 /// Owns every pool, env and checkpoint, the fleet frame cache and the step pool.
 pub(crate) struct PoolManager {
@@ -172,7 +233,7 @@ impl PoolManager {
         owner: &str,
         quota: u32,
         more: u32,
-    ) -> Result<(), ServiceError> {
+    ) -> Result<(), PoolError> {
         let used = pending
             .by_owner
             .get(owner)
@@ -180,7 +241,7 @@ impl PoolManager {
             .unwrap_or(0)
             .saturating_add(self.held_by_owner(owner));
         if used.checked_add(more).is_none_or(|a| a > quota) {
-            return Err(ServiceError::ResourceExhausted(format!(
+            return Err(PoolError::Limit(format!(
                 "principal {owner} holds {used} desktops of its quota of {quota}; this needs \
                  {more} more (close pools, or ask for a larger quota)"
             )));
@@ -197,12 +258,12 @@ impl PoolManager {
 
     /// Checks that `more` fits beside everything held and pending; the caller holds the
     /// `pending` lock, so no concurrent creation can slip in between.
-    fn fits(&self, pending: Usage, more: Usage, what: &str) -> Result<(), ServiceError> {
+    fn fits(&self, pending: Usage, more: Usage, what: &str) -> Result<(), PoolError> {
         let used = pending.plus(self.held_by_pools()).unwrap_or(pending);
         let l = &self.limits;
         let after = used.plus(more);
         if after.is_none_or(|a| a.desktops > l.max_envs) {
-            return Err(ServiceError::ResourceExhausted(format!(
+            return Err(PoolError::Limit(format!(
                 "{what} needs {} desktops but only {} of the server's max_envs={} are free",
                 more.desktops,
                 l.max_envs.saturating_sub(used.desktops),
@@ -210,7 +271,7 @@ impl PoolManager {
             )));
         }
         if after.is_none_or(|a| a.pixels > l.max_total_pixels) {
-            return Err(ServiceError::ResourceExhausted(format!(
+            return Err(PoolError::Limit(format!(
                 "{what} needs {} pixels of desktops but only {} of the server's \
                  max_total_pixels={} are free; ask for fewer or smaller screens",
                 more.pixels,
@@ -229,7 +290,7 @@ impl PoolManager {
         screen: Screen,
         who: &Principal,
         what: &str,
-    ) -> Result<Pending<'_>, ServiceError> {
+    ) -> Result<Pending<'_>, PoolError> {
         let mut pending = lock(&self.pending);
         let more = Usage::of(n, screen);
         self.fits(pending.total, more, what)?;
@@ -252,8 +313,8 @@ impl PoolManager {
     }
 
     /// Validates a CreatePool request into a spec.
-    pub(crate) fn spec(&self, req: &pb::CreatePoolRequest) -> Result<PoolSpec, ServiceError> {
-        crate::spec::validate(req, &self.limits, &self.backend)
+    pub(crate) fn spec(&self, req: &pb::CreatePoolRequest) -> Result<PoolSpec, PoolError> {
+        Ok(crate::spec::validate(req, &self.limits, &self.backend)?)
     }
 
     /// Starts `n` desktops in parallel, the last `spares` of them as warm spares; all or
@@ -263,11 +324,11 @@ impl PoolManager {
         spec: &PoolSpec,
         n: u32,
         spares: u32,
-    ) -> Result<Vec<Box<dyn Desktop>>, ServiceError> {
+    ) -> Result<Vec<Box<dyn Desktop>>, PoolError> {
         let jobs: Vec<_> = (0..n)
             .map(|i| {
                 let spec = spec.clone();
-                self.spawn(move || spec.start_desktop(i >= n - spares))
+                self.spawn(move || spec.start_desktop(i >= n - spares).map_err(PoolError::Start))
             })
             .collect();
         let mut desktops = Vec::with_capacity(n as usize);
@@ -366,9 +427,9 @@ impl PoolManager {
         n: u32,
         record_as: Option<&str>,
         who: &Principal,
-    ) -> Result<Arc<Pool>, ServiceError> {
+    ) -> Result<Arc<Pool>, PoolError> {
         let total = n.checked_add(spec.warm_spares).ok_or_else(|| {
-            ServiceError::ResourceExhausted(format!(
+            PoolError::Limit(format!(
                 "num_envs + warm_spares overflows; the server's max_envs is {}",
                 self.limits.max_envs
             ))
@@ -448,7 +509,7 @@ impl PoolManager {
         self: &Arc<Self>,
         pool_id: &str,
         who: Option<&Principal>,
-    ) -> Result<(u32, Option<std::path::PathBuf>), ServiceError> {
+    ) -> Result<(u32, Option<std::path::PathBuf>), PoolError> {
         let pool = {
             let mut pools = lock(&self.pools);
             match pools.get(pool_id) {
@@ -457,10 +518,7 @@ impl PoolManager {
             }
         }
         .ok_or_else(|| {
-            ServiceError::NotFound(format!(
-                "pool {} not found (closed, reaped, or never created)",
-                quote(pool_id)
-            ))
+            PoolError::not_found("pool", pool_id, "closed, reaped, or never created")
         })?;
         pool.closed.store(true, Ordering::Relaxed);
         let envs: Vec<Arc<Env>> = {
@@ -508,7 +566,7 @@ impl PoolManager {
         if let Some(r) = recorder {
             let closing = Self::join(self.spawn_internal(move || {
                 r.close().map_err(|e| {
-                    ServiceError::Internal(format!("finishing the recording failed: {e}"))
+                    RecordingError::Finish(format!("finishing the recording failed: {e}")).into()
                 })
             }));
             // A writer stuck on its disk must not hold ClosePool forever: the pool is
@@ -516,7 +574,7 @@ impl PoolManager {
             let m = tokio::time::timeout(RECORDING_CLOSE_LIMIT, closing)
                 .await
                 .map_err(|_| {
-                    ServiceError::Internal(format!(
+                    RecordingError::Finish(format!(
                         "the recording did not finish within {} s (its disk is stalled); \
                          the next server start recovers what was written",
                         RECORDING_CLOSE_LIMIT.as_secs()
@@ -576,16 +634,13 @@ impl PoolManager {
 
     /// Looks up one of `who`'s envs and marks its pool as used. Another principal's
     /// env is NOT_FOUND, exactly like one that does not exist.
-    pub(crate) fn env(&self, env_id: &str, who: &Principal) -> Result<Arc<Env>, ServiceError> {
+    pub(crate) fn env(&self, env_id: &str, who: &Principal) -> Result<Arc<Env>, PoolError> {
         let env = lock(&self.envs)
             .get(env_id)
             .filter(|e| e.pool.owner == who.name)
             .cloned()
             .ok_or_else(|| {
-                ServiceError::NotFound(format!(
-                    "env {} not found (its pool was closed, reaped, or never created)",
-                    quote(env_id)
-                ))
+                PoolError::not_found("env", env_id, "its pool was closed, reaped, or never created")
             })?;
         env.pool.touch();
         Ok(env)
@@ -603,14 +658,7 @@ mod tests {
 
     fn manager(max_envs: u32) -> (Arc<PoolManager>, Arc<FakeBackend>) {
         let backend = Arc::new(FakeBackend::new());
-        let record = RecordSettings {
-            data_dir: std::env::temp_dir(),
-            roll_bytes: 1 << 20,
-            roll_every: Duration::from_secs(30),
-            overflow: deskgym_datasets::Overflow::Block,
-            video_fps: None,
-            video_variable_rate: false,
-        };
+        let record = RecordSettings::for_tests();
         let limits = Limits {
             max_envs,
             ..Limits::default()
@@ -637,7 +685,7 @@ mod tests {
         n: u32,
         spares: u32,
         who: &Principal,
-    ) -> Result<Arc<Pool>, ServiceError> {
+    ) -> Result<Arc<Pool>, PoolError> {
         let spec = mgr.spec(&req(n, spares))?;
         mgr.create_pool(spec, n, None, who).await
     }
