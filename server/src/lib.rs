@@ -2,7 +2,8 @@
 //!
 //! # Layout
 //! Modules depend one way: `spec -> record -> handle -> env -> pool -> service`
-//! (plus leaves: `config`, `error`, `sync`, `backend`, `encode`, `frame_cache`).
+//! (plus leaves: `config`, `sync`, `backend`, `encode`, `frame_cache`; `error` sits
+//! above them all, mapping each one's error enum to a status).
 //! - `config`: limits and server settings.
 //! - `error`: the one mapping from each module's error enum (`spec::Invalid`,
 //!   `AuthError`, `RecordingError`, `EncodeError`, `EnvError`, `PoolError`) to `tonic::Status`.
