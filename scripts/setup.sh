@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Installs what deskgym needs on Debian 12: system packages (as root, or through sudo),
 # then the Python client with its test extras into ./.venv. Safe to run again.
+# `--desktop` also installs what the bundled `desktop` profile runs (bubblewrap,
+# openbox, D-Bus, AT-SPI, terminal, file manager, editor, Chromium, LibreOffice...).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+DESKTOP=0
+[ "${1:-}" = "--desktop" ] && DESKTOP=1
 
 # xvfb: the displays; xfonts-base: the task app's 10x20 font; python3-venv: .venv;
 # GStreamer: headers to build, plugins for per-episode H.264 video (x264enc is in
@@ -10,6 +14,12 @@ cd "$(dirname "$0")/.."
 PKGS=(xvfb xfonts-base python3-venv python3-pip pkg-config
       libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-tools
       gstreamer1.0-plugins-base gstreamer1.0-plugins-good gstreamer1.0-plugins-bad gstreamer1.0-plugins-ugly)
+# The `desktop` profile (server/profiles/catalog.toml lists each program's package).
+DESKTOP_PKGS=(bubblewrap openbox dbus dbus-x11 at-spi2-core pulseaudio gnome-terminal pcmanfm
+      mousepad chromium libreoffice-writer libreoffice-calc libreoffice-impress libreoffice-gtk3
+      git unzip python-is-python3 python3-tk python3-dev wmctrl xdotool xdg-utils socat
+      libglib2.0-bin dconf-cli dconf-gsettings-backend locales)
+((DESKTOP)) && PKGS+=("${DESKTOP_PKGS[@]}")
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -20,6 +30,19 @@ if ((${#missing[@]})); then
   echo "setup: installing ${missing[*]}"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+if ((DESKTOP)); then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO=sudo
+  if ! locale -a 2>/dev/null | grep -qi '^en_US.utf8$'; then
+    $SUDO sed -i 's/^# *en_US.UTF-8 UTF-8/en_US.UTF-8 UTF-8/' /etc/locale.gen
+    $SUDO locale-gen >/dev/null
+  fi
+  # pyautogui for the system Python the sandboxes run (`python`, `python3`).
+  if ! /usr/bin/python3 -c 'import pyautogui' 2>/dev/null; then
+    $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --disable-pip-version-check pyautogui
+  fi
 fi
 
 if ! command -v cargo >/dev/null; then

@@ -4,11 +4,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The tests also need the SB3 extra (torch, ~2 min to install the first time) and the
 # static checkers; the main job's setup stays without them.
-DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,lint" scripts/setup.sh
+DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,lint" scripts/setup.sh --desktop
 scripts/setup-lerobot.sh
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
-# Binaries first: the tests spawn deskgym-task-app and deskgym-server.
+# Binaries first: the tests spawn deskgym-task-app, deskgym-sandbox-agent and
+# deskgym-server.
 cargo build --workspace --bins
 cargo test --workspace
 (cd python-client && ../.venv/bin/python -m mypy deskgym)

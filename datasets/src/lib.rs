@@ -155,7 +155,10 @@ mod tests {
         let took = rx
             .recv_timeout(Duration::from_secs(20))
             .expect("block sends hung on the stalled writer");
-        assert!(took >= limit, "{took:?}: the first send into a full channel waited");
+        assert!(
+            took >= limit,
+            "{took:?}: the first send into a full channel waited"
+        );
         assert!(
             took < limit * 4,
             "{took:?}: sends kept waiting on a writer known to be stalled"

@@ -1,10 +1,13 @@
-//! One desktop: an Xvfb, a client session on it and the task app, started and stopped
-//! together.
+//! One desktop: an Xvfb, a client session on it, and either the bundled task app (the
+//! `tasks` profile) or a sandbox running a profile's session (every other profile),
+//! started and stopped together.
 
 use crate::Point;
 use crate::action::Action;
+use crate::agent::{ExecEnd, ExecSpec};
 use crate::error::{DesktopError, Result};
 use crate::frame::Frame;
+use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::task_app::{AppState, TaskApp};
 use crate::x11::{Settle, SettleReport, XSession};
 use crate::xvfb::Xvfb;
@@ -20,6 +23,8 @@ pub struct DesktopConfig {
     pub height: u32,
     /// Settle policy after every action.
     pub settle: Settle,
+    /// A profile's sandboxed session instead of the task app (`None`: the task app).
+    pub sandbox: Option<SandboxConfig>,
 }
 
 /// The outcome of a reset or step, before capture.
@@ -31,9 +36,13 @@ pub struct Outcome {
     pub settle: SettleReport,
 }
 
-/// A running desktop. Fields drop in declaration order: app, X session, then Xvfb.
+/// A running desktop. Fields drop in declaration order: app or sandbox, X session,
+/// then Xvfb.
 pub struct Desktop {
-    app: TaskApp,
+    app: Option<TaskApp>,
+    sandbox: Option<Sandbox>,
+    /// The sandbox is as started: nothing ran in it since (a reset need not restart it).
+    fresh: bool,
     x: XSession,
     xvfb: Xvfb,
     config: DesktopConfig,
@@ -53,9 +62,22 @@ impl Desktop {
     pub fn start(config: DesktopConfig) -> Result<Self> {
         let xvfb = Xvfb::start(config.width, config.height)?;
         let x = XSession::connect(xvfb.display())?;
-        let app = TaskApp::spawn(xvfb.display(), &config.task, config.width, config.height)?;
+        let (app, sandbox) = match &config.sandbox {
+            None => (
+                Some(TaskApp::spawn(
+                    xvfb.display(),
+                    &config.task,
+                    config.width,
+                    config.height,
+                )?),
+                None,
+            ),
+            Some(cfg) => (None, Some(Sandbox::start(xvfb.display(), cfg)?)),
+        };
         Ok(Self {
             app,
+            fresh: true,
+            sandbox,
             x,
             xvfb,
             config,
@@ -72,9 +94,13 @@ impl Desktop {
         self.xvfb.pid()
     }
 
-    /// Pid of the task app process.
+    /// Pid of the task app, or of the sandbox (killing it ends every program in it).
     pub fn app_pid(&self) -> u32 {
-        self.app.pid()
+        match (&self.app, &self.sandbox) {
+            (Some(a), _) => a.pid(),
+            (None, Some(s)) => s.pid(),
+            (None, None) => 0,
+        }
     }
 
     /// True when captures use MIT-SHM.
@@ -95,8 +121,11 @@ impl Desktop {
                 reason: format!("Xvfb exited; it said: {}", self.xvfb.stderr()),
             });
         }
-        if !self.app.is_alive() {
+        if self.app.as_mut().is_some_and(|a| !a.is_alive()) {
             return Err(DesktopError::App("task app exited".into()));
+        }
+        if self.sandbox.as_mut().is_some_and(|s| !s.is_alive()) {
+            return Err(DesktopError::App("the sandbox exited".into()));
         }
         Ok(())
     }
@@ -105,7 +134,20 @@ impl Desktop {
     pub fn reset(&mut self, seed: u64) -> Result<Outcome> {
         self.check_alive()?;
         self.x.release_all()?;
-        let app = self.app.reset(seed)?;
+        let app = match (&mut self.app, &self.config.sandbox) {
+            (Some(a), _) => a.reset(seed)?,
+            (None, Some(cfg)) => {
+                // Back to the profile's initial state: every program ended, the home
+                // copied again from its seed, the session started anew.
+                if !self.fresh {
+                    self.sandbox = None;
+                    self.sandbox = Some(Sandbox::start(self.xvfb.display(), cfg)?);
+                    self.fresh = true;
+                }
+                AppState::idle()
+            }
+            (None, None) => AppState::idle(),
+        };
         let settle = self.x.settle(self.config.settle)?;
         Ok(Outcome { app, settle })
     }
@@ -118,8 +160,12 @@ impl Desktop {
             return Err(DesktopError::invalid("type_text.text", "text is empty"));
         }
         self.check_alive()?;
+        self.fresh = false;
         self.x.perform(action)?;
-        let app = self.app.sync()?;
+        let app = match &mut self.app {
+            Some(a) => a.sync()?,
+            None => AppState::idle(),
+        };
         let settle = self.x.settle(self.config.settle)?;
         Ok(Outcome { app, settle })
     }
@@ -127,5 +173,23 @@ impl Desktop {
     /// Captures the screen.
     pub fn capture(&mut self) -> Result<Frame> {
         self.x.capture()
+    }
+
+    fn sandbox(&mut self) -> Result<&Sandbox> {
+        self.check_alive()?;
+        self.fresh = false;
+        self.sandbox.as_ref().ok_or_else(|| {
+            DesktopError::Exec("this desktop has no sandbox (the `tasks` profile)".into())
+        })
+    }
+
+    /// Runs a command in the sandbox as `user` and waits for it.
+    pub fn exec(&mut self, spec: &ExecSpec, stdin: &[u8]) -> Result<(ExecEnd, Vec<u8>, Vec<u8>)> {
+        self.sandbox()?.exec(spec, stdin)
+    }
+
+    /// Starts a program in the sandbox, detached; its pid inside the sandbox.
+    pub fn launch(&mut self, argv: &[String]) -> Result<u32> {
+        self.sandbox()?.launch(argv)
     }
 }

@@ -27,6 +27,10 @@ pub enum DesktopError {
         /// What is wrong with it.
         message: String,
     },
+    /// A command or application could not be started in the sandbox (missing program,
+    /// bad working directory).
+    #[error("{0}")]
+    Exec(String),
     /// An X protocol request failed in a way that does not mean the display is gone.
     #[error("X request failed: {0}")]
     X11(String),

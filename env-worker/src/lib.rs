@@ -9,14 +9,19 @@
 //! - [`tasks`]: the bundled tasks' pure logic (layout, input, scene).
 //! - [`app`]: the task app program that draws a task with x11rb (binary `deskgym-task-app`).
 //! - [`task_app`]: the worker's handle on a running task app.
-//! - [`desktop`]: Xvfb + session + app as one unit.
+//! - [`sandbox`]: an env's bubblewrap sandbox (profile desktops); [`agent`]: the
+//!   program inside it that starts the session and runs `exec`/`launch` (binary
+//!   `deskgym-sandbox-agent`).
+//! - [`desktop`]: Xvfb + session + app (or sandbox) as one unit.
 
 pub mod action;
+pub mod agent;
 pub mod app;
 pub mod desktop;
 pub mod error;
 pub mod frame;
 pub mod keys;
+pub mod sandbox;
 pub mod task_app;
 pub mod tasks;
 pub mod x11;
@@ -26,6 +31,7 @@ pub use action::{Action, Button, Point};
 pub use desktop::{Desktop, DesktopConfig, Outcome};
 pub use error::{DesktopError, Result};
 pub use frame::{Frame, frame_hash, hash_hex};
+pub use sandbox::SandboxConfig;
 pub use task_app::AppState;
 pub use tasks::{TASKS, TaskSpec, task_spec};
 pub use x11::{Settle, SettlePolicy, SettleReport};

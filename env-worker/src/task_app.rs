@@ -29,6 +29,17 @@ pub struct AppState {
     pub instruction: String,
 }
 
+impl AppState {
+    /// No task logic: reward 0, never done, no instruction (sandboxed sessions).
+    pub fn idle() -> Self {
+        Self {
+            reward: 0.0,
+            done: false,
+            instruction: String::new(),
+        }
+    }
+}
+
 /// A running task app process.
 #[derive(Debug)]
 pub struct TaskApp {

@@ -16,6 +16,7 @@ fn desktop(task: &str, w: u32, h: u32) -> Desktop {
             settle_ms: 0,
             settle_max_ms: 1000,
         },
+        sandbox: None,
     })
     .expect("desktop starts (needs the Debian package `xvfb`)")
 }
@@ -147,6 +148,7 @@ fn settle_reports_quiet_window() {
             settle_ms: 20,
             settle_max_ms: 500,
         },
+        sandbox: None,
     })
     .unwrap();
     let out = d.reset(0).unwrap();

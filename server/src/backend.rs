@@ -4,6 +4,7 @@
 //! Envs and pools hold desktops as `Box<dyn Desktop>` and start them through a
 //! [`Backend`]; nothing else in the server knows which one it has.
 
+use deskgym_worker::agent::{ExecEnd, ExecSpec};
 use deskgym_worker::{
     Action, DesktopConfig, DesktopError, Frame, Outcome, Point, Result as WorkerResult,
 };
@@ -24,7 +25,12 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
     fn check_alive(&mut self) -> WorkerResult<()>;
     /// Pids to SIGKILL when a call overruns its deadline (none for a fake).
     fn pids(&self) -> Vec<u32>;
+    /// Runs a command in the desktop's sandbox and waits for it.
+    fn exec(&mut self, spec: &ExecSpec, stdin: &[u8]) -> WorkerResult<Executed>;
 }
+
+/// How a command ended, with its stdout and stderr.
+pub(crate) type Executed = (ExecEnd, Vec<u8>, Vec<u8>);
 
 impl Desktop for deskgym_worker::Desktop {
     fn reset(&mut self, seed: u64) -> WorkerResult<Outcome> {
@@ -47,6 +53,9 @@ impl Desktop for deskgym_worker::Desktop {
     }
     fn pids(&self) -> Vec<u32> {
         vec![self.xvfb_pid(), self.app_pid()]
+    }
+    fn exec(&mut self, spec: &ExecSpec, stdin: &[u8]) -> WorkerResult<Executed> {
+        deskgym_worker::Desktop::exec(self, spec, stdin)
     }
 }
 
@@ -223,6 +232,10 @@ pub(crate) mod fake {
 
         fn pids(&self) -> Vec<u32> {
             Vec::new()
+        }
+
+        fn exec(&mut self, _: &ExecSpec, _: &[u8]) -> WorkerResult<Executed> {
+            Err(DesktopError::Exec("the fake backend has no sandbox".into()))
         }
     }
 }

@@ -39,6 +39,14 @@ pub struct Limits {
     /// Most blocking jobs admitted (queued or running) at once; beyond it calls answer
     /// RESOURCE_EXHAUSTED instead of waiting in an unbounded queue.
     pub max_queued_ops: u32,
+    /// Longest time bound an `Exec` may ask for.
+    pub max_exec_ms: u32,
+    /// Bytes of stdout (and of stderr) an `Exec` returns; the rest is cut and flagged.
+    pub max_exec_output: u32,
+    /// Most bytes of stdin one `Exec` may carry.
+    pub max_exec_stdin: u32,
+    /// Most processes a sandbox's user may run at once (fork bombs stop there).
+    pub max_sandbox_processes: u32,
 }
 
 impl Default for Limits {
@@ -60,6 +68,10 @@ impl Default for Limits {
             max_total_pixels: 64 * 1920 * 1080,
             op_timeout: Duration::from_secs(60),
             max_queued_ops: 1024,
+            max_exec_ms: 600_000,
+            max_exec_output: 256 << 10,
+            max_exec_stdin: 4 << 20,
+            max_sandbox_processes: 512,
         }
     }
 }
@@ -98,6 +110,13 @@ pub struct ServerConfig {
     /// videos no longer hold one frame per step (the LeRobot export then leaves them
     /// out and keeps the images).
     pub record_video_variable_rate: bool,
+    /// A profile catalog (TOML) that adds to or overrides the bundled one.
+    pub profiles: Option<std::path::PathBuf>,
+    /// Capabilities pools may be granted ("exec", ...); anything else is
+    /// PERMISSION_DENIED. Empty: none (the default: boundary verbs are opt-in).
+    pub allow_capabilities: Vec<String>,
+    /// Host paths masked inside every sandbox besides the data dir (the token file).
+    pub sandbox_hide: Vec<std::path::PathBuf>,
 }
 
 impl Default for ServerConfig {
@@ -115,6 +134,9 @@ impl Default for ServerConfig {
             record_block_limit: deskgym_datasets::writer::BLOCK_LIMIT,
             record_video_fps: Some(10),
             record_video_variable_rate: false,
+            profiles: None,
+            allow_capabilities: Vec::new(),
+            sandbox_hide: Vec::new(),
         }
     }
 }

@@ -4,10 +4,12 @@ use deskgym_proto::v1 as pb;
 use deskgym_worker::keys::parse_chord;
 use deskgym_worker::{Action, Button, Point, SettlePolicy};
 
+use crate::backend::Executed;
 use crate::config::Limits;
 use crate::env::{Checkpoint, Info, Obs, Reset, Restored, Stepped};
 pub(crate) use crate::spec::Screen;
-use crate::spec::Invalid;
+use crate::spec::{Invalid, quote};
+use deskgym_worker::agent::ExecSpec;
 
 /// The verbs this server accepts, as `Action.verb` field names.
 pub(crate) const VERBS: &[&str] = &[
@@ -193,10 +195,7 @@ fn button(raw: i32, field: &str) -> Result<Button, Invalid> {
         Ok(pb::MouseButton::Unspecified | pb::MouseButton::Left) => Ok(Button::Left),
         Ok(pb::MouseButton::Middle) => Ok(Button::Middle),
         Ok(pb::MouseButton::Right) => Ok(Button::Right),
-        Err(_) => Err(Invalid::new(
-            field,
-            format!("unknown mouse button {raw}"),
-        )),
+        Err(_) => Err(Invalid::new(field, format!("unknown mouse button {raw}"))),
     }
 }
 
@@ -279,10 +278,7 @@ pub(crate) fn action(
         },
         Verb::TypeText(t) => {
             if t.text.is_empty() {
-                return Err(Invalid::new(
-                    "action.type_text.text",
-                    "text is empty",
-                ));
+                return Err(Invalid::new("action.type_text.text", "text is empty"));
             }
             let n = t.text.chars().count();
             if n > limits.max_text_len as usize {
@@ -323,6 +319,101 @@ pub(crate) fn action(
         }
         Verb::Noop(_) => Action::Noop,
     })
+}
+
+// ---------------------------------------------------------------------------
+// Exec.
+// ---------------------------------------------------------------------------
+
+/// Default time bound of an Exec that names none.
+pub(crate) const DEFAULT_EXEC_MS: u32 = 60_000;
+
+fn no_nul(field: String, v: &str) -> Result<(), Invalid> {
+    if v.contains('\0') {
+        return Err(Invalid::new(field, "contains a NUL byte"));
+    }
+    Ok(())
+}
+
+/// A wire Exec request → what the sandbox agent runs, within the server's limits.
+pub(crate) fn exec_spec(r: &pb::ExecRequest, l: &Limits) -> Result<ExecSpec, Invalid> {
+    let argv = match (r.argv.is_empty(), r.shell.is_empty()) {
+        (true, true) => {
+            return Err(Invalid::new(
+                "argv",
+                "give the program and its arguments in argv, or a command line in shell",
+            ));
+        }
+        (false, false) => {
+            return Err(Invalid::new("shell", "give argv or shell, not both"));
+        }
+        (false, true) => r.argv.clone(),
+        (true, false) => vec!["/bin/sh".into(), "-c".into(), r.shell.clone()],
+    };
+    if argv[0].is_empty() {
+        return Err(Invalid::new("argv[0]", "the program name is empty"));
+    }
+    for (i, a) in r.argv.iter().enumerate() {
+        no_nul(format!("argv[{i}]"), a)?;
+    }
+    no_nul("shell".into(), &r.shell)?;
+    no_nul("cwd".into(), &r.cwd)?;
+    for (k, v) in &r.env {
+        if k.is_empty() || k.contains('=') {
+            return Err(Invalid::new(
+                "env",
+                format!("variable name {} is empty or has '='", quote(k)),
+            ));
+        }
+        no_nul(format!("env[{}]", quote(k)), &format!("{k}{v}"))?;
+    }
+    if r.timeout_ms > l.max_exec_ms {
+        return Err(Invalid::new(
+            "timeout_ms",
+            format!(
+                "{} ms is over the server's max_exec_ms={}",
+                r.timeout_ms, l.max_exec_ms
+            ),
+        ));
+    }
+    if r.stdin.len() > l.max_exec_stdin as usize {
+        return Err(Invalid::new(
+            "stdin",
+            format!(
+                "{} bytes is over the server's max_exec_stdin={}; put large inputs in a file",
+                r.stdin.len(),
+                l.max_exec_stdin
+            ),
+        ));
+    }
+    let mut env: Vec<(String, String)> = r.env.clone().into_iter().collect();
+    env.sort();
+    Ok(ExecSpec {
+        argv,
+        cwd: (!r.cwd.is_empty()).then(|| r.cwd.clone()),
+        env,
+        timeout_ms: u64::from(if r.timeout_ms == 0 {
+            DEFAULT_EXEC_MS
+        } else {
+            r.timeout_ms
+        }),
+        max_output: l.max_exec_output as usize,
+        stdin_len: 0,
+    })
+}
+
+/// How a command ended, on the wire.
+pub(crate) fn exec_response((end, stdout, stderr): Executed) -> pb::ExecResponse {
+    pb::ExecResponse {
+        exit_code: end.exit_code,
+        signal: end.signal,
+        stdout,
+        stderr,
+        stdout_truncated: end.stdout_truncated,
+        stderr_truncated: end.stderr_truncated,
+        timed_out: end.timed_out,
+        duration_ms: end.duration_ms,
+    }
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 use deskgym_proto::v1::ImageEncoding;
 use deskgym_worker::Frame;
 
-
 /// An image encoder failed (a bug or an impossible frame: the server's fault).
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error("{format} encode: {message}")]
@@ -42,11 +41,12 @@ pub(crate) fn encode(frame: Frame, encoding: ImageEncoding) -> Result<Vec<u8>, E
 
 /// PNG with the fastest compression (the recorder's encoding, shared).
 pub(crate) fn png(frame: &Frame) -> Result<Vec<u8>, EncodeError> {
-    deskgym_datasets::writer::png_rgb(frame.width, frame.height, &frame.rgb)
-        .map_err(|e| EncodeError {
+    deskgym_datasets::writer::png_rgb(frame.width, frame.height, &frame.rgb).map_err(|e| {
+        EncodeError {
             format: "png",
             message: e.to_string(),
-        })
+        }
+    })
 }
 
 #[cfg(test)]

@@ -15,13 +15,14 @@ use bytes::Bytes;
 use deskgym_proto::v1 as pb;
 use deskgym_worker::{Action, DesktopError, Frame, Point, SettleReport};
 
-use crate::backend::Desktop;
+use crate::backend::{Desktop, Executed};
 use crate::encode::EncodeError;
 use crate::frame_cache::{Blob, FrameCache};
 use crate::handle::Pool;
 use crate::record::{self, EpisodeLog};
 use crate::spec::{Invalid, PoolSpec};
 use crate::sync::lock;
+use deskgym_worker::agent::ExecSpec;
 
 /// Why an operation on an env failed.
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +63,9 @@ pub(crate) enum EnvError {
     /// The desktop died under this call (Xvfb or app gone); it is let go.
     #[error("{0}; call Reset to restart this env")]
     Down(DesktopError),
+    /// The sandbox could not start a program (missing, bad cwd).
+    #[error("{0}")]
+    Refused(String),
     /// The desktop failed without dying (an X request error).
     #[error("{0}")]
     Desktop(DesktopError),
@@ -94,6 +98,7 @@ impl From<DesktopError> for EnvError {
                 };
                 Self::Invalid(Invalid { field, message })
             }
+            DesktopError::Exec(m) => Self::Refused(m),
             e if e.is_fatal() => Self::Down(e),
             e => Self::Desktop(e),
         }
@@ -109,6 +114,7 @@ pub(crate) enum Call {
     Observe = 3,
     Save = 4,
     Restore = 5,
+    Exec = 6,
 }
 
 impl Call {
@@ -119,6 +125,7 @@ impl Call {
             3 => "Observe",
             4 => "Save",
             5 => "Restore",
+            6 => "Exec",
             _ => "unknown",
         }
     }
@@ -517,16 +524,10 @@ impl Env {
 
     /// Gives back the desktop, restarting it (from a warm spare when the pool has one)
     /// when it is missing or dead.
-    fn live_desktop<'a>(
-        &self,
-        s: &'a mut EnvState,
-    ) -> Result<&'a mut Box<dyn Desktop>, EnvError> {
+    fn live_desktop<'a>(&self, s: &'a mut EnvState) -> Result<&'a mut Box<dyn Desktop>, EnvError> {
         if let Some(d) = s.desktop.as_mut() {
             if d.check_alive().is_ok() {
-                return s
-                    .desktop
-                    .as_mut()
-                    .ok_or(EnvError::Bug("desktop vanished"));
+                return s.desktop.as_mut().ok_or(EnvError::Bug("desktop vanished"));
             }
             tracing::warn!(env = %self.id, "desktop died; restarting it");
             drop(self.drop_desktop(s));
@@ -833,11 +834,7 @@ impl Env {
     }
 
     /// Blocking: a capture without acting.
-    pub(crate) fn observe(
-        &self,
-        cache: &FrameCache,
-        opts: &ObsOptions,
-    ) -> Result<Obs, EnvError> {
+    pub(crate) fn observe(&self, cache: &FrameCache, opts: &ObsOptions) -> Result<Obs, EnvError> {
         let _running = self.enter();
         let enc = encoding_or(&self.pool.spec, opts.encoding)?;
         let mut s = lock(&self.state);
@@ -907,6 +904,46 @@ impl Env {
             bytes: log_bytes(&episode.actions),
             episode,
         })
+    }
+
+    /// Blocking: runs a command in the env's sandbox and waits for it; the command and
+    /// how it ended go to the event log.
+    pub(crate) fn exec(&self, spec: &ExecSpec, stdin: &[u8]) -> Result<Executed, EnvError> {
+        let _running = self.enter();
+        let mut guard = lock(&self.state);
+        let s = &mut *guard;
+        let Some(d) = s.desktop.as_mut() else {
+            return Err(EnvError::NoDesktop {
+                env: self.id.clone(),
+            });
+        };
+        match d.check_alive().and_then(|()| d.exec(spec, stdin)) {
+            Ok(r) => {
+                self.pool.record(|| {
+                    let argv: Vec<String> = spec
+                        .argv
+                        .iter()
+                        .take(16)
+                        .map(|a| crate::spec::quote(a))
+                        .collect();
+                    record::event(
+                        "exec",
+                        &self.id,
+                        serde_json::json!({
+                            "argv": argv, "exit_code": r.0.exit_code, "signal": r.0.signal,
+                            "timed_out": r.0.timed_out, "duration_ms": r.0.duration_ms,
+                            "stdout_bytes": r.0.stdout_len, "stderr_bytes": r.0.stderr_len,
+                        }),
+                    )
+                });
+                Ok(r)
+            }
+            Err(e) => {
+                let err = EnvError::from(e);
+                self.on_error(s, &err);
+                Err(err)
+            }
+        }
     }
 
     /// Captures the screen (the one place a test can make a capture fail).

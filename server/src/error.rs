@@ -13,7 +13,7 @@ use crate::auth::AuthError;
 use crate::env::EnvError;
 use crate::pool::PoolError;
 use crate::record::RecordingError;
-use crate::spec::Invalid;
+use crate::spec::{Invalid, SpecError};
 
 impl Invalid {
     /// Always INVALID_ARGUMENT.
@@ -32,6 +32,7 @@ impl EnvError {
                 Code::FailedPrecondition
             }
             Self::NoDesktop { .. } | Self::Down(_) => Code::Unavailable,
+            Self::Refused(_) => Code::FailedPrecondition,
             Self::Desktop(_) | Self::Encode(_) | Self::Bug(_) => Code::Internal,
         }
     }
@@ -47,6 +48,8 @@ impl PoolError {
     pub(crate) fn code(&self) -> Code {
         match self {
             Self::Invalid(_) => Code::InvalidArgument,
+            Self::Spec(e) => e.code(),
+            Self::NotGranted { .. } => Code::PermissionDenied,
             Self::NotFound { .. } | Self::FramesMissing(_) => Code::NotFound,
             Self::Limit(_) => Code::ResourceExhausted,
             Self::Env(e) => e.code(),
@@ -54,6 +57,17 @@ impl PoolError {
             Self::Start(_) => Code::Unavailable,
             Self::Recording(e) => e.code(),
             Self::Encode(_) | Self::Internal(_) => Code::Internal,
+        }
+    }
+}
+
+impl SpecError {
+    /// The code a client acts on.
+    pub(crate) fn code(&self) -> Code {
+        match self {
+            Self::Invalid(_) => Code::InvalidArgument,
+            Self::ProfileUnavailable { .. } | Self::Unsupported { .. } => Code::FailedPrecondition,
+            Self::Denied(_) => Code::PermissionDenied,
         }
     }
 }
@@ -174,10 +188,22 @@ mod tests {
                 }),
                 Code::NotFound,
             ),
-            (status(Invalid::new("action.key.keys", "unknown")), Code::InvalidArgument),
-            (status(EnvError::NoEpisode { env: env("e1") }), Code::FailedPrecondition),
-            (status(PoolError::Limit("max".into())), Code::ResourceExhausted),
-            (status(EnvError::NoDesktop { env: env("e1") }), Code::Unavailable),
+            (
+                status(Invalid::new("action.key.keys", "unknown")),
+                Code::InvalidArgument,
+            ),
+            (
+                status(EnvError::NoEpisode { env: env("e1") }),
+                Code::FailedPrecondition,
+            ),
+            (
+                status(PoolError::Limit("max".into())),
+                Code::ResourceExhausted,
+            ),
+            (
+                status(EnvError::NoDesktop { env: env("e1") }),
+                Code::Unavailable,
+            ),
             (status(AuthError::WrongToken), Code::Unauthenticated),
             (status(AuthError::NoPrincipal), Code::Internal),
             (
@@ -205,7 +231,10 @@ mod tests {
                 status(PoolError::Recording(RecordingError::Exists("r".into()))),
                 Code::AlreadyExists,
             ),
-            (status(RecordingError::Video("no x264".into())), Code::FailedPrecondition),
+            (
+                status(RecordingError::Video("no x264".into())),
+                Code::FailedPrecondition,
+            ),
         ];
         for (s, code) in cases {
             assert_eq!(s.code(), code, "{s:?}");
@@ -223,7 +252,11 @@ mod tests {
             status(PoolError::Invalid(bad)),
         ] {
             assert_eq!(s.code(), Code::InvalidArgument);
-            assert!(s.message().starts_with("action.key.keys: "), "{}", s.message());
+            assert!(
+                s.message().starts_with("action.key.keys: "),
+                "{}",
+                s.message()
+            );
             let details = s.get_error_details();
             let v = &details
                 .bad_request()
@@ -238,7 +271,10 @@ mod tests {
 
     #[test]
     fn code_names_are_canonical() {
-        assert_eq!(EnvError::NoDesktop { env: "e".into() }.code_name(), "UNAVAILABLE");
+        assert_eq!(
+            EnvError::NoDesktop { env: "e".into() }.code_name(),
+            "UNAVAILABLE"
+        );
         assert_eq!(code_name(Code::InvalidArgument), "INVALID_ARGUMENT");
         assert_eq!(code_name(Code::DeadlineExceeded), "DEADLINE_EXCEEDED");
     }

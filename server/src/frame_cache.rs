@@ -18,8 +18,8 @@ use deskgym_worker::Frame;
 use quick_cache::sync::Cache;
 use quick_cache::{DefaultHashBuilder, Lifecycle, Weighter};
 
-use crate::encode::encode;
 use crate::encode::EncodeError;
+use crate::encode::encode;
 use crate::spec::{Invalid, quote};
 
 /// Cache key: frame hash and encoding.
@@ -236,11 +236,7 @@ pub(crate) fn parse_hash(field: &str, s: &str) -> Result<u128, Invalid> {
 }
 
 /// Parses an `if_none_match` list.
-pub(crate) fn parse_hashes(
-    field: &str,
-    list: &[String],
-    max: u32,
-) -> Result<Vec<u128>, Invalid> {
+pub(crate) fn parse_hashes(field: &str, list: &[String], max: u32) -> Result<Vec<u128>, Invalid> {
     if list.len() > max as usize {
         return Err(Invalid::new(
             field,

@@ -33,6 +33,7 @@ mod error;
 mod frame_cache;
 mod handle;
 mod pool;
+mod profiles;
 mod record;
 mod service;
 mod spec;
@@ -88,6 +89,9 @@ pub enum RunError {
     /// Listening beyond loopback without a token would expose desktops to the network.
     #[error("refusing to listen on non-loopback address {0} without a token; pass --token-file")]
     InsecureBind(std::net::SocketAddr),
+    /// The profile catalog cannot be loaded.
+    #[error("profiles: {0}")]
+    Profiles(String),
     /// An I/O error while setting up.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -121,11 +125,16 @@ pub async fn run(
         video_fps: config.record_video_fps,
         video_variable_rate: config.record_video_variable_rate,
     };
-    let mgr = Arc::new(PoolManager::new(
-        config.limits.clone(),
-        config.step_threads,
-        settings,
-    )?);
+    let mut hide = config.sandbox_hide.clone();
+    hide.push(std::path::absolute(&config.data_dir)?);
+    let policy = spec::Policy {
+        catalog: profiles::Catalog::load(config.profiles.as_deref()).map_err(RunError::Profiles)?,
+        allow: config.allow_capabilities.clone(),
+        hide,
+    };
+    let mgr = Arc::new(
+        PoolManager::new(config.limits.clone(), config.step_threads, settings)?.with_policy(policy),
+    );
     let (health, health_service) = tonic_health::server::health_reporter();
     health
         .set_service_status(SERVICE_NAME, ServingStatus::Serving)

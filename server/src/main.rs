@@ -30,6 +30,13 @@ struct Args {
     /// Threads driving desktops (they mostly wait on X, so more than cores is fine).
     #[arg(long, default_value_t = 64)]
     step_threads: usize,
+    /// A profile catalog (TOML) adding to or overriding the bundled profiles.
+    #[arg(long)]
+    profiles: Option<std::path::PathBuf>,
+    /// Capabilities pools may be granted, comma-separated (e.g. `exec`). Boundary verbs
+    /// are off unless listed here and asked for by the pool.
+    #[arg(long, value_delimiter = ',')]
+    allow_capabilities: Vec<String>,
     /// Close pools untouched for this many seconds (0 disables).
     #[arg(long, default_value_t = 600)]
     idle_timeout_s: u64,
@@ -98,6 +105,14 @@ async fn main() -> anyhow::Result<()> {
         record_roll_every: Duration::from_secs_f64(args.record_roll_s.max(0.01)),
         record_video_fps: (args.record_video_fps > 0).then_some(args.record_video_fps),
         record_video_variable_rate: args.record_video_variable_rate,
+        profiles: args.profiles,
+        allow_capabilities: args.allow_capabilities,
+        // Sandboxes never see the token file (the data dir is masked by `run`).
+        sandbox_hide: args
+            .token_file
+            .iter()
+            .filter_map(|p| std::path::absolute(p).ok())
+            .collect(),
         record_queue: args.record_queue.max(1),
         record_block_limit: Duration::from_millis(args.record_block_ms),
         record_overflow: if args.record_overflow == "drop" {

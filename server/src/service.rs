@@ -3,6 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use deskgym_proto::v1 as pb;
@@ -15,6 +16,10 @@ use crate::env::{Call, ObsOptions};
 use crate::frame_cache::{parse_hash, parse_hashes};
 use crate::pool::{EnvJob, PoolError, PoolManager};
 use crate::spec::{Invalid, quote};
+
+/// Time an Exec's deadline allows beyond the command's own bound (the agent kills the
+/// command at its bound, then reports).
+const EXEC_MARGIN: Duration = Duration::from_secs(10);
 
 /// The gRPC service over a [`PoolManager`].
 #[derive(Debug, Clone)]
@@ -149,8 +154,25 @@ impl Deskgym for DeskgymService {
                     id: t.id.into(),
                     description: t.description.into(),
                     default_max_steps: t.default_max_steps,
+                    profile: t.profile.into(),
+                    any_profile: t.any_profile,
                 })
                 .collect(),
+            profiles: self
+                .mgr
+                .policy()
+                .catalog
+                .iter()
+                .map(|p| pb::ProfileInfo {
+                    name: p.name.clone(),
+                    description: p.description.clone(),
+                    available: p.available(),
+                    missing_packages: p.missing.clone(),
+                    apps: p.apps.keys().cloned().collect(),
+                    network: p.network,
+                })
+                .collect(),
+            allowed_capabilities: self.mgr.policy().allow.clone(),
             limits: Some(pb::Limits {
                 max_envs: l.max_envs,
                 max_batch: l.max_batch,
@@ -167,6 +189,9 @@ impl Deskgym for DeskgymService {
                 max_frames_reply_bytes: l.max_frames_reply_bytes,
                 max_total_pixels: l.max_total_pixels,
                 op_timeout_ms: u32::try_from(l.op_timeout.as_millis()).unwrap_or(u32::MAX),
+                max_exec_ms: l.max_exec_ms,
+                max_exec_output: l.max_exec_output,
+                max_exec_stdin: l.max_exec_stdin,
             }),
         }))
     }
@@ -196,6 +221,8 @@ impl Deskgym for DeskgymService {
                 .as_ref()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
+            profile: pool.spec.profile.name.clone(),
+            capabilities: pool.spec.capabilities.clone(),
         }))
     }
 
@@ -249,9 +276,7 @@ impl Deskgym for DeskgymService {
         let max = self.mgr.limits().max_batch as usize;
         let total = items.len() + resets.len();
         if total == 0 {
-            return Err(
-                Invalid::new("items", "the batch is empty: give items or resets").into(),
-            );
+            return Err(Invalid::new("items", "the batch is empty: give items or resets").into());
         }
         if total > max {
             return Err(PoolError::Limit(format!(
@@ -384,11 +409,9 @@ impl Deskgym for DeskgymService {
             Ok(pb::ImageEncoding::Unspecified) => pb::ImageEncoding::RawRgb,
             Ok(e) => e,
             Err(_) => {
-                return Err(Invalid::new(
-                    "encoding",
-                    format!("unknown encoding {}", req.encoding),
-                )
-                .into());
+                return Err(
+                    Invalid::new("encoding", format!("unknown encoding {}", req.encoding)).into(),
+                );
             }
         };
         let mgr = self.mgr.clone();
@@ -518,5 +541,29 @@ impl Deskgym for DeskgymService {
         Ok(Response::new(pb::KeepAliveResponse {
             gone: self.mgr.keep_alive(&ids, &who),
         }))
+    }
+
+    async fn exec(
+        &self,
+        req: Request<pb::ExecRequest>,
+    ) -> Result<Response<pb::ExecResponse>, Status> {
+        let who = principal(&req)?;
+        let mut r = req.into_inner();
+        let env = self.mgr.env(&r.env_id, &who)?;
+        if !env.pool.spec.capabilities.iter().any(|c| c == "exec") {
+            return Err(PoolError::NotGranted {
+                env: env.id.clone(),
+                capability: "exec",
+            }
+            .into());
+        }
+        let spec = convert::exec_spec(&r, self.mgr.limits())?;
+        let stdin = std::mem::take(&mut r.stdin);
+        // The agent ends the command at its bound; the margin covers reporting back.
+        let bound = Duration::from_millis(spec.timeout_ms) + EXEC_MARGIN;
+        let job = self.mgr.on_env(&env, Call::Exec, bound, move |e, _| {
+            e.exec(&spec, &stdin).map(convert::exec_response)
+        })?;
+        Ok(Response::new(job.finish().await?))
     }
 }

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deskgym_proto::v1 as pb;
-use deskgym_worker::{DesktopConfig, DesktopError, Settle, SettlePolicy, TaskSpec};
+use deskgym_worker::{DesktopConfig, DesktopError, SandboxConfig, Settle, SettlePolicy, TaskSpec};
 
 use crate::backend::{Backend, Desktop};
 use crate::config::Limits;
+use crate::profiles::{Catalog, Profile};
 
 /// A request field that is malformed: which field (dotted path, e.g.
 /// `action.click.target.point_px`) and how to fix it. Every layer's "bad request".
@@ -49,6 +50,56 @@ pub(crate) fn quote(s: &str) -> String {
     }
 }
 
+/// Why a CreatePool request cannot be served as asked.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SpecError {
+    /// A malformed field.
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// The profile needs programs this host lacks.
+    #[error(
+        "profile {profile} cannot run on this host: install the Debian packages {} \
+         (`scripts/setup.sh --desktop` installs the bundled catalog's)",
+        packages.join(" ")
+    )]
+    ProfileUnavailable {
+        /// The profile.
+        profile: String,
+        /// What to install.
+        packages: Vec<String>,
+    },
+    /// The server's policy does not grant this capability.
+    #[error(
+        "capability {0:?} is not allowed by this server (its operator can start it with \
+         --allow-capabilities {0})"
+    )]
+    Denied(String),
+    /// The capability needs a sandboxed profile.
+    #[error(
+        "capability {capability:?} needs a sandboxed profile; profile {profile} runs the \
+         bundled task app (ask for profile \"desktop\")"
+    )]
+    Unsupported {
+        /// The capability.
+        capability: String,
+        /// The profile asked for.
+        profile: String,
+    },
+}
+
+/// Boundary capabilities a pool may ask for (`CreatePoolRequest.capabilities`).
+pub(crate) const CAPABILITIES: &[&str] = &["exec"];
+
+/// What the server lets pools run: its profiles and the capabilities it grants.
+#[derive(Debug, Default)]
+pub(crate) struct Policy {
+    /// The profile catalog.
+    pub(crate) catalog: Catalog,
+    /// Capabilities pools may be granted.
+    pub(crate) allow: Vec<String>,
+    /// Host paths masked in every sandbox (token file, data dir).
+    pub(crate) hide: Vec<std::path::PathBuf>,
+}
 
 /// Screen geometry a target is resolved against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,6 +136,12 @@ pub(crate) struct PoolSpec {
     pub lease: Option<Duration>,
     /// What starts its desktops.
     pub(crate) backend: Arc<dyn Backend>,
+    /// The desktop profile.
+    pub(crate) profile: Arc<Profile>,
+    /// Its sandbox (`None`: the task app on a bare display).
+    pub(crate) sandbox: Option<SandboxConfig>,
+    /// Capabilities granted to the pool.
+    pub(crate) capabilities: Vec<String>,
 }
 
 /// Shortest lease: a client renews every TTL/3, so shorter would be mostly renewals.
@@ -99,6 +156,7 @@ impl PoolSpec {
             width: self.screen.width,
             height: self.screen.height,
             settle: self.settle,
+            sandbox: self.sandbox.clone(),
         }
     }
 
@@ -148,7 +206,8 @@ pub(crate) fn validate(
     req: &pb::CreatePoolRequest,
     l: &Limits,
     backend: &Arc<dyn Backend>,
-) -> Result<PoolSpec, Invalid> {
+    policy: &Policy,
+) -> Result<PoolSpec, SpecError> {
     let task = deskgym_worker::task_spec(&req.task).ok_or_else(|| {
         let known: Vec<_> = deskgym_worker::TASKS.iter().map(|t| t.id).collect();
         Invalid::new(
@@ -161,7 +220,65 @@ pub(crate) fn validate(
         )
     })?;
     if req.num_envs == 0 {
-        return Err(Invalid::new("num_envs", "must be at least 1"));
+        return Err(Invalid::new("num_envs", "must be at least 1").into());
+    }
+    let profile_name = if req.profile.is_empty() {
+        task.profile
+    } else {
+        req.profile.as_str()
+    };
+    let profile = policy.catalog.get(profile_name).cloned().ok_or_else(|| {
+        let known: Vec<_> = policy.catalog.iter().map(|p| p.name.as_str()).collect();
+        Invalid::new(
+            "profile",
+            format!(
+                "unknown profile {}; known profiles: {}",
+                quote(profile_name),
+                known.join(", ")
+            ),
+        )
+    })?;
+    if !task.any_profile && task.profile != profile.name {
+        return Err(Invalid::new(
+            "profile",
+            format!(
+                "task {} runs on profile {}, not {} (task \"blank\" runs on every profile)",
+                task.id, task.profile, profile.name
+            ),
+        )
+        .into());
+    }
+    if !profile.available() {
+        return Err(SpecError::ProfileUnavailable {
+            profile: profile.name.clone(),
+            packages: profile.missing.clone(),
+        });
+    }
+    let mut capabilities = Vec::new();
+    for (i, c) in req.capabilities.iter().enumerate() {
+        if !CAPABILITIES.contains(&c.as_str()) {
+            return Err(Invalid::new(
+                format!("capabilities[{i}]"),
+                format!(
+                    "unknown capability {}; known: {}",
+                    quote(c),
+                    CAPABILITIES.join(", ")
+                ),
+            )
+            .into());
+        }
+        if !policy.allow.iter().any(|a| a == c) {
+            return Err(SpecError::Denied(c.clone()));
+        }
+        if !profile.sandboxed() {
+            return Err(SpecError::Unsupported {
+                capability: c.clone(),
+                profile: profile.name.clone(),
+            });
+        }
+        if !capabilities.contains(c) {
+            capabilities.push(c.clone());
+        }
     }
     if req.lease_ttl_ms != 0 && !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&req.lease_ttl_ms) {
         return Err(Invalid::new(
@@ -170,7 +287,8 @@ pub(crate) fn validate(
                 "{} is outside {MIN_LEASE_MS}..={MAX_LEASE_MS} (0: no lease)",
                 req.lease_ttl_ms
             ),
-        ));
+        )
+        .into());
     }
     let screen = req.screen.unwrap_or_default();
     let width = if screen.width == 0 {
@@ -191,26 +309,32 @@ pub(crate) fn validate(
                     "{v} is outside {}..={}",
                     l.min_screen_side, l.max_screen_side
                 ),
-            ));
+            )
+            .into());
         }
     }
     let settle_req = req.settle.unwrap_or_default();
     let default = Settle::default();
-    let policy = match pb::SettlePolicy::try_from(settle_req.policy) {
+    let settle_policy = match pb::SettlePolicy::try_from(settle_req.policy) {
         Ok(pb::SettlePolicy::Sync) => SettlePolicy::Sync,
         Ok(pb::SettlePolicy::Damage) => SettlePolicy::Damage,
         // A quiet window asked for means XDamage (its meaning before policies).
         Ok(pb::SettlePolicy::Unspecified) if settle_req.settle_ms.is_some() => SettlePolicy::Damage,
-        Ok(pb::SettlePolicy::Unspecified) => task.settle,
+        // The task's own policy when its app draws; the profile's for a session.
+        Ok(pb::SettlePolicy::Unspecified) => match profile.settle {
+            Some(p) if profile.sandboxed() => p,
+            _ => task.settle,
+        },
         Err(_) => {
             return Err(Invalid::new(
                 "settle.policy",
                 format!("unknown settle policy {}", settle_req.policy),
-            ));
+            )
+            .into());
         }
     };
     let settle = Settle {
-        policy,
+        policy: settle_policy,
         settle_ms: settle_req.settle_ms.unwrap_or(default.settle_ms),
         settle_max_ms: if settle_req.settle_max_ms == 0 {
             default.settle_max_ms
@@ -225,11 +349,11 @@ pub(crate) fn validate(
                 "settle_ms and settle_max_ms must be at most {} ms",
                 l.max_settle_ms
             ),
-        ));
+        )
+        .into());
     }
-    let encoding = pb::ImageEncoding::try_from(req.encoding).map_err(|_| {
-        Invalid::new("encoding", format!("unknown encoding {}", req.encoding))
-    })?;
+    let encoding = pb::ImageEncoding::try_from(req.encoding)
+        .map_err(|_| Invalid::new("encoding", format!("unknown encoding {}", req.encoding)))?;
     Ok(PoolSpec {
         task,
         screen: Screen { width, height },
@@ -248,6 +372,9 @@ pub(crate) fn validate(
         warm_spares: req.warm_spares,
         lease: (req.lease_ttl_ms > 0).then(|| Duration::from_millis(req.lease_ttl_ms.into())),
         backend: backend.clone(),
+        sandbox: profile.sandbox(&policy.hide, l.max_sandbox_processes),
+        profile,
+        capabilities,
     })
 }
 

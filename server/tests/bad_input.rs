@@ -82,7 +82,8 @@ async fn bad_requests_get_precise_codes() {
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(
-        e.message().starts_with("settle.policy: unknown settle policy 99"),
+        e.message()
+            .starts_with("settle.policy: unknown settle policy 99"),
         "{}",
         e.message()
     );

@@ -839,7 +839,10 @@ async fn a_stalled_recording_writer_does_not_stall_the_pool() {
         .map(|i| bundle.join(format!("steps/part-{i:05}.parquet.tmp")))
         .collect();
     for f in &fifos {
-        let ok = std::process::Command::new("mkfifo").arg(f).status().unwrap();
+        let ok = std::process::Command::new("mkfifo")
+            .arg(f)
+            .status()
+            .unwrap();
         assert!(ok.success(), "mkfifo {}", f.display());
     }
     let steps: Vec<_> = p
@@ -866,15 +869,26 @@ async fn a_stalled_recording_writer_does_not_stall_the_pool() {
         })
         .collect();
     for s in steps {
-        s.await.unwrap().expect("steps go on while the writer is stuck");
+        s.await
+            .unwrap()
+            .expect("steps go on while the writer is stuck");
     }
     healthy(&server).await;
     // The writer really was stuck: no steps chunk was finished.
     let finished = std::fs::read_dir(bundle.join("steps"))
         .unwrap()
-        .filter(|e| e.as_ref().unwrap().path().extension().is_some_and(|x| x == "parquet"))
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|x| x == "parquet")
+        })
         .count();
-    assert_eq!(finished, 0, "the writer was not blocked; the test proves nothing");
+    assert_eq!(
+        finished, 0,
+        "the writer was not blocked; the test proves nothing"
+    );
     // The disk moves again: drain the FIFOs. A FIFO cannot be fsynced, so this
     // recording ends in an error; what matters is that ClosePool answers and closes.
     for f in fifos {
@@ -895,10 +909,17 @@ async fn a_stalled_recording_writer_does_not_stall_the_pool() {
         Err(e) => assert_eq!(e.code(), Code::Internal, "{e:?}"),
     }
     let e = c
-        .step(within(step_req(&p.env_ids[0], noop()), Duration::from_secs(3)))
+        .step(within(
+            step_req(&p.env_ids[0], noop()),
+            Duration::from_secs(3),
+        ))
         .await
         .unwrap_err();
-    assert_eq!(e.code(), Code::NotFound, "the pool is closed either way: {e:?}");
+    assert_eq!(
+        e.code(),
+        Code::NotFound,
+        "the pool is closed either way: {e:?}"
+    );
     server.stop().await;
     let _ = std::fs::remove_dir_all(&data);
 }

@@ -12,6 +12,8 @@ pub(super) const SPEC: TaskSpec = TaskSpec {
     default_max_steps: 10,
     settle: crate::SettlePolicy::Sync,
     layout,
+    profile: "tasks",
+    any_profile: false,
 };
 
 #[derive(Clone, Debug)]

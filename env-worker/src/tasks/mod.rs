@@ -8,6 +8,7 @@
 //! [`TaskSpec`] constant; list the spec in [`TASKS`]. Nothing else changes: the app,
 //! the worker and the server find tasks through the registry.
 
+mod blank;
 mod click_button;
 mod click_target;
 mod drag_to_zone;
@@ -29,6 +30,10 @@ pub struct TaskSpec {
     pub settle: SettlePolicy,
     /// Lays out a new episode from a seeded generator: its instruction and its state.
     pub layout: Layout,
+    /// The desktop profile a pool of this task runs unless it names another.
+    pub profile: &'static str,
+    /// Runs on every profile (its logic needs no app of its own).
+    pub any_profile: bool,
 }
 
 /// A task's layout function: a seeded generator and the area in, the episode's
@@ -47,6 +52,7 @@ pub const TASKS: &[TaskSpec] = &[
     click_button::SPEC,
     drag_to_zone::SPEC,
     type_word::SPEC,
+    blank::SPEC,
 ];
 
 /// Looks up a bundled task by id.
@@ -400,7 +406,8 @@ pub(crate) mod tests {
 
     #[test]
     fn same_seed_same_scene_other_seed_differs() {
-        for t in TASKS {
+        // `blank` has no layout for a seed to vary.
+        for t in TASKS.iter().filter(|t| t.id != "blank") {
             let a = Episode::new(t.id, 7, 1280, 720).unwrap();
             let b = Episode::new(t.id, 7, 1280, 720).unwrap();
             let c = Episode::new(t.id, 8, 1280, 720).unwrap();

@@ -13,6 +13,8 @@ pub(super) const SPEC: TaskSpec = TaskSpec {
     default_max_steps: 20,
     settle: crate::SettlePolicy::Sync,
     layout,
+    profile: "tasks",
+    any_profile: false,
 };
 
 const WORDS: &[&str] = &[

@@ -18,9 +18,7 @@ impl<T> EnvJob<T> {
     /// restarts it) and the call answers DEADLINE_EXCEEDED; no other env is affected.
     pub(crate) async fn finish(self) -> Result<T, PoolError> {
         match tokio::time::timeout_at(self.deadline, self.rx).await {
-            Ok(r) => {
-                r.unwrap_or_else(|_| Err(PoolError::Internal("step worker went away".into())))
-            }
+            Ok(r) => r.unwrap_or_else(|_| Err(PoolError::Internal("step worker went away".into()))),
             Err(_) => {
                 self.env.kill_stalled();
                 Err(PoolError::Stalled {

@@ -36,7 +36,7 @@ use crate::env::{Call, Checkpoint, Env, EnvError, ObsOptions};
 use crate::frame_cache::FrameCache;
 use crate::handle::Pool;
 use crate::record::{self, RecordSettings, RecordingError};
-use crate::spec::{Invalid, PoolSpec, Usage, quote};
+use crate::spec::{Invalid, PoolSpec, SpecError, Usage, quote};
 use crate::sync::lock;
 
 mod checkpoints;
@@ -54,6 +54,20 @@ pub(crate) enum PoolError {
     /// A malformed request field.
     #[error(transparent)]
     Invalid(#[from] Invalid),
+    /// A CreatePool request that cannot be served as asked (profile, capabilities).
+    #[error(transparent)]
+    Spec(SpecError),
+    /// A verb outside the pool's granted capabilities.
+    #[error(
+        "env {env} may not use {capability}: its pool was not granted capability \
+         {capability:?} (ask for it in CreatePool.capabilities)"
+    )]
+    NotGranted {
+        /// The env.
+        env: String,
+        /// The capability.
+        capability: &'static str,
+    },
     /// No such object of the caller's (another principal's is reported the same way).
     #[error("{kind} {} not found ({why})", quote(id))]
     NotFound {
@@ -98,6 +112,15 @@ pub(crate) enum PoolError {
     Internal(String),
 }
 
+impl From<SpecError> for PoolError {
+    fn from(e: SpecError) -> Self {
+        match e {
+            SpecError::Invalid(i) => Self::Invalid(i),
+            e => Self::Spec(e),
+        }
+    }
+}
+
 impl PoolError {
     fn not_found(kind: &'static str, id: &str, why: &'static str) -> Self {
         Self::NotFound {
@@ -128,6 +151,8 @@ pub(crate) struct PoolManager {
     /// server) of a counter, so they never repeat and cannot be guessed from others.
     id_keys: RandomState,
     record: RecordSettings,
+    /// Profiles and the capabilities pools may be granted.
+    policy: crate::spec::Policy,
 }
 
 impl std::fmt::Debug for PoolManager {
@@ -203,7 +228,23 @@ impl PoolManager {
             next_id: AtomicU64::new(1),
             id_keys: RandomState::new(),
             record,
+            policy: crate::spec::Policy {
+                catalog: crate::profiles::Catalog::load(None).map_err(std::io::Error::other)?,
+                ..Default::default()
+            },
         })
+    }
+
+    /// Sets the profiles and the capability policy (the default: the bundled catalog,
+    /// no capabilities).
+    pub(crate) fn with_policy(mut self, policy: crate::spec::Policy) -> Self {
+        self.policy = policy;
+        self
+    }
+
+    /// The profiles and the capability policy.
+    pub(crate) fn policy(&self) -> &crate::spec::Policy {
+        &self.policy
     }
 
     /// The limits in force.
@@ -314,7 +355,12 @@ impl PoolManager {
 
     /// Validates a CreatePool request into a spec.
     pub(crate) fn spec(&self, req: &pb::CreatePoolRequest) -> Result<PoolSpec, PoolError> {
-        Ok(crate::spec::validate(req, &self.limits, &self.backend)?)
+        Ok(crate::spec::validate(
+            req,
+            &self.limits,
+            &self.backend,
+            &self.policy,
+        )?)
     }
 
     /// Starts `n` desktops in parallel, the last `spares` of them as warm spares; all or
@@ -328,7 +374,10 @@ impl PoolManager {
         let jobs: Vec<_> = (0..n)
             .map(|i| {
                 let spec = spec.clone();
-                self.spawn(move || spec.start_desktop(i >= n - spares).map_err(PoolError::Start))
+                self.spawn(move || {
+                    spec.start_desktop(i >= n - spares)
+                        .map_err(PoolError::Start)
+                })
             })
             .collect();
         let mut desktops = Vec::with_capacity(n as usize);
@@ -517,9 +566,7 @@ impl PoolManager {
                 _ => None,
             }
         }
-        .ok_or_else(|| {
-            PoolError::not_found("pool", pool_id, "closed, reaped, or never created")
-        })?;
+        .ok_or_else(|| PoolError::not_found("pool", pool_id, "closed, reaped, or never created"))?;
         pool.closed.store(true, Ordering::Relaxed);
         let envs: Vec<Arc<Env>> = {
             let mut map = lock(&self.envs);
@@ -640,7 +687,11 @@ impl PoolManager {
             .filter(|e| e.pool.owner == who.name)
             .cloned()
             .ok_or_else(|| {
-                PoolError::not_found("env", env_id, "its pool was closed, reaped, or never created")
+                PoolError::not_found(
+                    "env",
+                    env_id,
+                    "its pool was closed, reaped, or never created",
+                )
             })?;
         env.pool.touch();
         Ok(env)

@@ -1,0 +1,39 @@
+//! `blank`: no goal. On the `tasks` profile an empty screen; on any other profile the
+//! session as it starts. Reward 0, never terminates (max_steps truncates): for agents
+//! and tools that bring their own goal.
+
+use super::{Area, Draw, FontMetrics, Handled, Input, Rng, Task, TaskSpec};
+
+/// The registry entry.
+pub(super) const SPEC: TaskSpec = TaskSpec {
+    id: "blank",
+    description: "No goal: reward 0, never terminates. Runs on every profile.",
+    default_max_steps: 1000,
+    settle: crate::SettlePolicy::Sync,
+    layout,
+    profile: "tasks",
+    any_profile: true,
+};
+
+#[derive(Clone, Debug)]
+struct Blank;
+
+fn layout(_: &mut Rng, _: Area) -> (String, Box<dyn Task>) {
+    (String::new(), Box::new(Blank))
+}
+
+impl Task for Blank {
+    fn handle(&mut self, _: Input, _: Area) -> Handled {
+        Handled::NOTHING
+    }
+
+    fn draw(&self, _: FontMetrics, _: &mut Vec<Draw>) {}
+
+    fn hint(&self) -> Vec<(i32, i32)> {
+        Vec::new()
+    }
+
+    fn clone_box(&self) -> Box<dyn Task> {
+        Box::new(self.clone())
+    }
+}

@@ -1,0 +1,381 @@
+//! The desktop profile catalog: what runs on an env's display besides Xvfb.
+//!
+//! The bundled catalog (`server/profiles/catalog.toml`) is compiled in; `--profiles
+//! FILE` adds profiles or replaces bundled ones by name. A profile names its session
+//! programs, launchable applications (argv, never a shell line), seed files for the
+//! home, environment, network policy, the user's password, and the Debian package of
+//! every program it needs; a host missing one cannot run it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use deskgym_worker::agent::SessionProgram;
+use deskgym_worker::sandbox::which;
+use deskgym_worker::{SandboxConfig, SettlePolicy};
+use serde::Deserialize;
+
+/// The bundled catalog.
+const BUNDLED: &str = include_str!("../profiles/catalog.toml");
+/// The profile of bundled tasks (no sandbox).
+pub(crate) const TASKS_PROFILE: &str = "tasks";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CatalogFile {
+    #[serde(default)]
+    profiles: BTreeMap<String, ProfileDef>,
+}
+
+/// A file put into every new home of a profile.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SeedFile {
+    /// Path under the home directory.
+    path: String,
+    /// The file's text.
+    #[serde(default)]
+    content: Option<String>,
+    /// Or: a host file to copy...
+    #[serde(default)]
+    copy: Option<PathBuf>,
+    /// ...with its first occurrence of `[0]` replaced by `[1]`.
+    #[serde(default)]
+    replace: Option<[String; 2]>,
+    /// Permission bits.
+    #[serde(default = "default_mode")]
+    mode: u32,
+}
+
+fn default_mode() -> u32 {
+    0o644
+}
+
+fn default_password() -> String {
+    "password".into()
+}
+
+/// One profile as the catalog file states it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProfileDef {
+    description: String,
+    #[serde(default)]
+    sandbox: bool,
+    #[serde(default)]
+    network: bool,
+    #[serde(default = "default_password")]
+    password: String,
+    #[serde(default)]
+    settle: Option<String>,
+    #[serde(default)]
+    session: Vec<SessionProgram>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    #[serde(default)]
+    apps: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    requires: BTreeMap<String, String>,
+    #[serde(default)]
+    files: Vec<SeedFile>,
+}
+
+/// A profile of the catalog, checked against this host.
+#[derive(Debug)]
+pub(crate) struct Profile {
+    /// Its name.
+    pub(crate) name: String,
+    /// One line for users.
+    pub(crate) description: String,
+    /// Debian packages this host lacks for it (empty: it can run).
+    pub(crate) missing: Vec<String>,
+    /// Launchable applications: name -> argv.
+    pub(crate) apps: BTreeMap<String, Vec<String>>,
+    /// Its settle policy when it runs a sandboxed session (not the task app).
+    pub(crate) settle: Option<SettlePolicy>,
+    /// Whether its sandboxes may reach the network.
+    pub(crate) network: bool,
+    /// What its desktops run (`None`: the bundled task app, no sandbox).
+    sandbox: Option<SandboxConfig>,
+}
+
+impl Profile {
+    /// True when this host has every program it needs.
+    pub(crate) fn available(&self) -> bool {
+        self.missing.is_empty()
+    }
+
+    /// The sandbox its desktops run, with `hide` masked inside (`None`: the task app).
+    pub(crate) fn sandbox(&self, hide: &[PathBuf], max_processes: u32) -> Option<SandboxConfig> {
+        self.sandbox.clone().map(|mut s| {
+            s.hide.extend_from_slice(hide);
+            s.max_processes = max_processes;
+            s
+        })
+    }
+
+    /// True when its desktops run in a sandbox (where `exec` and friends work).
+    pub(crate) fn sandboxed(&self) -> bool {
+        self.sandbox.is_some()
+    }
+}
+
+/// Every profile this server offers.
+#[derive(Debug, Default)]
+pub(crate) struct Catalog {
+    profiles: BTreeMap<String, Arc<Profile>>,
+}
+
+impl Catalog {
+    /// The bundled catalog, extended or overridden by `extra` (a TOML file).
+    pub(crate) fn load(extra: Option<&Path>) -> Result<Self, String> {
+        let mut defs = parse(BUNDLED, "the bundled catalog")?;
+        if let Some(path) = extra {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            defs.extend(parse(&text, &path.display().to_string())?);
+        }
+        if defs.get(TASKS_PROFILE).is_none_or(|d| d.sandbox) {
+            return Err(format!(
+                "the catalog must keep profile `{TASKS_PROFILE}` without a sandbox"
+            ));
+        }
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let templates = deskgym_worker::sandbox::sandboxes_root().join(format!(
+            "templates-{}",
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut profiles = BTreeMap::new();
+        for (name, def) in defs {
+            let p = build(&name, def, &templates)?;
+            profiles.insert(name, Arc::new(p));
+        }
+        Ok(Self { profiles })
+    }
+
+    /// A profile by name.
+    pub(crate) fn get(&self, name: &str) -> Option<&Arc<Profile>> {
+        self.profiles.get(name)
+    }
+
+    /// Every profile, by name.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<Profile>> {
+        self.profiles.values()
+    }
+}
+
+fn parse(text: &str, what: &str) -> Result<BTreeMap<String, ProfileDef>, String> {
+    let file: CatalogFile =
+        toml::from_str(text).map_err(|e| format!("{what} is not a valid profile catalog: {e}"))?;
+    for (name, def) in &file.profiles {
+        let ok_name = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        if !ok_name {
+            return Err(format!(
+                "{what}: profile name {name:?} must be lowercase letters, digits and '-'"
+            ));
+        }
+        let argvs = def.session.iter().map(|p| &p.argv).chain(def.apps.values());
+        if argvs.into_iter().any(|a| a.is_empty()) {
+            return Err(format!("{what}: profile {name}: an empty argv"));
+        }
+        if !def.sandbox
+            && (!def.session.is_empty() || !def.apps.is_empty() || !def.files.is_empty())
+        {
+            return Err(format!(
+                "{what}: profile {name}: session, apps and files need `sandbox = true`"
+            ));
+        }
+        for f in &def.files {
+            let p = Path::new(&f.path);
+            let escapes = p.is_absolute()
+                || p.components()
+                    .any(|c| !matches!(c, std::path::Component::Normal(_)));
+            if escapes || f.content.is_some() == f.copy.is_some() {
+                return Err(format!(
+                    "{what}: profile {name}: file {:?} needs a relative path inside the home \
+                     and exactly one of `content` and `copy`",
+                    f.path
+                ));
+            }
+        }
+        if let Some(s) = &def.settle
+            && !matches!(s.as_str(), "damage" | "sync")
+        {
+            return Err(format!(
+                "{what}: profile {name}: settle {s:?} is not `damage` or `sync`"
+            ));
+        }
+    }
+    Ok(file.profiles)
+}
+
+/// Checks a profile against this host and writes its home template.
+fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, String> {
+    // Every program it starts, with the package that brings it (a program not listed in
+    // `requires` is its own package name).
+    let mut needed: BTreeMap<String, String> = def.requires.clone();
+    if def.sandbox {
+        needed.entry("bwrap".into()).or_insert("bubblewrap".into());
+    }
+    for argv in def.session.iter().map(|p| &p.argv).chain(def.apps.values()) {
+        needed
+            .entry(argv[0].clone())
+            .or_insert_with(|| argv[0].clone());
+    }
+    let mut missing: Vec<String> = needed
+        .iter()
+        // Programs a seed file provides (google-chrome) are there once the home is.
+        .filter(|(prog, _)| {
+            !def.files
+                .iter()
+                .any(|f| f.path.ends_with(&format!("/{prog}")))
+        })
+        .filter(|(prog, _)| which(prog).is_none())
+        .map(|(_, pkg)| pkg.clone())
+        .collect();
+    missing.sort();
+    missing.dedup();
+    let sandbox = if def.sandbox {
+        let dir = templates.join(name);
+        if missing.is_empty() {
+            write_template(&dir, &def.files).map_err(|e| format!("profile {name}: {e}"))?;
+        }
+        Some(SandboxConfig {
+            session: def.session.clone(),
+            env: def.env.clone().into_iter().collect(),
+            network: def.network,
+            home_template: Some(dir),
+            hide: Vec::new(),
+            password: def.password.clone(),
+            max_processes: 0,
+        })
+    } else {
+        None
+    };
+    Ok(Profile {
+        name: name.to_string(),
+        description: def.description,
+        missing,
+        apps: def.apps,
+        settle: def.settle.as_deref().map(|s| match s {
+            "sync" => SettlePolicy::Sync,
+            _ => SettlePolicy::Damage,
+        }),
+        network: def.network,
+        sandbox,
+    })
+}
+
+fn write_template(dir: &Path, files: &[SeedFile]) -> Result<(), String> {
+    use std::os::unix::fs::PermissionsExt;
+    let _ = std::fs::remove_dir_all(dir);
+    std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for f in files {
+        let path = dir.join(&f.path);
+        let text = match (&f.content, &f.copy) {
+            (Some(c), _) => c.clone(),
+            (None, Some(src)) => {
+                let t = std::fs::read_to_string(src)
+                    .map_err(|e| format!("seed file {}: {e}", src.display()))?;
+                match &f.replace {
+                    Some([from, to]) => t.replacen(from.as_str(), to, 1),
+                    None => t,
+                }
+            }
+            (None, None) => String::new(),
+        };
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
+        }
+        std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(f.mode))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundled_catalog_loads_with_tasks_and_desktop() {
+        let c = Catalog::load(None).unwrap();
+        let tasks = c.get(TASKS_PROFILE).unwrap();
+        assert!(!tasks.sandboxed());
+        assert!(
+            tasks.available(),
+            "the tasks profile needs nothing: {:?}",
+            tasks.missing
+        );
+        let desktop = c.get("desktop").unwrap();
+        assert!(desktop.sandboxed());
+        assert!(desktop.apps.contains_key("terminal"));
+        assert!(!desktop.network);
+    }
+
+    #[test]
+    fn a_profile_with_a_missing_program_names_its_package() {
+        let dir = std::env::temp_dir().join(format!("deskgym-cat-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("extra.toml");
+        std::fs::write(
+            &file,
+            r#"
+[profiles.ghost]
+description = "needs a program nobody has"
+sandbox = true
+session = [{ argv = ["deskgym-no-such-program"] }]
+requires = { deskgym-no-such-program = "deskgym-ghost-pkg" }
+"#,
+        )
+        .unwrap();
+        let c = Catalog::load(Some(&file)).unwrap();
+        let g = c.get("ghost").unwrap();
+        assert!(!g.available());
+        assert!(
+            g.missing.contains(&"deskgym-ghost-pkg".to_string()),
+            "{:?}",
+            g.missing
+        );
+        // Bundled profiles are still there.
+        assert!(c.get("desktop").is_some());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn bad_catalogs_are_refused_with_a_reason() {
+        for (text, why) in [
+            (
+                "[profiles.tasks]\ndescription='x'\nsandbox=true",
+                "must keep profile",
+            ),
+            (
+                "[profiles.a]\ndescription='x'\nsandbox=true\nsession=[{argv=[]}]",
+                "empty argv",
+            ),
+            (
+                "[profiles.b]\ndescription='x'\nsandbox=true\nfiles=[{path='../x', content='y'}]",
+                "relative path",
+            ),
+            ("[profiles.C]\ndescription='x'", "lowercase"),
+            ("[profiles.c]\ndescription='x'\nbogus=1", "unknown field"),
+        ] {
+            let dir = std::env::temp_dir().join(format!(
+                "deskgym-cat-bad-{}-{}",
+                std::process::id(),
+                why.len()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            let f = dir.join("c.toml");
+            std::fs::write(&f, text).unwrap();
+            let e = Catalog::load(Some(&f)).unwrap_err();
+            assert!(e.contains(why), "{text}: {e}");
+            let _ = std::fs::remove_dir_all(&dir);
+        }
+    }
+}

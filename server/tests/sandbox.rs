@@ -1,0 +1,414 @@
+//! Profile desktops in bubblewrap sandboxes, and `Exec`, against the real server: what
+//! a command can and cannot reach from inside an env, and every bad input with its
+//! code. Needs the `desktop` profile's packages (`scripts/setup.sh --desktop`).
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+use deskgym_proto::v1 as pb;
+use deskgym_server::ServerConfig;
+use tonic::Code;
+
+type Client = deskgym_proto::v1::deskgym_client::DeskgymClient<tonic::transport::Channel>;
+
+struct Setup {
+    server: TestServer,
+    c: Client,
+    data: std::path::PathBuf,
+    token: std::path::PathBuf,
+}
+
+async fn setup(tag: &str) -> Setup {
+    let data = std::env::temp_dir().join(format!("deskgym-sbx-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    std::fs::create_dir_all(&data).unwrap();
+    let token = data.join("tokens");
+    std::fs::write(&token, "secret-token-value\n").unwrap();
+    let server = TestServer::start(ServerConfig {
+        data_dir: data.join("recordings"),
+        allow_capabilities: vec!["exec".into()],
+        sandbox_hide: vec![token.clone()],
+        step_threads: 8,
+        ..ServerConfig::default()
+    })
+    .await;
+    let c = server.client().await;
+    Setup {
+        server,
+        c,
+        data,
+        token,
+    }
+}
+
+async fn desktop_pool(c: &mut Client, n: u32, caps: &[&str]) -> pb::CreatePoolResponse {
+    c.create_pool(pb::CreatePoolRequest {
+        task: "blank".into(),
+        profile: "desktop".into(),
+        capabilities: caps.iter().map(|s| s.to_string()).collect(),
+        num_envs: n,
+        screen: Some(pb::ScreenSize {
+            width: 640,
+            height: 480,
+        }),
+        ..Default::default()
+    })
+    .await
+    .expect("a desktop pool (needs `scripts/setup.sh --desktop`)")
+    .into_inner()
+}
+
+fn sh(env: &str, line: &str) -> pb::ExecRequest {
+    pb::ExecRequest {
+        env_id: env.into(),
+        shell: line.into(),
+        timeout_ms: 20_000,
+        ..Default::default()
+    }
+}
+
+async fn run(c: &mut Client, req: pb::ExecRequest) -> pb::ExecResponse {
+    let what = format!("{:?} {:?}", req.argv, req.shell);
+    c.exec(req)
+        .await
+        .unwrap_or_else(|e| panic!("exec {what}: {e:?}"))
+        .into_inner()
+}
+
+fn out(r: &pb::ExecResponse) -> String {
+    String::from_utf8_lossy(&r.stdout).trim().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sandbox_sees_only_its_own_env() {
+    let Setup {
+        server,
+        mut c,
+        data,
+        token,
+    } = setup("iso").await;
+    let p = desktop_pool(&mut c, 2, &["exec"]).await;
+    assert_eq!(p.profile, "desktop");
+    assert_eq!(p.capabilities, vec!["exec".to_string()]);
+    let (a, b) = (p.env_ids[0].clone(), p.env_ids[1].clone());
+    for e in &p.env_ids {
+        reset(&mut c, e, 1).await;
+    }
+
+    // Who and where: `user`, uid 1000, in /home/user, on display :0.
+    let r = run(
+        &mut c,
+        sh(&a, "id -un; id -u; pwd; echo $DISPLAY; ls /tmp/.X11-unix"),
+    )
+    .await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    assert_eq!(out(&r), "user\n1000\n/home/user\n:0\nX0");
+
+    // A's home is not B's.
+    let r = run(&mut c, sh(&a, "echo from-a > ~/mine.txt && cat ~/mine.txt")).await;
+    assert_eq!(out(&r), "from-a");
+    let r = run(&mut c, sh(&b, "cat /home/user/mine.txt")).await;
+    assert_ne!(r.exit_code, Some(0), "{r:?}");
+    let r = run(&mut c, sh(&b, "grep -rs from-a /home /tmp /run; echo done")).await;
+    assert_eq!(out(&r), "done", "B found A's file: {r:?}");
+
+    // Other envs' displays: no socket file, and (own network namespace) no abstract
+    // socket either; its own display works.
+    let probe = |n: &str| {
+        format!(
+            "python3 -c \"import socket,sys; s=socket.socket(socket.AF_UNIX); \
+             s.connect('{n}'); print('connected')\""
+        )
+    };
+    let r = run(&mut c, sh(&a, &probe("/tmp/.X11-unix/X0"))).await;
+    assert_eq!(out(&r), "connected", "its own display: {r:?}");
+    let others = "python3 -c \"\nimport socket\nfor n in range(1, 400):\n    s = socket.socket(socket.AF_UNIX)\n    try:\n        s.connect('\\0/tmp/.X11-unix/X%d' % n); print('reached', n)\n    except OSError:\n        pass\n\"; ls /tmp/.X11-unix";
+    let r = run(&mut c, sh(&a, others)).await;
+    assert_eq!(out(&r), "X0", "another display was reachable: {r:?}");
+
+    // No network: not even the server's own port on the host's loopback.
+    let port = server.addr.port();
+    let r = run(
+        &mut c,
+        sh(
+            &a,
+            &format!(
+                "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 2)\" \
+                 && echo reached; ip -o link 2>/dev/null | wc -l; cat /sys/class/net/*/operstate"
+            ),
+        ),
+    )
+    .await;
+    assert!(!out(&r).contains("reached"), "{r:?}");
+
+    // The server's secrets: token file and data dir are masked.
+    let r = run(
+        &mut c,
+        sh(
+            &a,
+            &format!(
+                "cat {} 2>&1; ls -A {} 2>&1 | wc -l",
+                token.display(),
+                data.join("recordings").display()
+            ),
+        ),
+    )
+    .await;
+    assert!(!out(&r).contains("secret-token-value"), "{r:?}");
+
+    // Nothing outlives its env: a background process is gone once the pool closes.
+    let marker = format!("1{}.25", std::process::id() % 10_000);
+    let r = run(
+        &mut c,
+        sh(&a, &format!("(sleep {marker} &) ; echo started")),
+    )
+    .await;
+    assert_eq!(out(&r), "started");
+    assert!(
+        !pids_running(&marker).is_empty(),
+        "the background sleep runs"
+    );
+    c.close_pool(pb::ClosePoolRequest {
+        pool_id: p.pool_id.clone(),
+    })
+    .await
+    .unwrap();
+    let t0 = Instant::now();
+    while !pids_running(&marker).is_empty() && t0.elapsed() < Duration::from_secs(5) {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        pids_running(&marker).is_empty(),
+        "a sandbox process outlived its env"
+    );
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// Pids of processes whose command line contains `needle`.
+fn pids_running(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmd).contains(needle)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exec_bounds_output_time_and_processes() {
+    let Setup {
+        server,
+        mut c,
+        data,
+        ..
+    } = setup("bounds").await;
+    let p = desktop_pool(&mut c, 2, &["exec"]).await;
+    let (a, b) = (p.env_ids[0].clone(), p.env_ids[1].clone());
+
+    // argv without a shell, stdin, and bytes that are not UTF-8 both ways.
+    let r = run(
+        &mut c,
+        pb::ExecRequest {
+            env_id: a.clone(),
+            argv: vec!["wc".into(), "-c".into()],
+            stdin: vec![0xff; 1 << 20],
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(out(&r), (1u32 << 20).to_string());
+    let r = run(&mut c, sh(&a, "printf '\\377\\376'; echo oops >&2; exit 3")).await;
+    assert_eq!(r.stdout, b"\xff\xfe".to_vec());
+    assert_eq!(String::from_utf8_lossy(&r.stderr), "oops\n");
+    assert_eq!(r.exit_code, Some(3));
+
+    // Output beyond the cap is cut and flagged.
+    let r = run(&mut c, sh(&a, "head -c 3000000 /dev/zero")).await;
+    assert_eq!(r.stdout.len(), 256 << 10);
+    assert!(r.stdout_truncated && !r.stderr_truncated);
+    assert_eq!(r.exit_code, Some(0));
+
+    // The time bound kills the whole process group.
+    let r = run(
+        &mut c,
+        pb::ExecRequest {
+            timeout_ms: 300,
+            ..sh(&a, "sleep 30 & sleep 30")
+        },
+    )
+    .await;
+    assert!(r.timed_out, "{r:?}");
+    assert_eq!(r.signal, Some(9));
+
+    // A fork bomb stops at the process limit and its time bound; the neighbour is fine.
+    let r = run(
+        &mut c,
+        pb::ExecRequest {
+            timeout_ms: 3_000,
+            ..sh(&a, "bomb() { bomb | bomb & }; bomb; sleep 10")
+        },
+    )
+    .await;
+    assert!(r.timed_out || r.exit_code.is_some(), "{r:?}");
+    let r = run(&mut c, sh(&b, "echo alive")).await;
+    assert_eq!(out(&r), "alive");
+    let r = run(&mut c, sh(&a, "echo recovered")).await;
+    assert_eq!(out(&r), "recovered");
+
+    // Bad input: precise codes, nothing run.
+    let cases: Vec<(pb::ExecRequest, Code, &str)> = vec![
+        (
+            pb::ExecRequest {
+                env_id: a.clone(),
+                ..Default::default()
+            },
+            Code::InvalidArgument,
+            "argv",
+        ),
+        (
+            pb::ExecRequest {
+                argv: vec!["true".into()],
+                ..sh(&a, "true")
+            },
+            Code::InvalidArgument,
+            "shell",
+        ),
+        (
+            pb::ExecRequest {
+                timeout_ms: 3_600_000,
+                ..sh(&a, "true")
+            },
+            Code::InvalidArgument,
+            "timeout_ms",
+        ),
+        (
+            pb::ExecRequest {
+                stdin: vec![b'x'; 10_000_000],
+                ..sh(&a, "wc -c")
+            },
+            Code::InvalidArgument,
+            "stdin",
+        ),
+        (
+            pb::ExecRequest {
+                env_id: a.clone(),
+                argv: vec!["deskgym-no-such-program".into()],
+                ..Default::default()
+            },
+            Code::FailedPrecondition,
+            "program",
+        ),
+        (sh("nope", "true"), Code::NotFound, "env"),
+    ];
+    for (req, code, word) in cases {
+        let e = c.exec(req).await.unwrap_err();
+        assert_eq!(e.code(), code, "{e:?}");
+        assert!(e.message().contains(word), "{word}: {}", e.message());
+    }
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn profiles_and_capabilities_are_checked_up_front() {
+    let Setup {
+        server,
+        mut c,
+        data,
+        ..
+    } = setup("caps").await;
+    let caps = c
+        .get_capabilities(pb::GetCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let desktop = caps.profiles.iter().find(|p| p.name == "desktop").unwrap();
+    assert!(desktop.available, "{desktop:?}");
+    assert!(desktop.apps.contains(&"terminal".to_string()));
+    assert_eq!(caps.allowed_capabilities, vec!["exec".to_string()]);
+    let blank = caps.tasks.iter().find(|t| t.id == "blank").unwrap();
+    assert!(blank.any_profile);
+
+    let create = |task: &str, profile: &str, caps: &[&str]| pb::CreatePoolRequest {
+        task: task.into(),
+        profile: profile.into(),
+        capabilities: caps.iter().map(|s| s.to_string()).collect(),
+        num_envs: 1,
+        screen: Some(pb::ScreenSize {
+            width: 320,
+            height: 240,
+        }),
+        ..Default::default()
+    };
+    for (req, code, word) in [
+        (
+            create("blank", "moon", &[]),
+            Code::InvalidArgument,
+            "profile",
+        ),
+        (
+            create("click-target", "desktop", &[]),
+            Code::InvalidArgument,
+            "runs on profile",
+        ),
+        (
+            create("blank", "desktop", &["teleport"]),
+            Code::InvalidArgument,
+            "capabilities[0]",
+        ),
+        (
+            create("blank", "tasks", &["exec"]),
+            Code::FailedPrecondition,
+            "sandboxed",
+        ),
+    ] {
+        let e = c.create_pool(req).await.unwrap_err();
+        assert_eq!(e.code(), code, "{e:?}");
+        assert!(e.message().contains(word), "{word}: {}", e.message());
+    }
+    // A verb outside the pool's grant.
+    let p = desktop_pool(&mut c, 1, &[]).await;
+    let e = c.exec(sh(&p.env_ids[0], "true")).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    assert!(e.message().contains("exec"), "{}", e.message());
+    server.stop().await;
+
+    // A server that does not allow exec, and a profile whose packages are missing.
+    let extra = data.join("extra.toml");
+    std::fs::write(
+        &extra,
+        "[profiles.ghost]\ndescription = 'x'\nsandbox = true\n\
+         session = [{ argv = ['deskgym-no-such-program'] }]\n\
+         requires = { deskgym-no-such-program = 'deskgym-ghost-pkg' }\n",
+    )
+    .unwrap();
+    let server = TestServer::start(ServerConfig {
+        data_dir: data.join("recordings"),
+        profiles: Some(extra),
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let e = c
+        .create_pool(create("blank", "desktop", &["exec"]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    let e = c
+        .create_pool(create("blank", "ghost", &[]))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    assert!(e.message().contains("deskgym-ghost-pkg"), "{}", e.message());
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
