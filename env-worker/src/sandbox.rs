@@ -176,10 +176,16 @@ impl Sandbox {
             cmd.arg("--unshare-net");
         }
         cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
-        for masked in ["/root", "/home", "/run", "/var/tmp"] {
+        // Replaced wholesale (and /tmp by the env's own): nothing under them shows.
+        const MASKED: [&str; 5] = ["/root", "/home", "/run", "/var/tmp", "/tmp"];
+        for masked in &MASKED[..4] {
             cmd.args(["--tmpfs", masked]);
         }
+        let hidden_anyway = |p: &Path| MASKED.iter().any(|m| p.starts_with(m));
         for h in cfg.hide.iter().chain([&root]) {
+            if hidden_anyway(h) {
+                continue;
+            }
             if h.is_dir() {
                 cmd.arg("--tmpfs").arg(h);
             } else if h.exists() {

@@ -12,7 +12,7 @@
 from typing import Any
 
 from deskgym.actions import SPACE_KEYS, SPACE_VERBS, action_space, to_proto
-from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, Pool
+from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, ExecResult, Pool
 from deskgym.env import DeskgymEnv, make
 from deskgym.errors import DeskgymError
 from deskgym.modes import ACTION_MODES, OBS_FORMATS
@@ -34,6 +34,7 @@ __all__ = [
     "DeskgymEnv",
     "DeskgymError",
     "DeskgymVectorEnv",
+    "ExecResult",
     "Pool",
     "action_space",
     "episode_seed",

@@ -69,6 +69,44 @@ class Pool:
     max_steps: int
     #: Where the server writes this pool's recording ("" when not recording).
     recording_path: str = ""
+    #: The desktop profile its envs run.
+    profile: str = "tasks"
+    #: Boundary capabilities granted to it ("exec", ...).
+    capabilities: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """How a command run in an env's sandbox ended, and what it wrote."""
+
+    #: Exit status, or ``None`` when a signal ended it.
+    exit_code: int | None
+    #: The signal that ended it (9 after a timeout), or ``None``.
+    signal: int | None
+    #: Output as bytes, each cut at the server's ``max_exec_output`` (256 KiB).
+    stdout_bytes: bytes
+    stderr_bytes: bytes
+    #: True when stdout or stderr was longer than what came back.
+    truncated: bool
+    #: True when the time bound ended it.
+    timed_out: bool
+    #: Wall time of the command in milliseconds.
+    duration_ms: float
+
+    @property
+    def stdout(self) -> str:
+        """Stdout as text (UTF-8; undecodable bytes replaced)."""
+        return self.stdout_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        """Stderr as text (UTF-8; undecodable bytes replaced)."""
+        return self.stderr_bytes.decode("utf-8", errors="replace")
+
+    @property
+    def ok(self) -> bool:
+        """Exited with status 0 within its time bound."""
+        return self.exit_code == 0 and not self.timed_out
 
 
 class _Leases:
@@ -220,8 +258,12 @@ class Client:
         labels: dict[str, str] | None = None,
         warm_spares: int = 0,
         record: str | None = None,
+        profile: str | None = None,
+        capabilities: Sequence[str] = (),
     ) -> Pool:
-        """Starts ``num_envs`` desktops running ``task``."""
+        """Starts ``num_envs`` desktops running ``task`` on ``profile`` (default: the
+        task's own), granted ``capabilities`` (e.g. ``["exec"]``; the server's policy
+        must allow each)."""
         settle = pb.SettleConfig(settle_max_ms=settle_max_ms)
         if settle_ms is not None:
             settle.settle_ms = settle_ms
@@ -239,11 +281,59 @@ class Client:
                 warm_spares=warm_spares,
                 record=record or "",
                 lease_ttl_ms=int(self.lease_ttl_s * 1000) if self.lease_ttl_s else 0,
+                profile=profile or "",
+                capabilities=list(capabilities),
             ),
             pb.CreatePoolResponse,
         )
         self._leases.add(r.pool_id)
-        return Pool(r.pool_id, list(r.env_ids), r.screen.width, r.screen.height, r.max_steps, r.recording_path)
+        return Pool(
+            r.pool_id, list(r.env_ids), r.screen.width, r.screen.height, r.max_steps, r.recording_path,
+            r.profile, tuple(r.capabilities),
+        )
+
+    def exec(
+        self,
+        env_id: str,
+        cmd: str | Sequence[str],
+        *,
+        shell: bool = False,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        stdin: bytes | str | None = None,
+        timeout: float | None = None,
+    ) -> ExecResult:
+        """Runs ``cmd`` in the env's sandbox as ``user`` and waits for it, like
+        :func:`subprocess.run`: a sequence is a program and its arguments (a string alone
+        is a program name), ``shell=True`` runs a string with ``sh -c``. ``timeout`` in
+        seconds (default 60; past it the command's process group is killed and
+        ``timed_out`` is set). Needs the pool's ``exec`` capability."""
+        if shell:
+            if not isinstance(cmd, str):
+                raise DeskgymError("INVALID_ARGUMENT", "shell=True takes the command line as one string", "shell")
+            argv: list[str] = []
+            line = cmd
+        else:
+            argv = [cmd] if isinstance(cmd, str) else list(cmd)
+            line = ""
+        data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
+        r = self._call(
+            self._stub.Exec,
+            pb.ExecRequest(
+                env_id=env_id, argv=argv, shell=line, cwd=cwd or "", env=env or {}, stdin=data,
+                timeout_ms=0 if timeout is None else max(1, int(timeout * 1000)),
+            ),
+            pb.ExecResponse,
+        )
+        return ExecResult(
+            exit_code=r.exit_code if r.HasField("exit_code") else None,
+            signal=r.signal if r.HasField("signal") else None,
+            stdout_bytes=r.stdout,
+            stderr_bytes=r.stderr,
+            truncated=r.stdout_truncated or r.stderr_truncated,
+            timed_out=r.timed_out,
+            duration_ms=r.duration_ms,
+        )
 
     def close_pool(self, pool_id: str) -> int:
         """Stops every desktop of a pool (and finishes its recording); returns how many."""

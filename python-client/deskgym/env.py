@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
 
 from deskgym.actions import to_proto
-from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, Pool
+from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, ExecResult, Pool
 from deskgym.errors import DeskgymError
 from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
 from deskgym.observation import info, observation_space, stats
@@ -55,6 +56,8 @@ class DeskgymEnv(gym.Env[Any, Any]):
         action_mode: str = "dict",
         grid: tuple[int, int] = DEFAULT_GRID,
         obs_format: str = "uint8_hwc",
+        profile: str | None = None,
+        capabilities: Sequence[str] = (),
     ) -> None:
         if obs_type not in OBS_TYPES:
             raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(OBS_TYPES)}")
@@ -70,8 +73,11 @@ class DeskgymEnv(gym.Env[Any, Any]):
         self._pool: Pool | None = None
         self._pool = self.client.create_pool(
             task, 1, screen=screen, seed=seed or 0, max_steps=max_steps or 0, encoding=obs_type, settle_ms=settle_ms,
-            record=record,
+            record=record, profile=profile, capabilities=capabilities,
         )
+        #: The desktop profile this env runs, and the capabilities its pool was granted.
+        self.profile = self._pool.profile
+        self.capabilities = self._pool.capabilities
         #: Where the server writes this env's recording (when ``record`` names a run).
         self.recording_path = self._pool.recording_path
         self.env_id = self._pool.env_ids[0]
@@ -149,6 +155,20 @@ class DeskgymEnv(gym.Env[Any, Any]):
         frame, _ = self.client.resolve(self.client.observe(self.env_id, encoding="rgb"))
         assert isinstance(frame, np.ndarray)
         return frame
+
+    def exec(
+        self,
+        cmd: str | Sequence[str],
+        *,
+        shell: bool = False,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        stdin: bytes | str | None = None,
+        timeout: float | None = None,
+    ) -> ExecResult:
+        """Runs a command in this env's sandbox (see :meth:`deskgym.client.Client.exec`);
+        needs ``capabilities=["exec"]`` and a sandboxed profile such as ``"desktop"``."""
+        return self.client.exec(self.env_id, cmd, shell=shell, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
 
     def close(self) -> None:
         """Releases the desktop on the server (idempotent)."""

@@ -10,6 +10,8 @@ TASKS = {
     "click-button": "deskgym/ClickButton-v0",
     "drag-to-zone": "deskgym/DragToZone-v0",
     "type-word": "deskgym/TypeWord-v0",
+    # No goal, reward 0, never terminates; runs on every profile (profile="desktop").
+    "blank": "deskgym/Blank-v0",
 }
 
 

@@ -11,7 +11,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
 from deskgym.actions import to_proto
-from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, Pool, encoding_of
+from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, ExecResult, Pool, encoding_of
 from deskgym.env import OBS_TYPES, fidelity_name
 from deskgym.errors import DeskgymError, code_name
 from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
@@ -68,6 +68,8 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         grid: tuple[int, int] = DEFAULT_GRID,
         obs_format: str = "uint8_hwc",
         info_timing: bool = False,
+        profile: str | None = None,
+        capabilities: Sequence[str] = (),
         _pool: Pool | None = None,
     ) -> None:
         if obs_type not in OBS_TYPES:
@@ -86,7 +88,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         base_seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
         self._pool: Pool | None = _pool or self.client.create_pool(
             task, num_envs, screen=screen, seed=base_seed, max_steps=max_steps or 0, encoding=obs_type,
-            settle_ms=settle_ms, record=record,
+            settle_ms=settle_ms, record=record, profile=profile, capabilities=capabilities,
         )
         #: Where the server writes this vector env's recording (when ``record`` names a run).
         self.recording_path = self._pool.recording_path
@@ -300,6 +302,20 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         self._obs[i], new_info = self._frame(i, r.observation, r.info)
         self._needs_reset[i] = False
         return {**new_info, "final_obs": final_obs, "final_info": env_info}
+
+    def exec(
+        self,
+        index: int,
+        cmd: str | Sequence[str],
+        *,
+        shell: bool = False,
+        cwd: str | None = None,
+        env: dict[str, str] | None = None,
+        stdin: bytes | str | None = None,
+        timeout: float | None = None,
+    ) -> ExecResult:
+        """Runs a command in env ``index``'s sandbox (see :meth:`deskgym.client.Client.exec`)."""
+        return self.client.exec(self.env_ids[index], cmd, shell=shell, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Releases every desktop on the server (idempotent)."""

@@ -163,7 +163,19 @@ async fn capabilities_and_health() {
     let tasks: Vec<_> = caps.tasks.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(
         tasks,
-        ["click-target", "click-button", "drag-to-zone", "type-word"]
+        [
+            "click-target",
+            "click-button",
+            "drag-to-zone",
+            "type-word",
+            "blank"
+        ]
+    );
+    let profiles: Vec<_> = caps.profiles.iter().map(|p| p.name.as_str()).collect();
+    assert_eq!(profiles, ["desktop", "tasks"]);
+    assert!(
+        caps.allowed_capabilities.is_empty(),
+        "boundary verbs are off by default"
     );
     assert_eq!(caps.limits.unwrap().max_envs, 8);
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))

@@ -1,0 +1,92 @@
+"""The `desktop` profile from Python: a sandboxed desktop running real applications,
+driven by pixels and by `exec`, with the capability off unless granted."""
+
+from __future__ import annotations
+
+import pathlib
+import time
+
+import numpy as np
+import pytest
+from conftest import Server
+
+import deskgym
+
+
+@pytest.fixture(scope="module")
+def exec_server(tmp_path_factory: pytest.TempPathFactory):
+    data = tmp_path_factory.mktemp("desk-data")
+    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--allow-capabilities", "exec")
+    yield s
+    s.stop()
+
+
+def wait_for(pred, timeout: float = 20.0, what: str = "condition"):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def test_desktop_env_runs_a_real_terminal_typed_into_by_pixels(exec_server: Server) -> None:
+    env = deskgym.make("blank", address=exec_server.address, profile="desktop", capabilities=["exec"], screen=(1024, 768),
+        render_mode="rgb_array",
+    )
+    try:
+        assert env.profile == "desktop" and env.capabilities == ("exec",)
+        obs, _ = env.reset(seed=0)
+        r = env.exec(["id", "-un"])
+        assert r.ok and r.stdout.strip() == "user", r
+        # Ctrl+Alt+T opens the terminal (the profile's openbox key binding).
+        env.step({"verb": "key", "keys": "ctrl+alt+t"})
+        wait_for(
+            lambda: "gnome-terminal" in env.exec("wmctrl -l -x", shell=True).stdout.lower(),
+            what="a gnome-terminal window",
+        )
+        env.step({"verb": "wait", "ms": 1500})
+        env.step({"verb": "type_text", "text": "echo typed-by-pixels > ~/proof.txt\n"})
+        proof = wait_for(lambda: env.exec("cat ~/proof.txt", shell=True).stdout.strip(), what="the typed command")
+        assert proof == "typed-by-pixels"
+        frame = env.render()
+        assert frame is not None and frame.shape == (768, 1024, 3)
+        assert not np.array_equal(frame, obs), "the screen shows the terminal"
+        shot = pathlib.Path(__file__).resolve().parents[2] / "target" / "desktop-terminal.png"
+        shot.parent.mkdir(exist_ok=True)
+        from PIL import Image
+
+        Image.fromarray(frame).save(shot)
+        # Reset brings the profile's initial state back: the home is the seed again.
+        env.reset()
+        assert env.exec("test -e ~/proof.txt", shell=True).exit_code == 1
+        assert "gnome-terminal" not in env.exec("wmctrl -l -x", shell=True).stdout.lower()
+    finally:
+        env.close()
+
+
+def test_exec_results_and_errors(exec_server: Server) -> None:
+    env = deskgym.make("blank", address=exec_server.address, profile="desktop", capabilities=["exec"], screen=(320, 240))
+    try:
+        r = env.exec("printf 'a\\377'; exit 4", shell=True)
+        assert (r.exit_code, r.stdout_bytes, r.signal) == (4, b"a\xff", None)
+        r = env.exec(["cat"], stdin="hello")
+        assert r.stdout == "hello"
+        r = env.exec("sleep 5", shell=True, timeout=0.3)
+        assert r.timed_out and r.signal == 9 and not r.ok
+        with pytest.raises(deskgym.DeskgymError) as e:
+            env.exec(["deskgym-no-such-program"])
+        assert e.value.code == "FAILED_PRECONDITION"
+        with pytest.raises(deskgym.DeskgymError) as e:
+            env.exec([])
+        assert (e.value.code, e.value.field) == ("INVALID_ARGUMENT", "argv")
+    finally:
+        env.close()
+    plain = deskgym.make("blank", address=exec_server.address, profile="desktop", screen=(320, 240))
+    try:
+        with pytest.raises(deskgym.DeskgymError) as e:
+            plain.exec(["true"])
+        assert e.value.code == "PERMISSION_DENIED"
+    finally:
+        plain.close()
