@@ -308,22 +308,20 @@ fn exec(
     }
     let out = child.stdout.take().map(|r| drain(r, spec.max_output));
     let err = child.stderr.take().map(|r| drain(r, spec.max_output));
-    let mut timed_out = false;
-    let mut pause = Duration::from_micros(200);
-    let status = loop {
-        match child.try_wait() {
-            Ok(Some(s)) => break Some(s),
-            Ok(None) if Instant::now() >= deadline => {
-                timed_out = true;
-                // SAFETY: plain syscall on the command's own process group.
-                unsafe { libc::killpg(pgid, libc::SIGKILL) };
-                break child.wait().ok();
-            }
-            Ok(None) => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(10));
-            }
-            Err(_) => break None,
+    // A thread waits for the exit, so the reply goes out the moment the command ends
+    // (no polling interval), and the time bound is a plain receive timeout.
+    let (tx, exited) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait().ok());
+    });
+    let left = deadline.saturating_duration_since(Instant::now());
+    let (status, timed_out) = match exited.recv_timeout(left) {
+        Ok(status) => (status, false),
+        Err(_) => {
+            // SAFETY: plain syscall on the command's own process group (its leader is
+            // not reaped yet: the waiter thread has not returned).
+            unsafe { libc::killpg(pgid, libc::SIGKILL) };
+            (exited.recv().ok().flatten(), true)
         }
     };
     // Output ends when every holder of the pipes closes them; a background child of the

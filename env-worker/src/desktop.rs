@@ -103,6 +103,12 @@ impl Desktop {
         }
     }
 
+    /// True when a reset would restart the sandbox (something ran in it since it
+    /// started); the task app and a fresh sandbox reset in place.
+    pub fn restarts_to_reset(&self) -> bool {
+        self.sandbox.is_some() && !self.fresh
+    }
+
     /// True when captures use MIT-SHM.
     pub fn uses_shm(&self) -> bool {
         self.x.uses_shm()

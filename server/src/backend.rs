@@ -25,6 +25,11 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
     fn check_alive(&mut self) -> WorkerResult<()>;
     /// Pids to SIGKILL when a call overruns its deadline (none for a fake).
     fn pids(&self) -> Vec<u32>;
+    /// True when a reset would restart its session (a used sandbox): a warm spare is
+    /// then the faster reset.
+    fn restarts_to_reset(&self) -> bool {
+        false
+    }
     /// Runs a command in the desktop's sandbox and waits for it.
     fn exec(&mut self, spec: &ExecSpec, stdin: &[u8]) -> WorkerResult<Executed>;
 }
@@ -56,6 +61,9 @@ impl Desktop for deskgym_worker::Desktop {
     }
     fn exec(&mut self, spec: &ExecSpec, stdin: &[u8]) -> WorkerResult<Executed> {
         deskgym_worker::Desktop::exec(self, spec, stdin)
+    }
+    fn restarts_to_reset(&self) -> bool {
+        deskgym_worker::Desktop::restarts_to_reset(self)
     }
 }
 

@@ -345,6 +345,18 @@ fn log_bytes(actions: &[Action]) -> u64 {
     (std::mem::size_of_val(actions) + text) as u64
 }
 
+/// Stops a desktop on its own thread: a reset that swapped it for a spare does not
+/// wait for its Xvfb and sandbox to exit.
+fn stop_in_background(d: Box<dyn Desktop>) {
+    let spawned = std::thread::Builder::new()
+        .name("deskgym-stop".into())
+        .spawn(move || drop(d));
+    // Without a thread the closure, and the desktop with it, dropped inline already.
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no thread to stop a desktop on; stopped it inline");
+    }
+}
+
 fn encoding_or(pool: &PoolSpec, raw: i32) -> Result<pb::ImageEncoding, Invalid> {
     match pb::ImageEncoding::try_from(raw) {
         Ok(pb::ImageEncoding::Unspecified) => Ok(pool.encoding),
@@ -523,11 +535,28 @@ impl Env {
     }
 
     /// Gives back the desktop, restarting it (from a warm spare when the pool has one)
-    /// when it is missing or dead.
-    fn live_desktop<'a>(&self, s: &'a mut EnvState) -> Result<&'a mut Box<dyn Desktop>, EnvError> {
+    /// when it is missing or dead. `for_reset`: a desktop that could only be reset by a
+    /// restart (a used sandbox) is swapped for a warm spare when the pool has one.
+    fn live_desktop<'a>(
+        &self,
+        s: &'a mut EnvState,
+        for_reset: bool,
+    ) -> Result<&'a mut Box<dyn Desktop>, EnvError> {
         if let Some(d) = s.desktop.as_mut() {
-            if d.check_alive().is_ok() {
+            let alive = d.check_alive().is_ok();
+            let swap = alive && for_reset && d.restarts_to_reset();
+            if alive && !swap {
                 return s.desktop.as_mut().ok_or(EnvError::Bug("desktop vanished"));
+            }
+            if swap {
+                let Some(spare) = self.pool.take_spare() else {
+                    // No spare: the desktop restarts its session in place.
+                    return s.desktop.as_mut().ok_or(EnvError::Bug("desktop vanished"));
+                };
+                if let Some(old) = self.drop_desktop(s) {
+                    stop_in_background(old);
+                }
+                return Ok(self.started(s, spare, true));
             }
             tracing::warn!(env = %self.id, "desktop died; restarting it");
             drop(self.drop_desktop(s));
@@ -536,6 +565,16 @@ impl Env {
             Some(d) => (d, true),
             None => (self.pool.spec.start_desktop(false)?, false),
         };
+        Ok(self.started(s, d, warm_spare))
+    }
+
+    /// Installs a newly started (or spare) desktop and says so in the log and events.
+    fn started<'a>(
+        &self,
+        s: &'a mut EnvState,
+        d: Box<dyn Desktop>,
+        warm_spare: bool,
+    ) -> &'a mut Box<dyn Desktop> {
         tracing::info!(env = %self.id, display = d.display(), warm_spare, "desktop (re)started");
         self.pool.record(|| {
             record::event(
@@ -544,7 +583,7 @@ impl Env {
                 serde_json::json!({"display": d.display(), "warm_spare": warm_spare}),
             )
         });
-        Ok(self.set_desktop(s, d))
+        self.set_desktop(s, d)
     }
 
     /// Blocking: starts a new episode (restarting a dead desktop first).
@@ -579,7 +618,7 @@ impl Env {
             ),
         };
         let result = (|| {
-            let d = self.live_desktop(s)?;
+            let d = self.live_desktop(s, true)?;
             let out = d.reset(seed)?;
             let frame = d.capture()?;
             Ok::<_, EnvError>((out, frame, d.pointer()))
@@ -983,7 +1022,7 @@ impl Env {
         let mut guard = lock(&self.state);
         let s = &mut *guard;
         let result = (|| {
-            let d = self.live_desktop(s)?;
+            let d = self.live_desktop(s, true)?;
             let mut out = d.reset(cp.episode.seed)?;
             for a in cp.episode.actions.iter() {
                 out = d.step(a)?;

@@ -43,8 +43,8 @@ async fn setup(tag: &str) -> Setup {
     }
 }
 
-async fn desktop_pool(c: &mut Client, n: u32, caps: &[&str]) -> pb::CreatePoolResponse {
-    c.create_pool(pb::CreatePoolRequest {
+fn desktop_request(n: u32, caps: &[&str]) -> pb::CreatePoolRequest {
+    pb::CreatePoolRequest {
         task: "blank".into(),
         profile: "desktop".into(),
         capabilities: caps.iter().map(|s| s.to_string()).collect(),
@@ -54,10 +54,14 @@ async fn desktop_pool(c: &mut Client, n: u32, caps: &[&str]) -> pb::CreatePoolRe
             height: 480,
         }),
         ..Default::default()
-    })
-    .await
-    .expect("a desktop pool (needs `scripts/setup.sh --desktop`)")
-    .into_inner()
+    }
+}
+
+async fn desktop_pool(c: &mut Client, n: u32, caps: &[&str]) -> pb::CreatePoolResponse {
+    c.create_pool(desktop_request(n, caps))
+        .await
+        .expect("a desktop pool (needs `scripts/setup.sh --desktop`)")
+        .into_inner()
 }
 
 fn sh(env: &str, line: &str) -> pb::ExecRequest {
@@ -409,6 +413,51 @@ async fn profiles_and_capabilities_are_checked_up_front() {
         .unwrap_err();
     assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
     assert!(e.message().contains("deskgym-ghost-pkg"), "{}", e.message());
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// Reset of a used desktop brings the profile's initial state back: in place (sandbox
+/// restarted, home copied again), or by swapping in a warm spare when the pool has one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reset_restores_the_initial_state_with_and_without_a_spare() {
+    let Setup {
+        server,
+        mut c,
+        data,
+        ..
+    } = setup("reset").await;
+    for spares in [0, 1] {
+        let p = c
+            .create_pool(pb::CreatePoolRequest {
+                warm_spares: spares,
+                ..desktop_request(1, &["exec"])
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let e = p.env_ids[0].clone();
+        let first = display(reset(&mut c, &e, 1).await.info.as_ref().unwrap());
+        // A fresh sandbox resets in place without a restart.
+        let again = display(reset(&mut c, &e, 1).await.info.as_ref().unwrap());
+        assert_eq!(first, again);
+        run(&mut c, sh(&e, "echo x > ~/used && (sleep 1000 &)")).await;
+        let after = display(reset(&mut c, &e, 1).await.info.as_ref().unwrap());
+        let r = run(&mut c, sh(&e, "ls ~/used; pgrep -c sleep")).await;
+        assert_eq!(
+            out(&r),
+            "0",
+            "the home and the processes are back to the seed: {r:?}"
+        );
+        if spares == 1 {
+            assert_ne!(after, first, "the used desktop was swapped for the spare");
+        } else {
+            assert_eq!(after, first, "restarted in place");
+        }
+        c.close_pool(pb::ClosePoolRequest { pool_id: p.pool_id })
+            .await
+            .unwrap();
+    }
     server.stop().await;
     let _ = std::fs::remove_dir_all(&data);
 }
