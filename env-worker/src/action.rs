@@ -99,6 +99,31 @@ pub enum Action {
     Wait(u32),
     /// Do nothing.
     Noop,
+    /// Start a program in the sandbox (argv, resolved from the profile's apps by the
+    /// server) and wait up to 10 s for a new window.
+    LaunchApp(Vec<String>),
+    /// Raise and focus a window.
+    ActivateWindow(u32),
+    /// Ask a window to close.
+    CloseWindow(u32),
+    /// Move a window's frame.
+    MoveWindow {
+        /// Window id.
+        window: u32,
+        /// New left edge.
+        x: i32,
+        /// New top edge.
+        y: i32,
+    },
+    /// Resize a window.
+    ResizeWindow {
+        /// Window id.
+        window: u32,
+        /// New width.
+        width: u32,
+        /// New height.
+        height: u32,
+    },
 }
 
 impl Action {
@@ -111,7 +136,7 @@ impl Action {
             Action::MouseDown { at, .. } | Action::MouseUp { at, .. } => {
                 at.iter().map(|p| ("target", *p)).collect()
             }
-            Action::TypeText(_) | Action::Key(_) | Action::Wait(_) | Action::Noop => vec![],
+            _ => vec![],
         }
     }
 }

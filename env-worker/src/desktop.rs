@@ -8,6 +8,10 @@ use crate::agent::{ExecEnd, ExecSpec};
 use crate::error::{DesktopError, Result};
 use crate::frame::Frame;
 use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::windows::WindowInfo;
+
+/// How long a `launch_app` step waits for the application's first window.
+pub const LAUNCH_WINDOW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 use crate::task_app::{AppState, TaskApp};
 use crate::x11::{Settle, SettleReport, XSession};
 use crate::xvfb::Xvfb;
@@ -167,7 +171,10 @@ impl Desktop {
         }
         self.check_alive()?;
         self.fresh = false;
-        self.x.perform(action)?;
+        match action {
+            Action::LaunchApp(argv) => self.launch_and_wait(argv)?,
+            _ => self.x.perform(action)?,
+        }
         let app = match &mut self.app {
             Some(a) => a.sync()?,
             None => AppState::idle(),
@@ -197,5 +204,27 @@ impl Desktop {
     /// Starts a program in the sandbox, detached; its pid inside the sandbox.
     pub fn launch(&mut self, argv: &[String]) -> Result<u32> {
         self.sandbox()?.launch(argv)
+    }
+
+    /// Launches a program and waits (at most [`LAUNCH_WINDOW_WAIT`]) for a new top-level
+    /// window, so the step that launches an app observes it. An app that shows no new
+    /// window (a second instance handing over to the first) just takes the full wait.
+    fn launch_and_wait(&mut self, argv: &[String]) -> Result<()> {
+        let before = self.x.window_ids()?;
+        self.launch(argv)?;
+        let deadline = std::time::Instant::now() + LAUNCH_WINDOW_WAIT;
+        while std::time::Instant::now() < deadline {
+            if self.x.window_ids()?.iter().any(|w| !before.contains(w)) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// The top-level windows, through the window manager.
+    pub fn windows(&mut self) -> Result<Vec<WindowInfo>> {
+        self.check_alive()?;
+        self.x.windows()
     }
 }

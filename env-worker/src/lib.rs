@@ -12,6 +12,7 @@
 //! - [`sandbox`]: an env's bubblewrap sandbox (profile desktops); [`agent`]: the
 //!   program inside it that starts the session and runs `exec`/`launch` (binary
 //!   `deskgym-sandbox-agent`).
+//! - [`windows`]: top-level windows through the window manager (EWMH).
 //! - [`desktop`]: Xvfb + session + app (or sandbox) as one unit.
 
 pub mod action;
@@ -24,6 +25,7 @@ pub mod keys;
 pub mod sandbox;
 pub mod task_app;
 pub mod tasks;
+pub mod windows;
 pub mod x11;
 pub mod xvfb;
 

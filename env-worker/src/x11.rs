@@ -19,6 +19,7 @@ use crate::action::{Action, Button, Point};
 use crate::error::{DesktopError, Result};
 use crate::frame::{Frame, bgrx_to_rgb};
 use crate::keys::{self, Keysym};
+use crate::windows;
 
 /// How the server knows the screen is final after an action.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -377,8 +378,46 @@ impl XSession {
             Action::Key(chord) => self.key_chord(chord)?,
             Action::Wait(ms) => std::thread::sleep(Duration::from_millis(u64::from(*ms))),
             Action::Noop => {}
+            Action::ActivateWindow(id) => windows::activate(&self.conn, self.root, *id)?,
+            Action::CloseWindow(id) => windows::close(&self.conn, self.root, *id)?,
+            Action::MoveWindow { window, x, y } => windows::move_resize(
+                &self.conn,
+                self.root,
+                "move_window.window",
+                *window,
+                Some((*x, *y)),
+                None,
+            )?,
+            Action::ResizeWindow {
+                window,
+                width,
+                height,
+            } => windows::move_resize(
+                &self.conn,
+                self.root,
+                "resize_window.window",
+                *window,
+                None,
+                Some((*width, *height)),
+            )?,
+            Action::LaunchApp(_) => {
+                return Err(DesktopError::invalid(
+                    "launch_app",
+                    "this desktop has no sandbox to launch applications in",
+                ));
+            }
         }
         self.sync()
+    }
+
+    /// The top-level windows, through the window manager.
+    pub fn windows(&self) -> Result<Vec<windows::WindowInfo>> {
+        windows::list(&self.conn, self.root)
+    }
+
+    /// The window manager's client ids (to see a new window appear).
+    pub fn window_ids(&self) -> Result<Vec<u32>> {
+        windows::client_ids(&self.conn, self.root)
     }
 
     /// Releases every button this session holds and parks the pointer at the origin, so

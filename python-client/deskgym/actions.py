@@ -142,5 +142,21 @@ def to_proto(action: Any) -> pb.Action:
         return pb.Action(wait=pb.Wait(ms=int(a.get("ms", 0))))
     if verb == "noop":
         return pb.Action(noop=pb.Noop())
+    if verb == "launch_app":
+        if "app" not in a:
+            raise _bad("launch_app.app", "missing 'app' (a name of the profile's apps, e.g. 'terminal')")
+        return pb.Action(launch_app=pb.LaunchApp(app=str(a["app"]), args=[str(x) for x in a.get("args", ())]))
+    if verb in ("activate_window", "close_window", "move_window", "resize_window"):
+        if "window" not in a:
+            raise _bad(f"{verb}.window", "missing 'window' (an id from windows())")
+        w = int(a["window"])
+        if verb == "activate_window":
+            return pb.Action(activate_window=pb.ActivateWindow(window=w))
+        if verb == "close_window":
+            return pb.Action(close_window=pb.CloseWindow(window=w))
+        if verb == "move_window":
+            return pb.Action(move_window=pb.MoveWindow(window=w, x=int(a.get("x", 0)), y=int(a.get("y", 0))))
+        return pb.Action(resize_window=pb.ResizeWindow(window=w, width=int(a.get("width", 0)), height=int(a.get("height", 0))))
     raise _bad("verb", f"unknown verb {verb!r}; known: click, double_click, right_click, move, drag, scroll, "
-               "mouse_down, mouse_up, type_text, key, wait, noop")
+               "mouse_down, mouse_up, type_text, key, wait, noop, launch_app, activate_window, close_window, "
+               "move_window, resize_window")

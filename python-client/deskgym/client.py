@@ -292,6 +292,12 @@ class Client:
             r.profile, tuple(r.capabilities),
         )
 
+    def windows(self, env_id: str) -> list[pb.WindowInfo]:
+        """The env's top-level windows (id, title, class, pid, geometry, focused); needs
+        the pool's ``windows`` capability."""
+        r = self._call(self._stub.ListWindows, pb.ListWindowsRequest(env_id=env_id), pb.ListWindowsResponse)
+        return list(r.windows)
+
     def exec(
         self,
         env_id: str,

@@ -13,6 +13,7 @@ from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, ExecResult, Pool
 from deskgym.errors import DeskgymError
 from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
 from deskgym.observation import info, observation_space, stats
+from deskgym.v1 import deskgym_pb2 as pb
 
 OBS_TYPES = ("rgb", "png", "jpeg")
 
@@ -156,6 +157,15 @@ class DeskgymEnv(gym.Env[Any, Any]):
         assert isinstance(frame, np.ndarray)
         return frame
 
+    def windows(self) -> list[pb.WindowInfo]:
+        """This env's top-level windows (needs the ``windows`` capability)."""
+        return self.client.windows(self.env_id)
+
+    def launch_app(self, name: str, args: Sequence[str] = ()) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        """Starts one of the profile's apps (``terminal``, ``chromium``...) as a step, which
+        waits for its window (needs the ``launch_app`` capability)."""
+        return self.step({"verb": "launch_app", "app": name, "args": list(args)})
+
     def exec(
         self,
         cmd: str | Sequence[str],
@@ -181,8 +191,6 @@ class DeskgymEnv(gym.Env[Any, Any]):
 
 def fidelity_name(f: int) -> str:
     """Wire ``Fidelity`` -> ``"exact"`` / ``"diverged"``."""
-    from deskgym.v1 import deskgym_pb2 as pb
-
     names: dict[int, str] = {pb.FIDELITY_EXACT: "exact", pb.FIDELITY_DIVERGED: "diverged"}
     return names.get(f, "unknown")
 

@@ -90,3 +90,40 @@ def test_exec_results_and_errors(exec_server: Server) -> None:
         assert e.value.code == "PERMISSION_DENIED"
     finally:
         plain.close()
+
+
+def test_apps_and_windows_from_python(exec_server: Server) -> None:
+    env = deskgym.make(
+        "blank", address=exec_server.address, profile="desktop", capabilities=["launch_app", "windows"],
+        screen=(1024, 768),
+    )
+    try:
+        env.reset(seed=0)
+        assert env.windows() == []
+        env.launch_app("editor")
+        (w,) = env.windows()
+        assert w.wm_class == "Mousepad" and w.width > 0 and w.pid, w
+        env.step({"verb": "resize_window", "window": w.id, "width": 500, "height": 400})
+        env.step({"verb": "move_window", "window": w.id, "x": 40, "y": 60})
+        env.step({"verb": "wait", "ms": 300})
+        (w2,) = env.windows()
+        assert (w2.width, w2.height) == (500, 400), w2
+        assert 40 <= w2.x <= 60 and 60 <= w2.y <= 100, w2
+        env.step({"verb": "close_window", "window": w.id})
+        wait_for(lambda: env.windows() == [], what="the editor to close")
+        with pytest.raises(deskgym.DeskgymError) as e:
+            env.step({"verb": "activate_window", "window": w.id})
+        assert (e.value.code, e.value.field) == ("INVALID_ARGUMENT", "action.activate_window.window")
+        with pytest.raises(deskgym.DeskgymError) as e:
+            env.launch_app("solitaire")
+        assert e.value.code == "INVALID_ARGUMENT" and "terminal" in e.value.message
+    finally:
+        env.close()
+    plain = deskgym.make("blank", address=exec_server.address, profile="desktop", screen=(320, 240))
+    try:
+        plain.reset()
+        with pytest.raises(deskgym.DeskgymError) as e:
+            plain.launch_app("editor")
+        assert e.value.code == "PERMISSION_DENIED"
+    finally:
+        plain.close()

@@ -5,6 +5,7 @@
 //! [`Backend`]; nothing else in the server knows which one it has.
 
 use deskgym_worker::agent::{ExecEnd, ExecSpec};
+use deskgym_worker::windows::WindowInfo;
 use deskgym_worker::{
     Action, DesktopConfig, DesktopError, Frame, Outcome, Point, Result as WorkerResult,
 };
@@ -30,6 +31,8 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
     fn restarts_to_reset(&self) -> bool {
         false
     }
+    /// The top-level windows, through the window manager.
+    fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>>;
     /// Runs a command in the desktop's sandbox and waits for it.
     fn exec(&mut self, spec: &ExecSpec, stdin: &[u8]) -> WorkerResult<Executed>;
 }
@@ -64,6 +67,9 @@ impl Desktop for deskgym_worker::Desktop {
     }
     fn restarts_to_reset(&self) -> bool {
         deskgym_worker::Desktop::restarts_to_reset(self)
+    }
+    fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>> {
+        deskgym_worker::Desktop::windows(self)
     }
 }
 
@@ -240,6 +246,10 @@ pub(crate) mod fake {
 
         fn pids(&self) -> Vec<u32> {
             Vec::new()
+        }
+
+        fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>> {
+            Ok(Vec::new())
         }
 
         fn exec(&mut self, _: &ExecSpec, _: &[u8]) -> WorkerResult<Executed> {

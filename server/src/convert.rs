@@ -1,5 +1,7 @@
 //! Wire → worker conversions with validation. Every rejection names the field.
 
+use std::collections::BTreeMap;
+
 use deskgym_proto::v1 as pb;
 use deskgym_worker::keys::parse_chord;
 use deskgym_worker::{Action, Button, Point, SettlePolicy};
@@ -10,6 +12,7 @@ use crate::env::{Checkpoint, Info, Obs, Reset, Restored, Stepped};
 pub(crate) use crate::spec::Screen;
 use crate::spec::{Invalid, quote};
 use deskgym_worker::agent::ExecSpec;
+use deskgym_worker::windows::WindowInfo;
 
 /// The verbs this server accepts, as `Action.verb` field names.
 pub(crate) const VERBS: &[&str] = &[
@@ -25,6 +28,11 @@ pub(crate) const VERBS: &[&str] = &[
     "key",
     "wait",
     "noop",
+    "launch_app",
+    "activate_window",
+    "close_window",
+    "move_window",
+    "resize_window",
 ];
 
 // ---------------------------------------------------------------------------
@@ -204,6 +212,7 @@ pub(crate) fn action(
     a: Option<&pb::Action>,
     screen: Screen,
     limits: &Limits,
+    apps: &BTreeMap<String, Vec<String>>,
 ) -> Result<Action, Invalid> {
     use pb::action::Verb;
     let a = a.ok_or_else(|| Invalid::new("action", "action is missing"))?;
@@ -318,7 +327,80 @@ pub(crate) fn action(
             Action::Wait(w.ms)
         }
         Verb::Noop(_) => Action::Noop,
+        Verb::LaunchApp(l) => {
+            let Some(argv) = apps.get(&l.app) else {
+                let known: Vec<&str> = apps.keys().map(String::as_str).collect();
+                return Err(Invalid::new(
+                    "action.launch_app.app",
+                    format!(
+                        "unknown app {}; this profile's apps: {}",
+                        quote(&l.app),
+                        if known.is_empty() {
+                            "none".to_string()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                ));
+            };
+            if l.args.len() > MAX_LAUNCH_ARGS {
+                return Err(Invalid::new(
+                    "action.launch_app.args",
+                    format!("more than {MAX_LAUNCH_ARGS} arguments"),
+                ));
+            }
+            for (i, a) in l.args.iter().enumerate() {
+                if a.contains('\0') || a.len() > limits.max_text_len as usize {
+                    return Err(Invalid::new(
+                        format!("action.launch_app.args[{i}]"),
+                        format!(
+                            "contains a NUL byte or is over {} bytes",
+                            limits.max_text_len
+                        ),
+                    ));
+                }
+            }
+            Action::LaunchApp(argv.iter().chain(&l.args).cloned().collect())
+        }
+        Verb::ActivateWindow(w) => Action::ActivateWindow(w.window),
+        Verb::CloseWindow(w) => Action::CloseWindow(w.window),
+        Verb::MoveWindow(m) => Action::MoveWindow {
+            window: m.window,
+            x: m.x,
+            y: m.y,
+        },
+        Verb::ResizeWindow(r) => {
+            for (f, v) in [("width", r.width), ("height", r.height)] {
+                if !(1..=4096).contains(&v) {
+                    return Err(Invalid::new(
+                        format!("action.resize_window.{f}"),
+                        format!("{v} is outside 1..=4096"),
+                    ));
+                }
+            }
+            Action::ResizeWindow {
+                window: r.window,
+                width: r.width,
+                height: r.height,
+            }
+        }
     })
+}
+
+/// Most extra arguments of one `launch_app`.
+const MAX_LAUNCH_ARGS: usize = 64;
+
+/// The capability a verb needs beyond the core ones, if any.
+pub(crate) fn capability_of(a: Option<&pb::Action>) -> Option<&'static str> {
+    use pb::action::Verb;
+    match a?.verb.as_ref()? {
+        Verb::LaunchApp(_) => Some("launch_app"),
+        Verb::ActivateWindow(_)
+        | Verb::CloseWindow(_)
+        | Verb::MoveWindow(_)
+        | Verb::ResizeWindow(_) => Some("windows"),
+        _ => None,
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -402,6 +484,26 @@ pub(crate) fn exec_spec(r: &pb::ExecRequest, l: &Limits) -> Result<ExecSpec, Inv
     })
 }
 
+/// Windows on the wire.
+pub(crate) fn windows_response(ws: Vec<WindowInfo>) -> pb::ListWindowsResponse {
+    pb::ListWindowsResponse {
+        windows: ws
+            .into_iter()
+            .map(|w| pb::WindowInfo {
+                id: w.id,
+                title: w.title,
+                wm_class: w.class,
+                pid: w.pid,
+                x: w.x,
+                y: w.y,
+                width: w.width,
+                height: w.height,
+                focused: w.focused,
+            })
+            .collect(),
+    }
+}
+
 /// How a command ended, on the wire.
 pub(crate) fn exec_response((end, stdout, stderr): Executed) -> pb::ExecResponse {
     pb::ExecResponse {
@@ -441,7 +543,7 @@ mod tests {
     }
 
     fn err_field(a: pb::Action) -> String {
-        match action(Some(&a), SCREEN, &Limits::default()) {
+        match action(Some(&a), SCREEN, &Limits::default(), &BTreeMap::new()) {
             Err(Invalid { field, .. }) => field,
             other => panic!("expected InvalidArgument, got {other:?}"),
         }
@@ -456,6 +558,7 @@ mod tests {
             Some(&act(Verb::Move(pb::Move { target: t }))),
             SCREEN,
             &Limits::default(),
+            &BTreeMap::new(),
         )
         .unwrap();
         assert_eq!(
@@ -612,7 +715,7 @@ mod fuzz {
             width: w,
             height: h,
         };
-        match action(a, screen, &Limits::default()) {
+        match action(a, screen, &Limits::default(), &BTreeMap::new()) {
             Ok(Action::Click { at, .. }) => {
                 assert!(
                     (0..w as i32).contains(&at.x) && (0..h as i32).contains(&at.y),

@@ -23,6 +23,7 @@ use crate::record::{self, EpisodeLog};
 use crate::spec::{Invalid, PoolSpec};
 use crate::sync::lock;
 use deskgym_worker::agent::ExecSpec;
+use deskgym_worker::windows::WindowInfo;
 
 /// Why an operation on an env failed.
 #[derive(Debug, thiserror::Error)]
@@ -115,6 +116,7 @@ pub(crate) enum Call {
     Save = 4,
     Restore = 5,
     Exec = 6,
+    ListWindows = 7,
 }
 
 impl Call {
@@ -126,6 +128,7 @@ impl Call {
             4 => "Save",
             5 => "Restore",
             6 => "Exec",
+            7 => "ListWindows",
             _ => "unknown",
         }
     }
@@ -983,6 +986,22 @@ impl Env {
                 Err(err)
             }
         }
+    }
+
+    /// Blocking: the desktop's top-level windows.
+    pub(crate) fn windows(&self) -> Result<Vec<WindowInfo>, EnvError> {
+        let _running = self.enter();
+        let mut s = lock(&self.state);
+        let Some(d) = s.desktop.as_mut() else {
+            return Err(EnvError::NoDesktop {
+                env: self.id.clone(),
+            });
+        };
+        d.windows().map_err(|e| {
+            let err = EnvError::from(e);
+            self.on_error(&mut s, &err);
+            err
+        })
     }
 
     /// Captures the screen (the one place a test can make a capture fail).

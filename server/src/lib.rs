@@ -129,7 +129,16 @@ pub async fn run(
     hide.push(std::path::absolute(&config.data_dir)?);
     let policy = spec::Policy {
         catalog: profiles::Catalog::load(config.profiles.as_deref()).map_err(RunError::Profiles)?,
-        allow: config.allow_capabilities.clone(),
+        allow: spec::ALLOWED_BY_DEFAULT
+            .iter()
+            .map(|c| c.to_string())
+            .chain(config.allow_capabilities.iter().cloned())
+            .fold(Vec::new(), |mut all, c| {
+                if !all.contains(&c) {
+                    all.push(c);
+                }
+                all
+            }),
         hide,
     };
     let mgr = Arc::new(

@@ -282,6 +282,54 @@ pub(crate) fn step_row(action: &Action) -> StepRow {
             json!({"ms": ms}),
         ),
         Action::Noop => ("noop", None, None, None, None, None, None, json!({})),
+        Action::LaunchApp(argv) => (
+            "launch_app",
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            json!({"argv": argv}),
+        ),
+        Action::ActivateWindow(w) | Action::CloseWindow(w) => (
+            if matches!(action, Action::ActivateWindow(_)) {
+                "activate_window"
+            } else {
+                "close_window"
+            },
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            json!({"window": w}),
+        ),
+        Action::MoveWindow { window, x, y } => (
+            "move_window",
+            Some(*x),
+            Some(*y),
+            None,
+            None,
+            None,
+            None,
+            json!({"window": window}),
+        ),
+        Action::ResizeWindow {
+            window,
+            width,
+            height,
+        } => (
+            "resize_window",
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+            json!({"window": window, "width": width, "height": height}),
+        ),
     };
     let mut j = json!({"verb": verb, "x": x, "y": y, "to_x": to_x, "to_y": to_y, "text": text, "keys": keys});
     if let (Some(o), Some(e)) = (j.as_object_mut(), extra.as_object()) {

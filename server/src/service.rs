@@ -55,10 +55,19 @@ impl DeskgymService {
         who: &Principal,
     ) -> Result<EnvJob<pb::StepResult>, PoolError> {
         let env = self.mgr.env(&item.env_id, who)?;
+        if let Some(capability) = convert::capability_of(item.action.as_ref())
+            && !env.pool.spec.capabilities.iter().any(|c| c == capability)
+        {
+            return Err(PoolError::NotGranted {
+                env: env.id.clone(),
+                capability,
+            });
+        }
         let action = convert::action(
             item.action.as_ref(),
             env.pool.spec.screen,
             self.mgr.limits(),
+            &env.pool.spec.profile.apps,
         )?;
         let opts = self.opts(
             &format!("{field}if_none_match"),
@@ -564,6 +573,27 @@ impl Deskgym for DeskgymService {
         let job = self.mgr.on_env(&env, Call::Exec, bound, move |e, _| {
             e.exec(&spec, &stdin).map(convert::exec_response)
         })?;
+        Ok(Response::new(job.finish().await?))
+    }
+
+    async fn list_windows(
+        &self,
+        req: Request<pb::ListWindowsRequest>,
+    ) -> Result<Response<pb::ListWindowsResponse>, Status> {
+        let who = principal(&req)?;
+        let env = self.mgr.env(&req.into_inner().env_id, &who)?;
+        if !env.pool.spec.capabilities.iter().any(|c| c == "windows") {
+            return Err(PoolError::NotGranted {
+                env: env.id.clone(),
+                capability: "windows",
+            }
+            .into());
+        }
+        let job = self
+            .mgr
+            .on_env(&env, Call::ListWindows, self.mgr.op_timeout(), |e, _| {
+                e.windows().map(convert::windows_response)
+            })?;
         Ok(Response::new(job.finish().await?))
     }
 }

@@ -338,7 +338,7 @@ async fn profiles_and_capabilities_are_checked_up_front() {
     let desktop = caps.profiles.iter().find(|p| p.name == "desktop").unwrap();
     assert!(desktop.available, "{desktop:?}");
     assert!(desktop.apps.contains(&"terminal".to_string()));
-    assert_eq!(caps.allowed_capabilities, vec!["exec".to_string()]);
+    assert_eq!(caps.allowed_capabilities, ["launch_app", "windows", "exec"]);
     let blank = caps.tasks.iter().find(|t| t.id == "blank").unwrap();
     assert!(blank.any_profile);
 
@@ -371,6 +371,11 @@ async fn profiles_and_capabilities_are_checked_up_front() {
         ),
         (
             create("blank", "tasks", &["exec"]),
+            Code::FailedPrecondition,
+            "sandboxed",
+        ),
+        (
+            create("blank", "tasks", &["windows"]),
             Code::FailedPrecondition,
             "sandboxed",
         ),

@@ -173,9 +173,10 @@ async fn capabilities_and_health() {
     );
     let profiles: Vec<_> = caps.profiles.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(profiles, ["desktop", "tasks"]);
-    assert!(
-        caps.allowed_capabilities.is_empty(),
-        "boundary verbs are off by default"
+    assert_eq!(
+        caps.allowed_capabilities,
+        ["launch_app", "windows"],
+        "exec is off by default"
     );
     assert_eq!(caps.limits.unwrap().max_envs, 8);
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.addr))
