@@ -71,6 +71,66 @@ pub enum Request {
         /// Program and arguments.
         argv: Vec<String>,
     },
+    /// Reads at most `max` bytes of a file from `offset`.
+    Read {
+        /// Path (absolute, or relative to the home).
+        path: String,
+        /// Where to start.
+        offset: u64,
+        /// Most bytes to return.
+        max: u64,
+    },
+    /// Writes the `len` bytes that follow the line at `offset` (0 truncates).
+    Write {
+        /// Path (absolute, or relative to the home).
+        path: String,
+        /// Where to write.
+        offset: u64,
+        /// Permission bits of a new file.
+        mode: u32,
+        /// Bytes that follow.
+        len: usize,
+    },
+    /// Lists a directory to `depth` levels, at most `max` entries.
+    List {
+        /// Path (absolute, or relative to the home).
+        path: String,
+        /// Levels (1: its own entries).
+        depth: u32,
+        /// Most entries.
+        max: usize,
+    },
+}
+
+/// Why a file request failed.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FileErrorKind {
+    /// The path (or its directory) does not exist.
+    NotFound,
+    /// The path resolves outside `/home/user` and `/tmp`, or uses `..`.
+    Outside,
+    /// A directory where a file is needed.
+    IsDir,
+    /// A file where a directory is needed.
+    NotDir,
+    /// A resumed write past the end of the file.
+    Short,
+    /// Anything else (permissions, disk).
+    Io,
+}
+
+/// One directory entry.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Entry {
+    /// Path relative to the listed directory.
+    pub path: String,
+    /// `file`, `dir`, `symlink` or `other`.
+    pub kind: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time, Unix milliseconds.
+    pub mtime_ms: i64,
 }
 
 /// How a command ended (its output follows the reply line).
@@ -110,6 +170,36 @@ pub enum Reply {
     /// The program could not be started (missing, not executable, bad cwd).
     Failed {
         /// What went wrong, for the user.
+        message: String,
+    },
+    /// Answer to `Read`: `len` bytes follow.
+    Read {
+        /// Size of the whole file.
+        size: u64,
+        /// Bytes that follow.
+        len: usize,
+        /// The file ends with them.
+        eof: bool,
+    },
+    /// Answer to `Write`.
+    Written {
+        /// Size of the file after the write.
+        size: u64,
+    },
+    /// Answer to `List`.
+    Listed {
+        /// The directory, resolved.
+        path: String,
+        /// Its entries, depth first.
+        entries: Vec<Entry>,
+        /// Stopped at `max`.
+        truncated: bool,
+    },
+    /// A file request failed.
+    FileError {
+        /// Why.
+        kind: FileErrorKind,
+        /// What, for the user.
         message: String,
     },
 }
@@ -227,6 +317,39 @@ fn serve(conn: UnixStream, env: &[(String, String)], children: &Children) -> std
                 Err(e) => Reply::Failed {
                     message: format!("cannot start {:?}: {e}", argv.first()),
                 },
+            };
+            reply_line(&mut conn, &r)
+        }
+        Request::Read { path, offset, max } => match read(&path, offset, max) {
+            Ok((size, data, eof)) => {
+                let len = data.len();
+                reply_line(&mut conn, &Reply::Read { size, len, eof })?;
+                conn.write_all(&data)
+            }
+            Err((kind, message)) => reply_line(&mut conn, &Reply::FileError { kind, message }),
+        },
+        Request::Write {
+            path,
+            offset,
+            mode,
+            len,
+        } => {
+            let mut data = vec![0; len];
+            reader.read_exact(&mut data)?;
+            let r = match write(&path, offset, mode, &data) {
+                Ok(size) => Reply::Written { size },
+                Err((kind, message)) => Reply::FileError { kind, message },
+            };
+            reply_line(&mut conn, &r)
+        }
+        Request::List { path, depth, max } => {
+            let r = match list(&path, depth, max) {
+                Ok((path, entries, truncated)) => Reply::Listed {
+                    path,
+                    entries,
+                    truncated,
+                },
+                Err((kind, message)) => Reply::FileError { kind, message },
             };
             reply_line(&mut conn, &r)
         }
@@ -348,4 +471,181 @@ fn exec(
         duration_ms: started.elapsed().as_secs_f64() * 1e3,
     };
     Ok((end, stdout, stderr))
+}
+
+// ---------------------------------------------------------------------------
+// Files. The sandbox's own view is the security boundary (the agent cannot reach
+// anything the sandbox cannot); these checks keep the documented contract: paths stay
+// inside the home and /tmp, `..` is refused, symlinks are followed only inside.
+// ---------------------------------------------------------------------------
+
+/// Where file requests may reach.
+const FILE_ROOTS: [&str; 2] = [HOME, "/tmp"];
+
+type FileResult<T> = Result<T, (FileErrorKind, String)>;
+
+fn io_err(path: &std::path::Path, e: std::io::Error) -> (FileErrorKind, String) {
+    let kind = match e.kind() {
+        std::io::ErrorKind::NotFound => FileErrorKind::NotFound,
+        std::io::ErrorKind::IsADirectory => FileErrorKind::IsDir,
+        std::io::ErrorKind::NotADirectory => FileErrorKind::NotDir,
+        _ => FileErrorKind::Io,
+    };
+    (kind, format!("{}: {e}", path.display()))
+}
+
+fn inside(p: &std::path::Path) -> bool {
+    FILE_ROOTS.iter().any(|r| p.starts_with(r))
+}
+
+/// Resolves a request path: absolute or relative to the home, no `..`, and (symlinks
+/// followed) inside the roots. `exists`: the path itself must exist; else its parent.
+fn resolve(path: &str, exists: bool) -> FileResult<std::path::PathBuf> {
+    use std::path::{Component, Path};
+    let outside = |m: String| (FileErrorKind::Outside, m);
+    if path.is_empty() {
+        return Err(outside("the path is empty".into()));
+    }
+    let p = Path::new(HOME).join(path);
+    if p.components().any(|c| matches!(c, Component::ParentDir)) {
+        return Err(outside(format!("{path:?}: '..' is not allowed")));
+    }
+    let resolved = if exists {
+        p.canonicalize().map_err(|e| io_err(&p, e))?
+    } else {
+        let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
+            return Err(outside(format!("{path:?} names no file")));
+        };
+        let dir = parent.canonicalize().map_err(|e| io_err(parent, e))?;
+        let full = dir.join(name);
+        // An existing symlink is followed, and must stay inside too.
+        match std::fs::symlink_metadata(&full) {
+            Ok(m) if m.file_type().is_symlink() => full.canonicalize().unwrap_or(full),
+            _ => full,
+        }
+    };
+    if !inside(&resolved) {
+        return Err(outside(format!(
+            "{path:?} resolves to {}, outside {} and /tmp",
+            resolved.display(),
+            HOME
+        )));
+    }
+    Ok(resolved)
+}
+
+fn read(path: &str, offset: u64, max: u64) -> FileResult<(u64, Vec<u8>, bool)> {
+    use std::io::{Seek, SeekFrom};
+    let p = resolve(path, true)?;
+    let meta = std::fs::metadata(&p).map_err(|e| io_err(&p, e))?;
+    if meta.is_dir() {
+        return Err((
+            FileErrorKind::IsDir,
+            format!("{} is a directory; ListDirectory lists it", p.display()),
+        ));
+    }
+    let size = meta.len();
+    let mut f = std::fs::File::open(&p).map_err(|e| io_err(&p, e))?;
+    f.seek(SeekFrom::Start(offset)).map_err(|e| io_err(&p, e))?;
+    let mut data = Vec::new();
+    f.take(max)
+        .read_to_end(&mut data)
+        .map_err(|e| io_err(&p, e))?;
+    let eof = offset.saturating_add(data.len() as u64) >= size;
+    Ok((size, data, eof))
+}
+
+fn write(path: &str, offset: u64, mode: u32, data: &[u8]) -> FileResult<u64> {
+    use std::io::{Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    let p = resolve(path, false)?;
+    if p.is_dir() {
+        return Err((
+            FileErrorKind::IsDir,
+            format!("{} is a directory", p.display()),
+        ));
+    }
+    if offset > 0 {
+        let have = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+        if have < offset {
+            return Err((
+                FileErrorKind::Short,
+                format!(
+                    "{} has {have} bytes; an upload resumed at {offset} needs them all",
+                    p.display()
+                ),
+            ));
+        }
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(offset == 0)
+        .mode(if mode == 0 { 0o644 } else { mode & 0o7777 })
+        .open(&p)
+        .map_err(|e| io_err(&p, e))?;
+    f.seek(SeekFrom::Start(offset)).map_err(|e| io_err(&p, e))?;
+    f.write_all(data).map_err(|e| io_err(&p, e))?;
+    if offset > 0 {
+        // A resumed upload ends where its data ends.
+        f.set_len(offset + data.len() as u64)
+            .map_err(|e| io_err(&p, e))?;
+    }
+    Ok(offset + data.len() as u64)
+}
+
+fn list(path: &str, depth: u32, max: usize) -> FileResult<(String, Vec<Entry>, bool)> {
+    let root = resolve(path, true)?;
+    if !root.is_dir() {
+        return Err((
+            FileErrorKind::NotDir,
+            format!("{} is not a directory", root.display()),
+        ));
+    }
+    let mut entries = Vec::new();
+    let mut truncated = false;
+    let mut stack = vec![(root.clone(), 1u32)];
+    while let Some((dir, level)) = stack.pop() {
+        let Ok(rd) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        let mut names: Vec<_> = rd.flatten().collect();
+        names.sort_by_key(|e| e.file_name());
+        for e in names {
+            if entries.len() >= max {
+                truncated = true;
+                break;
+            }
+            let Ok(m) = e.path().symlink_metadata() else {
+                continue;
+            };
+            let ft = m.file_type();
+            let kind = if ft.is_symlink() {
+                "symlink"
+            } else if ft.is_dir() {
+                "dir"
+            } else if ft.is_file() {
+                "file"
+            } else {
+                "other"
+            };
+            let mtime_ms = m
+                .modified()
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map_or(0, |d| d.as_millis() as i64);
+            let rel = e.path();
+            let rel = rel.strip_prefix(&root).unwrap_or(&rel);
+            entries.push(Entry {
+                path: rel.display().to_string(),
+                kind: kind.into(),
+                size: m.len(),
+                mtime_ms,
+            });
+            if ft.is_dir() && level < depth {
+                stack.push((e.path(), level + 1));
+            }
+        }
+    }
+    Ok((root.display().to_string(), entries, truncated))
 }

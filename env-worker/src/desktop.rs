@@ -4,7 +4,7 @@
 
 use crate::Point;
 use crate::action::Action;
-use crate::agent::{ExecEnd, ExecSpec};
+use crate::agent::{Entry, ExecEnd, ExecSpec};
 use crate::error::{DesktopError, Result};
 use crate::frame::Frame;
 use crate::sandbox::{Sandbox, SandboxConfig};
@@ -188,9 +188,15 @@ impl Desktop {
         self.x.capture()
     }
 
+    /// The sandbox, for a request that may change it (a reset then restarts it).
     fn sandbox(&mut self) -> Result<&Sandbox> {
-        self.check_alive()?;
         self.fresh = false;
+        self.sandbox_unchanged()
+    }
+
+    /// The sandbox, for a request that only reads.
+    fn sandbox_unchanged(&mut self) -> Result<&Sandbox> {
+        self.check_alive()?;
         self.sandbox.as_ref().ok_or_else(|| {
             DesktopError::Exec("this desktop has no sandbox (the `tasks` profile)".into())
         })
@@ -220,6 +226,26 @@ impl Desktop {
             std::thread::sleep(std::time::Duration::from_millis(20));
         }
         Ok(())
+    }
+
+    /// Reads part of a file in the sandbox: (file size, data, eof).
+    pub fn read_file(&mut self, path: &str, offset: u64, max: u64) -> Result<(u64, Vec<u8>, bool)> {
+        self.sandbox_unchanged()?.read_file(path, offset, max)
+    }
+
+    /// Writes a file in the sandbox; its size after.
+    pub fn write_file(&mut self, path: &str, offset: u64, mode: u32, data: &[u8]) -> Result<u64> {
+        self.sandbox()?.write_file(path, offset, mode, data)
+    }
+
+    /// Lists a directory in the sandbox.
+    pub fn list_dir(
+        &mut self,
+        path: &str,
+        depth: u32,
+        max: usize,
+    ) -> Result<(String, Vec<Entry>, bool)> {
+        self.sandbox_unchanged()?.list_dir(path, depth, max)
     }
 
     /// The top-level windows, through the window manager.

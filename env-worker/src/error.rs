@@ -31,6 +31,14 @@ pub enum DesktopError {
     /// bad working directory).
     #[error("{0}")]
     Exec(String),
+    /// A file request in the sandbox failed.
+    #[error("{message}")]
+    File {
+        /// Why.
+        kind: crate::agent::FileErrorKind,
+        /// What, for the user.
+        message: String,
+    },
     /// An X protocol request failed in a way that does not mean the display is gone.
     #[error("X request failed: {0}")]
     X11(String),

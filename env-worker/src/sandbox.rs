@@ -18,7 +18,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::agent::{ExecEnd, ExecSpec, Reply, Request, SessionProgram, SessionSpec};
+use crate::agent::{Entry, ExecEnd, ExecSpec, Reply, Request, SessionProgram, SessionSpec};
 use crate::error::{DesktopError, Result};
 
 /// Name of the agent binary.
@@ -368,6 +368,59 @@ impl Sandbox {
         }
     }
 
+    /// Reads at most `max` bytes of a file from `offset`: (file size, data, eof).
+    pub fn read_file(&self, path: &str, offset: u64, max: u64) -> Result<(u64, Vec<u8>, bool)> {
+        let req = Request::Read {
+            path: path.into(),
+            offset,
+            max,
+        };
+        match self.call(&req, &[], FILE_TIMEOUT)? {
+            (Reply::Read { size, len, eof }, mut conn) => {
+                let mut data = vec![0; len];
+                conn.read_exact(&mut data)?;
+                Ok((size, data, eof))
+            }
+            (other, _) => Err(file_error(other)),
+        }
+    }
+
+    /// Writes `data` at `offset` (0 creates or truncates); the file's size after.
+    pub fn write_file(&self, path: &str, offset: u64, mode: u32, data: &[u8]) -> Result<u64> {
+        let req = Request::Write {
+            path: path.into(),
+            offset,
+            mode,
+            len: data.len(),
+        };
+        match self.call(&req, data, FILE_TIMEOUT)?.0 {
+            Reply::Written { size } => Ok(size),
+            other => Err(file_error(other)),
+        }
+    }
+
+    /// Lists a directory: (resolved path, entries, truncated).
+    pub fn list_dir(
+        &self,
+        path: &str,
+        depth: u32,
+        max: usize,
+    ) -> Result<(String, Vec<Entry>, bool)> {
+        let req = Request::List {
+            path: path.into(),
+            depth,
+            max,
+        };
+        match self.call(&req, &[], FILE_TIMEOUT)?.0 {
+            Reply::Listed {
+                path,
+                entries,
+                truncated,
+            } => Ok((path, entries, truncated)),
+            other => Err(file_error(other)),
+        }
+    }
+
     /// False once the sandbox's first process has exited.
     pub fn is_alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -381,6 +434,16 @@ impl Sandbox {
     /// The host directory backing `/home/user`.
     pub fn home(&self) -> PathBuf {
         self.dir.join("home")
+    }
+}
+
+/// How long one file request may take (a large file on a slow disk).
+const FILE_TIMEOUT: Duration = Duration::from_secs(60);
+
+fn file_error(r: Reply) -> DesktopError {
+    match r {
+        Reply::FileError { kind, message } => DesktopError::File { kind, message },
+        other => DesktopError::App(format!("unexpected agent reply {other:?}")),
     }
 }
 

@@ -292,6 +292,49 @@ class Client:
             r.profile, tuple(r.capabilities),
         )
 
+    def put_file(self, env_id: str, path: str, data: bytes | str, *, mode: int = 0, offset: int = 0) -> int:
+        """Writes ``data`` to ``path`` in the env's sandbox (relative paths are under
+        ``/home/user``), in 1 MiB messages; files above the server's ``max_file_bytes``
+        go in several calls, each continuing at ``offset``. Returns the file's size.
+        Needs the pool's ``files`` capability."""
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        step = 1 << 20
+        size = offset
+        limit = self.capabilities().limits.max_file_bytes or len(raw) or 1
+        for start in range(0, max(len(raw), 1), limit):
+            part = raw[start : start + limit]
+            first = pb.PutFileChunk(env_id=env_id, path=path, offset=offset + start, mode=mode, data=part[:step])
+            rest = (pb.PutFileChunk(data=part[i : i + step]) for i in range(step, len(part), step))
+            msgs = iter([first, *rest])
+            r = self._call(self._stub.PutFile, msgs, pb.PutFileResponse)
+            size = r.size
+        return size
+
+    def get_file(self, env_id: str, path: str) -> bytes:
+        """Reads a whole file of the env's sandbox (calling again from each next offset
+        when it is larger than one reply). Needs the pool's ``files`` capability."""
+        out = bytearray()
+        while True:
+            try:
+                chunks = list(self._stub.GetFile(
+                    pb.GetFileRequest(env_id=env_id, path=path, offset=len(out)),
+                    timeout=self.timeout, metadata=self._metadata,
+                ))
+            except grpc.RpcError as e:
+                raise DeskgymError.from_rpc(e) from None
+            for c in chunks:
+                out += c.data
+            if not chunks or chunks[-1].eof:
+                return bytes(out)
+
+    def list_directory(self, env_id: str, path: str = ".", depth: int = 1) -> pb.ListDirectoryResponse:
+        """Entries (path, kind, size, mtime) of a directory of the env's sandbox, to
+        ``depth`` levels. Needs the pool's ``files`` capability."""
+        return self._call(
+            self._stub.ListDirectory, pb.ListDirectoryRequest(env_id=env_id, path=path, depth=depth),
+            pb.ListDirectoryResponse,
+        )
+
     def windows(self, env_id: str) -> list[pb.WindowInfo]:
         """The env's top-level windows (id, title, class, pid, geometry, focused); needs
         the pool's ``windows`` capability."""

@@ -157,6 +157,18 @@ class DeskgymEnv(gym.Env[Any, Any]):
         assert isinstance(frame, np.ndarray)
         return frame
 
+    def put_file(self, path: str, data: bytes | str, *, mode: int = 0) -> int:
+        """Writes a file in this env's sandbox (needs the ``files`` capability)."""
+        return self.client.put_file(self.env_id, path, data, mode=mode)
+
+    def get_file(self, path: str) -> bytes:
+        """Reads a file of this env's sandbox (needs the ``files`` capability)."""
+        return self.client.get_file(self.env_id, path)
+
+    def list_directory(self, path: str = ".", depth: int = 1) -> pb.ListDirectoryResponse:
+        """Lists a directory of this env's sandbox (needs the ``files`` capability)."""
+        return self.client.list_directory(self.env_id, path, depth)
+
     def windows(self) -> list[pb.WindowInfo]:
         """This env's top-level windows (needs the ``windows`` capability)."""
         return self.client.windows(self.env_id)

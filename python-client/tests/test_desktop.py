@@ -3,6 +3,7 @@ driven by pixels and by `exec`, with the capability off unless granted."""
 
 from __future__ import annotations
 
+import hashlib
 import pathlib
 import time
 
@@ -16,7 +17,7 @@ import deskgym
 @pytest.fixture(scope="module")
 def exec_server(tmp_path_factory: pytest.TempPathFactory):
     data = tmp_path_factory.mktemp("desk-data")
-    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--allow-capabilities", "exec")
+    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--allow-capabilities", "exec,files")
     yield s
     s.stop()
 
@@ -127,3 +128,39 @@ def test_apps_and_windows_from_python(exec_server: Server) -> None:
         assert e.value.code == "PERMISSION_DENIED"
     finally:
         plain.close()
+
+
+def test_files_stay_inside_the_sandbox_view(exec_server: Server) -> None:
+    env = deskgym.make(
+        "blank", address=exec_server.address, profile="desktop", capabilities=["files", "exec"], screen=(320, 240)
+    )
+    try:
+        blob = bytes(range(256)) * 12_000  # 3 MB: several messages each way
+        assert env.put_file("data.bin", blob) == len(blob)
+        assert env.get_file("/home/user/data.bin") == blob
+        assert env.exec(["sha256sum", "data.bin"]).stdout.split()[0] == hashlib.sha256(blob).hexdigest()
+        # Resumable: continue an upload at an offset.
+        assert env.client.put_file(env.env_id, "data.bin", b"tail", offset=len(blob)) == len(blob) + 4
+        assert env.get_file("data.bin")[-4:] == b"tail"
+        env.put_file("/tmp/note.txt", "hello")
+        listing = env.list_directory(".", depth=2)
+        names = {e.path: e.kind for e in listing.entries}
+        assert listing.path == "/home/user" and names["data.bin"] == "file", names
+        assert env.exec("mkdir -p d/e && ln -s /etc/passwd d/out && ln -s ../data.bin d/in", shell=True).ok
+        assert env.get_file("d/in")[:4] == blob[:4]
+        bad = [
+            (lambda: env.get_file("../etc/passwd"), "INVALID_ARGUMENT"),
+            (lambda: env.get_file("/etc/passwd"), "INVALID_ARGUMENT"),
+            (lambda: env.get_file("d/out"), "INVALID_ARGUMENT"),
+            (lambda: env.put_file("d/out", b"x"), "INVALID_ARGUMENT"),
+            (lambda: env.get_file("missing.txt"), "NOT_FOUND"),
+            (lambda: env.get_file("d"), "FAILED_PRECONDITION"),
+            (lambda: env.list_directory("data.bin"), "FAILED_PRECONDITION"),
+            (lambda: env.client.put_file(env.env_id, "short.bin", b"x", offset=10), "FAILED_PRECONDITION"),
+        ]
+        for call, code in bad:
+            with pytest.raises(deskgym.DeskgymError) as e:
+                call()
+            assert e.value.code == code, (code, e.value)
+    finally:
+        env.close()

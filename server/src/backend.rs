@@ -33,9 +33,23 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
     }
     /// The top-level windows, through the window manager.
     fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>>;
+    /// Reads part of a file in the sandbox: (file size, data, eof).
+    fn read_file(
+        &mut self,
+        path: &str,
+        offset: u64,
+        max: u64,
+    ) -> WorkerResult<(u64, Vec<u8>, bool)>;
+    /// Writes a file in the sandbox; its size after.
+    fn write_file(&mut self, path: &str, offset: u64, mode: u32, data: &[u8]) -> WorkerResult<u64>;
+    /// Lists a directory in the sandbox: (resolved path, entries, truncated).
+    fn list_dir(&mut self, path: &str, depth: u32, max: usize) -> WorkerResult<Listing>;
     /// Runs a command in the desktop's sandbox and waits for it.
     fn exec(&mut self, spec: &ExecSpec, stdin: &[u8]) -> WorkerResult<Executed>;
 }
+
+/// A directory listing: resolved path, entries, truncated.
+pub(crate) type Listing = (String, Vec<deskgym_worker::agent::Entry>, bool);
 
 /// How a command ended, with its stdout and stderr.
 pub(crate) type Executed = (ExecEnd, Vec<u8>, Vec<u8>);
@@ -70,6 +84,20 @@ impl Desktop for deskgym_worker::Desktop {
     }
     fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>> {
         deskgym_worker::Desktop::windows(self)
+    }
+    fn read_file(
+        &mut self,
+        path: &str,
+        offset: u64,
+        max: u64,
+    ) -> WorkerResult<(u64, Vec<u8>, bool)> {
+        deskgym_worker::Desktop::read_file(self, path, offset, max)
+    }
+    fn write_file(&mut self, path: &str, offset: u64, mode: u32, data: &[u8]) -> WorkerResult<u64> {
+        deskgym_worker::Desktop::write_file(self, path, offset, mode, data)
+    }
+    fn list_dir(&mut self, path: &str, depth: u32, max: usize) -> WorkerResult<Listing> {
+        deskgym_worker::Desktop::list_dir(self, path, depth, max)
     }
 }
 
@@ -250,6 +278,18 @@ pub(crate) mod fake {
 
         fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>> {
             Ok(Vec::new())
+        }
+
+        fn read_file(&mut self, _: &str, _: u64, _: u64) -> WorkerResult<(u64, Vec<u8>, bool)> {
+            Err(DesktopError::Exec("the fake backend has no sandbox".into()))
+        }
+
+        fn write_file(&mut self, _: &str, _: u64, _: u32, _: &[u8]) -> WorkerResult<u64> {
+            Err(DesktopError::Exec("the fake backend has no sandbox".into()))
+        }
+
+        fn list_dir(&mut self, _: &str, _: u32, _: usize) -> WorkerResult<Listing> {
+            Err(DesktopError::Exec("the fake backend has no sandbox".into()))
         }
 
         fn exec(&mut self, _: &ExecSpec, _: &[u8]) -> WorkerResult<Executed> {

@@ -47,6 +47,11 @@ pub struct Limits {
     pub max_exec_stdin: u32,
     /// Most processes a sandbox's user may run at once (fork bombs stop there).
     pub max_sandbox_processes: u32,
+    /// Most bytes one PutFile writes, and one GetFile returns (call again from the next
+    /// offset for more).
+    pub max_file_bytes: u64,
+    /// Most entries one ListDirectory returns.
+    pub max_list_entries: u32,
 }
 
 impl Default for Limits {
@@ -72,6 +77,8 @@ impl Default for Limits {
             max_exec_output: 256 << 10,
             max_exec_stdin: 4 << 20,
             max_sandbox_processes: 512,
+            max_file_bytes: 64 << 20,
+            max_list_entries: 10_000,
         }
     }
 }

@@ -6,7 +6,7 @@ use deskgym_proto::v1 as pb;
 use deskgym_worker::keys::parse_chord;
 use deskgym_worker::{Action, Button, Point, SettlePolicy};
 
-use crate::backend::Executed;
+use crate::backend::{Executed, Listing};
 use crate::config::Limits;
 use crate::env::{Checkpoint, Info, Obs, Reset, Restored, Stepped};
 pub(crate) use crate::spec::Screen;
@@ -482,6 +482,23 @@ pub(crate) fn exec_spec(r: &pb::ExecRequest, l: &Limits) -> Result<ExecSpec, Inv
         max_output: l.max_exec_output as usize,
         stdin_len: 0,
     })
+}
+
+/// A directory listing on the wire.
+pub(crate) fn listing((path, entries, truncated): Listing) -> pb::ListDirectoryResponse {
+    pb::ListDirectoryResponse {
+        path,
+        entries: entries
+            .into_iter()
+            .map(|e| pb::DirEntry {
+                path: e.path,
+                kind: e.kind,
+                size: e.size,
+                mtime_ms: e.mtime_ms,
+            })
+            .collect(),
+        truncated,
+    }
 }
 
 /// Windows on the wire.

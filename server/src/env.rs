@@ -64,6 +64,14 @@ pub(crate) enum EnvError {
     /// The desktop died under this call (Xvfb or app gone); it is let go.
     #[error("{0}; call Reset to restart this env")]
     Down(DesktopError),
+    /// A file request failed (missing, a directory, a resumed upload past the end).
+    #[error("{message}")]
+    File {
+        /// Why.
+        kind: deskgym_worker::agent::FileErrorKind,
+        /// What, for the user.
+        message: String,
+    },
     /// The sandbox could not start a program (missing, bad cwd).
     #[error("{0}")]
     Refused(String),
@@ -100,6 +108,11 @@ impl From<DesktopError> for EnvError {
                 Self::Invalid(Invalid { field, message })
             }
             DesktopError::Exec(m) => Self::Refused(m),
+            DesktopError::File {
+                kind: deskgym_worker::agent::FileErrorKind::Outside,
+                message,
+            } => Self::Invalid(Invalid::new("path", message)),
+            DesktopError::File { kind, message } => Self::File { kind, message },
             e if e.is_fatal() => Self::Down(e),
             e => Self::Desktop(e),
         }
@@ -117,6 +130,7 @@ pub(crate) enum Call {
     Restore = 5,
     Exec = 6,
     ListWindows = 7,
+    Files = 8,
 }
 
 impl Call {
@@ -129,6 +143,7 @@ impl Call {
             5 => "Restore",
             6 => "Exec",
             7 => "ListWindows",
+            8 => "file",
             _ => "unknown",
         }
     }
@@ -986,6 +1001,25 @@ impl Env {
                 Err(err)
             }
         }
+    }
+
+    /// Blocking: a file request on the env's sandbox (reads and writes alike).
+    pub(crate) fn files<T>(
+        &self,
+        f: impl FnOnce(&mut Box<dyn Desktop>) -> deskgym_worker::Result<T>,
+    ) -> Result<T, EnvError> {
+        let _running = self.enter();
+        let mut s = lock(&self.state);
+        let Some(d) = s.desktop.as_mut() else {
+            return Err(EnvError::NoDesktop {
+                env: self.id.clone(),
+            });
+        };
+        f(d).map_err(|e| {
+            let err = EnvError::from(e);
+            self.on_error(&mut s, &err);
+            err
+        })
     }
 
     /// Blocking: the desktop's top-level windows.

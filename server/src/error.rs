@@ -33,6 +33,11 @@ impl EnvError {
             }
             Self::NoDesktop { .. } | Self::Down(_) => Code::Unavailable,
             Self::Refused(_) => Code::FailedPrecondition,
+            Self::File { kind, .. } => match kind {
+                deskgym_worker::agent::FileErrorKind::NotFound => Code::NotFound,
+                deskgym_worker::agent::FileErrorKind::Outside => Code::InvalidArgument,
+                _ => Code::FailedPrecondition,
+            },
             Self::Desktop(_) | Self::Encode(_) | Self::Bug(_) => Code::Internal,
         }
     }

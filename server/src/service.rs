@@ -17,6 +17,9 @@ use crate::frame_cache::{parse_hash, parse_hashes};
 use crate::pool::{EnvJob, PoolError, PoolManager};
 use crate::spec::{Invalid, quote};
 
+/// Bytes of file data per GetFile message.
+const FILE_CHUNK: usize = 1 << 20;
+
 /// Time an Exec's deadline allows beyond the command's own bound (the agent kills the
 /// command at its bound, then reports).
 const EXEC_MARGIN: Duration = Duration::from_secs(10);
@@ -100,6 +103,25 @@ impl DeskgymService {
             .on_env(&env, Call::Reset, self.mgr.op_timeout(), move |e, cache| {
                 e.reset(cache, r.seed, &opts).map(convert::reset_response)
             })
+    }
+}
+
+impl DeskgymService {
+    /// One of `who`'s envs, whose pool was granted `capability`.
+    fn granted(
+        &self,
+        env_id: &str,
+        who: &Principal,
+        capability: &'static str,
+    ) -> Result<Arc<crate::env::Env>, PoolError> {
+        let env = self.mgr.env(env_id, who)?;
+        if !env.pool.spec.capabilities.iter().any(|c| c == capability) {
+            return Err(PoolError::NotGranted {
+                env: env.id.clone(),
+                capability,
+            });
+        }
+        Ok(env)
     }
 }
 
@@ -201,6 +223,8 @@ impl Deskgym for DeskgymService {
                 max_exec_ms: l.max_exec_ms,
                 max_exec_output: l.max_exec_output,
                 max_exec_stdin: l.max_exec_stdin,
+                max_file_bytes: l.max_file_bytes,
+                max_list_entries: l.max_list_entries,
             }),
         }))
     }
@@ -595,5 +619,105 @@ impl Deskgym for DeskgymService {
                 e.windows().map(convert::windows_response)
             })?;
         Ok(Response::new(job.finish().await?))
+    }
+
+    async fn put_file(
+        &self,
+        req: Request<tonic::Streaming<pb::PutFileChunk>>,
+    ) -> Result<Response<pb::PutFileResponse>, Status> {
+        let who = principal(&req)?;
+        let mut stream = req.into_inner();
+        let first = stream.message().await?.ok_or_else(|| {
+            Status::from(Invalid::new("path", "no message: the first names the file"))
+        })?;
+        let env = self.granted(&first.env_id, &who, "files")?;
+        if first.path.is_empty() {
+            return Err(Invalid::new("path", "the first message must name the file").into());
+        }
+        let max = self.mgr.limits().max_file_bytes;
+        let mut data = first.data.to_vec();
+        while let Some(chunk) = stream.message().await? {
+            if (data.len() + chunk.data.len()) as u64 > max {
+                return Err(PoolError::Limit(format!(
+                    "the file is over max_file_bytes={max}; upload the rest with a second \
+                     PutFile at offset {}",
+                    data.len()
+                ))
+                .into());
+            }
+            data.extend_from_slice(&chunk.data);
+        }
+        if data.len() as u64 > max {
+            return Err(PoolError::Limit(format!("the file is over max_file_bytes={max}")).into());
+        }
+        let (path, offset, mode) = (first.path, first.offset, first.mode);
+        let job = self
+            .mgr
+            .on_env(&env, Call::Files, self.mgr.op_timeout(), move |e, _| {
+                e.files(|d| d.write_file(&path, offset, mode, &data))
+            })?;
+        let size = job.finish().await?;
+        Ok(Response::new(pb::PutFileResponse { size }))
+    }
+
+    type GetFileStream =
+        std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<pb::FileChunk, Status>> + Send>>;
+
+    async fn get_file(
+        &self,
+        req: Request<pb::GetFileRequest>,
+    ) -> Result<Response<Self::GetFileStream>, Status> {
+        let who = principal(&req)?;
+        let r = req.into_inner();
+        let env = self.granted(&r.env_id, &who, "files")?;
+        let max = self.mgr.limits().max_file_bytes;
+        let (path, offset) = (r.path, r.offset);
+        let job = self
+            .mgr
+            .on_env(&env, Call::Files, self.mgr.op_timeout(), move |e, _| {
+                e.files(|d| d.read_file(&path, offset, max))
+            })?;
+        let (size, data, eof) = job.finish().await?;
+        let data = bytes::Bytes::from(data);
+        let n = data.len().div_ceil(FILE_CHUNK).max(1);
+        let chunks: Vec<Result<pb::FileChunk, Status>> = (0..n)
+            .map(|i| {
+                let (a, b) = (i * FILE_CHUNK, ((i + 1) * FILE_CHUNK).min(data.len()));
+                Ok(pb::FileChunk {
+                    offset: offset + a as u64,
+                    data: data.slice(a..b),
+                    size,
+                    eof: eof && i + 1 == n,
+                })
+            })
+            .collect();
+        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+    }
+
+    async fn list_directory(
+        &self,
+        req: Request<pb::ListDirectoryRequest>,
+    ) -> Result<Response<pb::ListDirectoryResponse>, Status> {
+        let who = principal(&req)?;
+        let r = req.into_inner();
+        let env = self.granted(&r.env_id, &who, "files")?;
+        if r.depth > 8 {
+            return Err(Invalid::new("depth", format!("{} is over 8", r.depth)).into());
+        }
+        let max = self.mgr.limits().max_list_entries as usize;
+        let (path, depth) = (
+            if r.path.is_empty() {
+                ".".to_string()
+            } else {
+                r.path
+            },
+            r.depth.max(1),
+        );
+        let job = self
+            .mgr
+            .on_env(&env, Call::Files, self.mgr.op_timeout(), move |e, _| {
+                e.files(|d| d.list_dir(&path, depth, max))
+            })?;
+        Ok(Response::new(convert::listing(job.finish().await?)))
     }
 }

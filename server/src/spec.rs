@@ -88,7 +88,7 @@ pub(crate) enum SpecError {
 }
 
 /// Boundary capabilities a pool may ask for (`CreatePoolRequest.capabilities`).
-pub(crate) const CAPABILITIES: &[&str] = &["exec", "launch_app", "windows"];
+pub(crate) const CAPABILITIES: &[&str] = &["exec", "files", "launch_app", "windows"];
 /// Capabilities every server allows (they act on the desktop as a user would, inside
 /// the sandbox); the others (`exec`) only when `--allow-capabilities` lists them.
 pub(crate) const ALLOWED_BY_DEFAULT: &[&str] = &["launch_app", "windows"];

@@ -466,3 +466,78 @@ async fn reset_restores_the_initial_state_with_and_without_a_spare() {
     server.stop().await;
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// File RPCs: a file over `max_file_bytes` is refused whole, a GetFile of a larger file
+/// comes in parts by offset, and without the `files` grant nothing is reachable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_limits_and_grants() {
+    let data = std::env::temp_dir().join(format!("deskgym-sbx-files-{}", std::process::id()));
+    let server = TestServer::start(ServerConfig {
+        data_dir: data.join("recordings"),
+        allow_capabilities: vec!["files".into()],
+        limits: deskgym_server::Limits {
+            max_file_bytes: 1024,
+            ..Default::default()
+        },
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let p = desktop_pool(&mut c, 1, &["files"]).await;
+    let e = p.env_ids[0].clone();
+    let put = |offset: u64, data: Vec<u8>| {
+        tokio_stream::iter(vec![pb::PutFileChunk {
+            env_id: e.clone(),
+            path: "f.bin".into(),
+            offset,
+            data,
+            ..Default::default()
+        }])
+    };
+    let err = c.put_file(put(0, vec![7; 2000])).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    // In two calls, the second resuming at the first's end.
+    c.put_file(put(0, vec![1; 1000])).await.unwrap();
+    let size = c
+        .put_file(put(1000, vec![2; 1000]))
+        .await
+        .unwrap()
+        .into_inner()
+        .size;
+    assert_eq!(size, 2000);
+    let mut got = Vec::new();
+    loop {
+        let mut s = c
+            .get_file(pb::GetFileRequest {
+                env_id: e.clone(),
+                path: "f.bin".into(),
+                offset: got.len() as u64,
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        let mut eof = false;
+        while let Some(chunk) = s.message().await.unwrap() {
+            assert_eq!(chunk.offset, got.len() as u64);
+            assert_eq!(chunk.size, 2000);
+            got.extend_from_slice(&chunk.data);
+            eof = chunk.eof;
+        }
+        if eof {
+            break;
+        }
+    }
+    assert_eq!(got, [vec![1; 1000], vec![2; 1000]].concat());
+    // A pool without the grant.
+    let q = desktop_pool(&mut c, 1, &[]).await;
+    let err = c
+        .list_directory(pb::ListDirectoryRequest {
+            env_id: q.env_ids[0].clone(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
