@@ -138,6 +138,7 @@ fn step(c: &mut Criterion) {
                 settle_max_ms: 1000,
             },
             sandbox: None,
+            script: None,
         })
         .expect("desktop");
         d.reset(1).expect("reset");

@@ -8,7 +8,14 @@ use crate::agent::{Entry, ExecEnd, ExecSpec};
 use crate::error::{DesktopError, Result};
 use crate::frame::Frame;
 use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::script;
+use crate::script::{ScriptSpec, SetupStep};
 use crate::windows::WindowInfo;
+
+/// Time bound of one setup command of a declarative task.
+const SETUP_STEP_MS: u64 = 60_000;
+/// Time bound of a declarative task's checker.
+const CHECK_MS: u64 = 10_000;
 
 /// How long a `launch_app` step waits for the application's first window.
 pub const LAUNCH_WINDOW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -29,6 +36,8 @@ pub struct DesktopConfig {
     pub settle: Settle,
     /// A profile's sandboxed session instead of the task app (`None`: the task app).
     pub sandbox: Option<SandboxConfig>,
+    /// A declarative task on that session: setup at reset, a checker after each step.
+    pub script: Option<ScriptSpec>,
 }
 
 /// The outcome of a reset or step, before capture.
@@ -47,6 +56,8 @@ pub struct Desktop {
     sandbox: Option<Sandbox>,
     /// The sandbox is as started: nothing ran in it since (a reset need not restart it).
     fresh: bool,
+    /// The running episode's seed (setup and checker commands see it).
+    seed: u64,
     x: XSession,
     xvfb: Xvfb,
     config: DesktopConfig,
@@ -81,6 +92,7 @@ impl Desktop {
         Ok(Self {
             app,
             fresh: true,
+            seed: 0,
             sandbox,
             x,
             xvfb,
@@ -154,7 +166,17 @@ impl Desktop {
                     self.sandbox = Some(Sandbox::start(self.xvfb.display(), cfg)?);
                     self.fresh = true;
                 }
-                AppState::idle()
+                self.seed = seed;
+                match self.config.script.clone() {
+                    Some(script) => {
+                        self.set_up(&script)?;
+                        AppState {
+                            instruction: script.instruction,
+                            ..AppState::idle()
+                        }
+                    }
+                    None => AppState::idle(),
+                }
             }
             (None, None) => AppState::idle(),
         };
@@ -176,11 +198,64 @@ impl Desktop {
             _ => self.x.perform(action)?,
         }
         let app = match &mut self.app {
-            Some(a) => a.sync()?,
-            None => AppState::idle(),
+            Some(a) => Some(a.sync()?),
+            None => None,
         };
         let settle = self.x.settle(self.config.settle)?;
+        let app = match (app, self.config.script.clone()) {
+            (Some(a), _) => a,
+            (None, Some(script)) => self.check(&script)?,
+            (None, None) => AppState::idle(),
+        };
         Ok(Outcome { app, settle })
+    }
+
+    /// A shell line in the sandbox with the episode's seed in its environment.
+    fn run_line(&mut self, line: &str, timeout_ms: u64) -> Result<(ExecEnd, Vec<u8>, Vec<u8>)> {
+        let spec = ExecSpec {
+            argv: vec!["/bin/sh".into(), "-c".into(), line.into()],
+            env: script::seed_env(self.seed),
+            timeout_ms,
+            max_output: 64 << 10,
+            ..Default::default()
+        };
+        self.exec(&spec, &[])
+    }
+
+    /// Runs a declarative task's setup; a failing step fails the reset (the task's fault:
+    /// FAILED_PRECONDITION with the step's stderr, not a dead desktop).
+    fn set_up(&mut self, script: &ScriptSpec) -> Result<()> {
+        for (i, step) in script.setup.iter().enumerate() {
+            match step {
+                SetupStep::Exec(line) => {
+                    let (end, _, err) = self.run_line(line, SETUP_STEP_MS)?;
+                    if end.exit_code != Some(0) {
+                        return Err(DesktopError::Exec(format!(
+                            "setup step {i} ({line:?}) failed ({}): {}",
+                            end.exit_code
+                                .map_or_else(|| "killed".to_string(), |c| format!("exit {c}")),
+                            String::from_utf8_lossy(&err).trim()
+                        )));
+                    }
+                }
+                SetupStep::Launch(argv) => self.launch_and_wait(argv)?,
+                SetupStep::File { path, content } => {
+                    self.write_file(path, 0, 0o644, content.as_bytes())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the checker: the reward so far and whether the episode ended.
+    fn check(&mut self, script: &ScriptSpec) -> Result<AppState> {
+        let (end, out, _) = self.run_line(&script.check, CHECK_MS)?;
+        let (reward, done) = script::judge(script.reward, end.exit_code, &out);
+        Ok(AppState {
+            reward,
+            done,
+            instruction: script.instruction.clone(),
+        })
     }
 
     /// Captures the screen.

@@ -12,6 +12,7 @@
 //! - [`sandbox`]: an env's bubblewrap sandbox (profile desktops); [`agent`]: the
 //!   program inside it that starts the session and runs `exec`/`launch` (binary
 //!   `deskgym-sandbox-agent`).
+//! - [`script`]: declarative tasks (setup steps, a checker command for the reward).
 //! - [`windows`]: top-level windows through the window manager (EWMH).
 //! - [`desktop`]: Xvfb + session + app (or sandbox) as one unit.
 
@@ -23,6 +24,7 @@ pub mod error;
 pub mod frame;
 pub mod keys;
 pub mod sandbox;
+pub mod script;
 pub mod task_app;
 pub mod tasks;
 pub mod windows;

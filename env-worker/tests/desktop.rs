@@ -17,6 +17,7 @@ fn desktop(task: &str, w: u32, h: u32) -> Desktop {
             settle_max_ms: 1000,
         },
         sandbox: None,
+        script: None,
     })
     .expect("desktop starts (needs the Debian package `xvfb`)")
 }
@@ -149,6 +150,7 @@ fn settle_reports_quiet_window() {
             settle_max_ms: 500,
         },
         sandbox: None,
+        script: None,
     })
     .unwrap();
     let out = d.reset(0).unwrap();

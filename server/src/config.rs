@@ -119,6 +119,8 @@ pub struct ServerConfig {
     pub record_video_variable_rate: bool,
     /// A profile catalog (TOML) that adds to or overrides the bundled one.
     pub profiles: Option<std::path::PathBuf>,
+    /// A directory of declarative task files (`*.toml`) added to the bundled tasks.
+    pub tasks_dir: Option<std::path::PathBuf>,
     /// Capabilities pools may be granted ("exec", ...); anything else is
     /// PERMISSION_DENIED. Empty: none (the default: boundary verbs are opt-in).
     pub allow_capabilities: Vec<String>,
@@ -142,6 +144,7 @@ impl Default for ServerConfig {
             record_video_fps: Some(10),
             record_video_variable_rate: false,
             profiles: None,
+            tasks_dir: None,
             allow_capabilities: Vec::new(),
             sandbox_hide: Vec::new(),
         }

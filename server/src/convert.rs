@@ -668,6 +668,11 @@ mod tests {
             Verb::Key(Default::default()),
             Verb::Wait(Default::default()),
             Verb::Noop(Default::default()),
+            Verb::LaunchApp(Default::default()),
+            Verb::ActivateWindow(Default::default()),
+            Verb::CloseWindow(Default::default()),
+            Verb::MoveWindow(Default::default()),
+            Verb::ResizeWindow(Default::default()),
         ];
         assert_eq!(all.len(), VERBS.len());
         for (v, name) in all.iter().zip(VERBS) {
@@ -724,6 +729,15 @@ mod fuzz {
             any::<u32>().prop_map(|ms| Verb::Wait(pb::Wait { ms })),
             (any_target(), any::<i32>())
                 .prop_map(|(target, button)| Verb::MouseDown(pb::MouseDown { target, button })),
+            (".{0,80}", proptest::collection::vec(".{0,80}", 0..100))
+                .prop_map(|(app, args)| Verb::LaunchApp(pb::LaunchApp { app, args })),
+            (any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(window, width, height)| {
+                Verb::ResizeWindow(pb::ResizeWindow {
+                    window,
+                    width,
+                    height,
+                })
+            }),
         ]
     }
 
@@ -750,6 +764,9 @@ mod fuzz {
                 );
             }
             Ok(Action::Key(k)) => assert!(k.len() <= MAX_CHORD_BYTES),
+            Ok(Action::ResizeWindow { width, height, .. }) => {
+                assert!((1..=4096).contains(&width) && (1..=4096).contains(&height));
+            }
             Ok(_) => {}
             Err(Invalid { field, message }) => {
                 assert!(field.starts_with("action"), "{field}");

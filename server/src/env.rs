@@ -285,7 +285,7 @@ pub(crate) struct Obs {
 #[derive(Clone, Debug)]
 pub(crate) struct Info {
     pub(crate) instruction: String,
-    pub(crate) task: &'static str,
+    pub(crate) task: String,
     pub(crate) step_index: u32,
     pub(crate) seed: u64,
     pub(crate) episode: u64,
@@ -543,7 +543,7 @@ impl Env {
         }
         Info {
             instruction: ep.instruction.clone(),
-            task: self.pool.spec.task.id,
+            task: self.pool.spec.task.id.clone(),
             step_index: ep.step_index,
             seed: ep.seed,
             episode: ep.number,
@@ -725,7 +725,7 @@ impl Env {
         }
         ep.recorded = true;
         let termination = ep.ended.unwrap_or(why);
-        let task = self.pool.spec.task.id;
+        let task = &self.pool.spec.task.id;
         self.pool.record(|| {
             record::episode_row(
                 &ep.log,
@@ -1003,9 +1003,12 @@ impl Env {
         }
     }
 
-    /// Blocking: a file request on the env's sandbox (reads and writes alike).
+    /// Blocking: a file request (`op` on `path`) on the env's sandbox; it goes to the
+    /// event log with its outcome.
     pub(crate) fn files<T>(
         &self,
+        op: &'static str,
+        path: &str,
         f: impl FnOnce(&mut Box<dyn Desktop>) -> deskgym_worker::Result<T>,
     ) -> Result<T, EnvError> {
         let _running = self.enter();
@@ -1015,11 +1018,18 @@ impl Env {
                 env: self.id.clone(),
             });
         };
-        f(d).map_err(|e| {
-            let err = EnvError::from(e);
-            self.on_error(&mut s, &err);
-            err
-        })
+        let r = f(d).map_err(EnvError::from);
+        self.pool.record(|| {
+            record::event(
+                op,
+                &self.id,
+                serde_json::json!({
+                    "path": crate::spec::quote(path),
+                    "code": r.as_ref().err().map_or("OK", |e| e.code_name()),
+                }),
+            )
+        });
+        r.inspect_err(|err| self.on_error(&mut s, err))
     }
 
     /// Blocking: the desktop's top-level windows.

@@ -38,6 +38,7 @@ mod record;
 mod service;
 mod spec;
 mod sync;
+mod tasks;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -89,8 +90,8 @@ pub enum RunError {
     /// Listening beyond loopback without a token would expose desktops to the network.
     #[error("refusing to listen on non-loopback address {0} without a token; pass --token-file")]
     InsecureBind(std::net::SocketAddr),
-    /// The profile catalog cannot be loaded.
-    #[error("profiles: {0}")]
+    /// The profile catalog or the task files cannot be loaded.
+    #[error("{0}")]
     Profiles(String),
     /// An I/O error while setting up.
     #[error(transparent)]
@@ -127,8 +128,13 @@ pub async fn run(
     };
     let mut hide = config.sandbox_hide.clone();
     hide.push(std::path::absolute(&config.data_dir)?);
+    let catalog =
+        profiles::Catalog::load(config.profiles.as_deref()).map_err(RunError::Profiles)?;
+    let tasks =
+        tasks::Tasks::load(config.tasks_dir.as_deref(), &catalog).map_err(RunError::Profiles)?;
     let policy = spec::Policy {
-        catalog: profiles::Catalog::load(config.profiles.as_deref()).map_err(RunError::Profiles)?,
+        catalog,
+        tasks,
         allow: spec::ALLOWED_BY_DEFAULT
             .iter()
             .map(|c| c.to_string())

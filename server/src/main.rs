@@ -33,6 +33,9 @@ struct Args {
     /// A profile catalog (TOML) adding to or overriding the bundled profiles.
     #[arg(long)]
     profiles: Option<std::path::PathBuf>,
+    /// A directory of declarative task files (`*.toml`) added to the bundled tasks.
+    #[arg(long)]
+    tasks_dir: Option<std::path::PathBuf>,
     /// Capabilities pools may be granted, comma-separated (e.g. `exec`). Boundary verbs
     /// are off unless listed here and asked for by the pool.
     #[arg(long, value_delimiter = ',')]
@@ -106,6 +109,7 @@ async fn main() -> anyhow::Result<()> {
         record_video_fps: (args.record_video_fps > 0).then_some(args.record_video_fps),
         record_video_variable_rate: args.record_video_variable_rate,
         profiles: args.profiles,
+        tasks_dir: args.tasks_dir,
         allow_capabilities: args.allow_capabilities,
         // Sandboxes never see the token file (the data dir is masked by `run`).
         sandbox_hide: args

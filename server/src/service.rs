@@ -179,13 +179,16 @@ impl Deskgym for DeskgymService {
                 pb::ImageEncoding::Png as i32,
                 pb::ImageEncoding::Jpeg as i32,
             ],
-            tasks: deskgym_worker::TASKS
+            tasks: self
+                .mgr
+                .policy()
+                .tasks
                 .iter()
                 .map(|t| pb::TaskInfo {
-                    id: t.id.into(),
-                    description: t.description.into(),
+                    id: t.id.clone(),
+                    description: t.description.clone(),
                     default_max_steps: t.default_max_steps,
-                    profile: t.profile.into(),
+                    profile: t.profile.clone(),
                     any_profile: t.any_profile,
                 })
                 .collect(),
@@ -654,7 +657,9 @@ impl Deskgym for DeskgymService {
         let job = self
             .mgr
             .on_env(&env, Call::Files, self.mgr.op_timeout(), move |e, _| {
-                e.files(|d| d.write_file(&path, offset, mode, &data))
+                e.files("put_file", &path, |d| {
+                    d.write_file(&path, offset, mode, &data)
+                })
             })?;
         let size = job.finish().await?;
         Ok(Response::new(pb::PutFileResponse { size }))
@@ -675,7 +680,7 @@ impl Deskgym for DeskgymService {
         let job = self
             .mgr
             .on_env(&env, Call::Files, self.mgr.op_timeout(), move |e, _| {
-                e.files(|d| d.read_file(&path, offset, max))
+                e.files("get_file", &path, |d| d.read_file(&path, offset, max))
             })?;
         let (size, data, eof) = job.finish().await?;
         let data = bytes::Bytes::from(data);
@@ -716,7 +721,7 @@ impl Deskgym for DeskgymService {
         let job = self
             .mgr
             .on_env(&env, Call::Files, self.mgr.op_timeout(), move |e, _| {
-                e.files(|d| d.list_dir(&path, depth, max))
+                e.files("list_directory", &path, |d| d.list_dir(&path, depth, max))
             })?;
         Ok(Response::new(convert::listing(job.finish().await?)))
     }

@@ -7,11 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deskgym_proto::v1 as pb;
-use deskgym_worker::{DesktopConfig, DesktopError, SandboxConfig, Settle, SettlePolicy, TaskSpec};
+use deskgym_worker::{DesktopConfig, DesktopError, SandboxConfig, Settle, SettlePolicy};
 
 use crate::backend::{Backend, Desktop};
 use crate::config::Limits;
 use crate::profiles::{Catalog, Profile};
+use crate::tasks::{TaskDef, Tasks};
 
 /// A request field that is malformed: which field (dotted path, e.g.
 /// `action.click.target.point_px`) and how to fix it. Every layer's "bad request".
@@ -98,6 +99,8 @@ pub(crate) const ALLOWED_BY_DEFAULT: &[&str] = &["launch_app", "windows"];
 pub(crate) struct Policy {
     /// The profile catalog.
     pub(crate) catalog: Catalog,
+    /// Every task (bundled and declarative).
+    pub(crate) tasks: Tasks,
     /// Capabilities pools may be granted.
     pub(crate) allow: Vec<String>,
     /// Host paths masked in every sandbox (token file, data dir).
@@ -121,8 +124,8 @@ pub(crate) const DEFAULT_HEIGHT: u32 = 720;
 /// What every env of a pool runs.
 #[derive(Clone, Debug)]
 pub(crate) struct PoolSpec {
-    /// The bundled task.
-    pub task: &'static TaskSpec,
+    /// The task.
+    pub task: Arc<TaskDef>,
     /// Screen size.
     pub screen: Screen,
     /// Base seed.
@@ -160,6 +163,7 @@ impl PoolSpec {
             height: self.screen.height,
             settle: self.settle,
             sandbox: self.sandbox.clone(),
+            script: self.task.script.clone(),
         }
     }
 
@@ -211,8 +215,8 @@ pub(crate) fn validate(
     backend: &Arc<dyn Backend>,
     policy: &Policy,
 ) -> Result<PoolSpec, SpecError> {
-    let task = deskgym_worker::task_spec(&req.task).ok_or_else(|| {
-        let known: Vec<_> = deskgym_worker::TASKS.iter().map(|t| t.id).collect();
+    let task = policy.tasks.get(&req.task).cloned().ok_or_else(|| {
+        let known: Vec<_> = policy.tasks.iter().map(|t| t.id.as_str()).collect();
         Invalid::new(
             "task",
             format!(
@@ -226,7 +230,7 @@ pub(crate) fn validate(
         return Err(Invalid::new("num_envs", "must be at least 1").into());
     }
     let profile_name = if req.profile.is_empty() {
-        task.profile
+        task.profile.as_str()
     } else {
         req.profile.as_str()
     };
@@ -357,16 +361,17 @@ pub(crate) fn validate(
     }
     let encoding = pb::ImageEncoding::try_from(req.encoding)
         .map_err(|_| Invalid::new("encoding", format!("unknown encoding {}", req.encoding)))?;
+    let max_steps = if req.max_steps == 0 {
+        task.default_max_steps
+    } else {
+        req.max_steps
+    };
     Ok(PoolSpec {
         task,
         screen: Screen { width, height },
         seed: req.seed,
         settle,
-        max_steps: if req.max_steps == 0 {
-            task.default_max_steps
-        } else {
-            req.max_steps
-        },
+        max_steps,
         encoding: if encoding == pb::ImageEncoding::Unspecified {
             pb::ImageEncoding::RawRgb
         } else {

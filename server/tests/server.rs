@@ -162,7 +162,7 @@ async fn capabilities_and_health() {
     assert!(caps.verbs.contains(&"drag".to_string()));
     let tasks: Vec<_> = caps.tasks.iter().map(|t| t.id.as_str()).collect();
     assert_eq!(
-        tasks,
+        tasks[..5],
         [
             "click-target",
             "click-button",
@@ -170,6 +170,13 @@ async fn capabilities_and_health() {
             "type-word",
             "blank"
         ]
+    );
+    // Then the bundled declarative tasks, on the desktop profile.
+    assert_eq!(tasks.len(), 10, "{tasks:?}");
+    assert!(
+        caps.tasks[5..]
+            .iter()
+            .all(|t| t.id.starts_with("desktop/") && t.profile == "desktop")
     );
     let profiles: Vec<_> = caps.profiles.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(profiles, ["desktop", "tasks"]);

@@ -228,9 +228,16 @@ impl PoolManager {
             next_id: AtomicU64::new(1),
             id_keys: RandomState::new(),
             record,
-            policy: crate::spec::Policy {
-                catalog: crate::profiles::Catalog::load(None).map_err(std::io::Error::other)?,
-                ..Default::default()
+            policy: {
+                let catalog =
+                    crate::profiles::Catalog::load(None).map_err(std::io::Error::other)?;
+                let tasks =
+                    crate::tasks::Tasks::load(None, &catalog).map_err(std::io::Error::other)?;
+                crate::spec::Policy {
+                    catalog,
+                    tasks,
+                    ..Default::default()
+                }
             },
         })
     }
