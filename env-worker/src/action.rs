@@ -76,6 +76,10 @@ pub enum Action {
         to: Point,
         /// Which button.
         button: Button,
+        /// How long the move takes (0: as fast as the steps go).
+        duration_ms: u32,
+        /// A chord of keys held during the drag (e.g. `shift`), or empty.
+        modifiers: String,
     },
     /// Press a button (after moving to `at` when given).
     MouseDown {
@@ -95,6 +99,10 @@ pub enum Action {
     TypeText(String),
     /// Press a chord such as `ctrl+s`.
     Key(String),
+    /// Press and hold the keys of a chord (released by `KeyUp` or the next reset).
+    KeyDown(String),
+    /// Release the keys of a chord.
+    KeyUp(String),
     /// Let `ms` milliseconds pass.
     Wait(u32),
     /// Do nothing.

@@ -150,9 +150,86 @@ pub fn char_keysym(c: char) -> Keysym {
     }
 }
 
-/// Looks up one key name: an exact X name, an alias, `F1`..`F35`, or a single character.
+/// Function and device keysyms beyond the character ones (keysymdef.h's `XK_KP_*`,
+/// `XK_ISO_*` and XF86keysym.h's media keys), by their X names.
+const MORE_NAMED: &[(&str, Keysym)] = &[
+    ("KP_Space", 0xff80),
+    ("KP_Tab", 0xff89),
+    ("KP_F1", 0xff91),
+    ("KP_F2", 0xff92),
+    ("KP_F3", 0xff93),
+    ("KP_F4", 0xff94),
+    ("KP_Home", 0xff95),
+    ("KP_Left", 0xff96),
+    ("KP_Up", 0xff97),
+    ("KP_Right", 0xff98),
+    ("KP_Down", 0xff99),
+    ("KP_Prior", 0xff9a),
+    ("KP_Page_Up", 0xff9a),
+    ("KP_Next", 0xff9b),
+    ("KP_Page_Down", 0xff9b),
+    ("KP_End", 0xff9c),
+    ("KP_Begin", 0xff9d),
+    ("KP_Insert", 0xff9e),
+    ("KP_Delete", 0xff9f),
+    ("KP_Equal", 0xffbd),
+    ("KP_Separator", 0xffac),
+    ("KP_Decimal", 0xffae),
+    ("KP_0", 0xffb0),
+    ("KP_1", 0xffb1),
+    ("KP_2", 0xffb2),
+    ("KP_3", 0xffb3),
+    ("KP_4", 0xffb4),
+    ("KP_5", 0xffb5),
+    ("KP_6", 0xffb6),
+    ("KP_7", 0xffb7),
+    ("KP_8", 0xffb8),
+    ("KP_9", 0xffb9),
+    ("Hyper_L", 0xffed),
+    ("Hyper_R", 0xffee),
+    ("Shift_Lock", 0xffe6),
+    ("Mode_switch", 0xff7e),
+    ("ISO_Left_Tab", 0xfe20),
+    ("ISO_Level3_Shift", 0xfe03),
+    ("XF86MonBrightnessUp", 0x1008_ff02),
+    ("XF86MonBrightnessDown", 0x1008_ff03),
+    ("XF86AudioLowerVolume", 0x1008_ff11),
+    ("XF86AudioMute", 0x1008_ff12),
+    ("XF86AudioRaiseVolume", 0x1008_ff13),
+    ("XF86AudioPlay", 0x1008_ff14),
+    ("XF86AudioStop", 0x1008_ff15),
+    ("XF86AudioPrev", 0x1008_ff16),
+    ("XF86AudioNext", 0x1008_ff17),
+    ("XF86HomePage", 0x1008_ff18),
+    ("XF86Mail", 0x1008_ff19),
+    ("XF86Search", 0x1008_ff1b),
+    ("XF86Calculator", 0x1008_ff1d),
+    ("XF86Back", 0x1008_ff26),
+    ("XF86Forward", 0x1008_ff27),
+    ("XF86Refresh", 0x1008_ff29),
+    ("XF86PowerOff", 0x1008_ff2a),
+    ("XF86Sleep", 0x1008_ff2f),
+    ("XF86AudioPause", 0x1008_ff31),
+    ("XF86Copy", 0x1008_ff57),
+    ("XF86Cut", 0x1008_ff58),
+    ("XF86Paste", 0x1008_ff6d),
+];
+
+/// Looks up one key name: an exact X keysym name (every character keysym of
+/// keysymdef.h, the function, keypad and media keys), an alias, `F1`..`F35`, a single
+/// character, or a keysym number (`0x1008ff14`).
 pub fn keysym_from_name(name: &str) -> Option<Keysym> {
-    if let Some(&(_, k)) = NAMED.iter().find(|(n, _)| *n == name) {
+    if let Some(&(_, k)) = NAMED.iter().chain(MORE_NAMED).find(|(n, _)| *n == name) {
+        return Some(k);
+    }
+    if let Some(r) = x11_keysymdef::lookup_by_name(name) {
+        return Some(r.keysym);
+    }
+    if let Some(hex) = name.strip_prefix("0x")
+        && let Ok(k) = u32::from_str_radix(hex, 16)
+        && k != 0
+        && k <= 0x1fff_ffff
+    {
         return Some(k);
     }
     let lower = name.to_ascii_lowercase();
@@ -223,6 +300,25 @@ mod tests {
         assert_eq!(parse_chord("F12"), Ok(vec![0xffc9]));
         assert_eq!(parse_chord("ctrl++"), Ok(vec![0xffe3, 0x2b]));
         assert_eq!(parse_chord("ENTER"), Ok(vec![RETURN]));
+    }
+
+    #[test]
+    fn every_keysym_name_resolves() {
+        for (name, sym) in [
+            ("Uhorngrave", 0x1eea),
+            ("eacute", 0xe9),
+            ("Greek_alpha", 0x7e1),
+            ("XF86AudioPlay", 0x1008_ff14),
+            ("KP_5", 0xffb5),
+            ("ISO_Left_Tab", 0xfe20),
+            ("0x1008ff14", 0x1008_ff14),
+            ("Return", 0xff0d),
+            ("F35", 0xffe0),
+        ] {
+            assert_eq!(keysym_from_name(name), Some(sym), "{name}");
+        }
+        assert_eq!(keysym_from_name("0x0"), None);
+        assert_eq!(keysym_from_name("NoSuchKeysym"), None);
     }
 
     #[test]

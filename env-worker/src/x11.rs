@@ -106,6 +106,8 @@ pub struct XSession {
     remapped: HashMap<Keysym, u8>,
     pointer: Point,
     held: Vec<Button>,
+    /// Keycodes pressed by `KeyDown` and not released yet.
+    held_keys: Vec<u8>,
     bgrx: Vec<u8>,
 }
 
@@ -192,6 +194,7 @@ impl XSession {
             remapped: HashMap::new(),
             pointer: Point::default(),
             held: Vec::new(),
+            held_keys: Vec::new(),
             bgrx: Vec::new(),
         };
         s.shm = s.attach_shm();
@@ -352,15 +355,40 @@ impl XSession {
                 self.wheel(if *dy > 0 { 5 } else { 4 }, *dy)?;
                 self.wheel(if *dx > 0 { 7 } else { 6 }, *dx)?;
             }
-            Action::Drag { from, to, button } => {
+            Action::Drag {
+                from,
+                to,
+                button,
+                duration_ms,
+                modifiers,
+            } => {
+                let mods = if modifiers.is_empty() {
+                    Vec::new()
+                } else {
+                    self.chord_codes(modifiers, "drag.modifiers")?
+                };
+                for &kc in &mods {
+                    self.fake(xproto::KEY_PRESS_EVENT, kc, 0, 0)?;
+                }
                 self.move_to(*from)?;
                 self.press(*button)?;
-                for i in 1..=DRAG_STEPS {
-                    let x = from.x + (to.x - from.x) * i / DRAG_STEPS;
-                    let y = from.y + (to.y - from.y) * i / DRAG_STEPS;
+                // A timed drag moves about every 16 ms (a 60 Hz pointer), at least
+                // DRAG_STEPS times.
+                let steps = (*duration_ms / 16).clamp(DRAG_STEPS as u32, 512) as i32;
+                let pause = Duration::from_millis(u64::from(*duration_ms)) / steps as u32;
+                for i in 1..=steps {
+                    let x = from.x + (to.x - from.x) * i / steps;
+                    let y = from.y + (to.y - from.y) * i / steps;
                     self.move_to(Point { x, y })?;
+                    if *duration_ms > 0 {
+                        self.sync()?;
+                        std::thread::sleep(pause);
+                    }
                 }
                 self.release(*button)?;
+                for &kc in mods.iter().rev() {
+                    self.fake(xproto::KEY_RELEASE_EVENT, kc, 0, 0)?;
+                }
             }
             Action::MouseDown { at, button } => {
                 if let Some(p) = at {
@@ -376,6 +404,20 @@ impl XSession {
             }
             Action::TypeText(text) => self.type_text(text)?,
             Action::Key(chord) => self.key_chord(chord)?,
+            Action::KeyDown(chord) => {
+                for kc in self.chord_codes(chord, "key_down.keys")? {
+                    self.fake(xproto::KEY_PRESS_EVENT, kc, 0, 0)?;
+                    if !self.held_keys.contains(&kc) {
+                        self.held_keys.push(kc);
+                    }
+                }
+            }
+            Action::KeyUp(chord) => {
+                for kc in self.chord_codes(chord, "key_up.keys")?.into_iter().rev() {
+                    self.fake(xproto::KEY_RELEASE_EVENT, kc, 0, 0)?;
+                    self.held_keys.retain(|&k| k != kc);
+                }
+            }
             Action::Wait(ms) => std::thread::sleep(Duration::from_millis(u64::from(*ms))),
             Action::Noop => {}
             Action::ActivateWindow(id) => windows::activate(&self.conn, self.root, *id)?,
@@ -425,6 +467,9 @@ impl XSession {
     pub fn release_all(&mut self) -> Result<()> {
         for b in std::mem::take(&mut self.held) {
             self.fake(xproto::BUTTON_RELEASE_EVENT, b.x_button(), 0, 0)?;
+        }
+        for kc in std::mem::take(&mut self.held_keys).into_iter().rev() {
+            self.fake(xproto::KEY_RELEASE_EVENT, kc, 0, 0)?;
         }
         self.move_to(Point::default())?;
         self.sync()
@@ -486,8 +531,9 @@ impl XSession {
         Ok(())
     }
 
-    fn key_chord(&mut self, chord: &str) -> Result<()> {
-        let syms = keys::parse_chord(chord).map_err(|m| DesktopError::invalid("key.keys", m))?;
+    /// The keycodes that press `chord` (Shift added where a key needs it), in order.
+    fn chord_codes(&mut self, chord: &str, field: &str) -> Result<Vec<u8>> {
+        let syms = keys::parse_chord(chord).map_err(|m| DesktopError::invalid(field, m))?;
         let mut codes = Vec::with_capacity(syms.len() + 1);
         for &sym in &syms {
             let (kc, shift) = self.keycode_for(sym)?;
@@ -499,6 +545,11 @@ impl XSession {
             }
             codes.push(kc);
         }
+        Ok(codes)
+    }
+
+    fn key_chord(&mut self, chord: &str) -> Result<()> {
+        let codes = self.chord_codes(chord, "key.keys")?;
         for &kc in &codes {
             self.fake(xproto::KEY_PRESS_EVENT, kc, 0, 0)?;
         }

@@ -77,6 +77,8 @@ fn drag_moves_the_item_into_the_zone() {
                 y: zone.1,
             },
             button: Button::Left,
+            duration_ms: 0,
+            modifiers: String::new(),
         })
         .unwrap();
     assert_eq!(out.app.reward, 1.0);

@@ -120,6 +120,8 @@ def to_proto(action: Any) -> pb.Action:
                 **{"from": _target(a, "x", "y", "drag.from")},
                 to=_target(a, "to_x", "to_y", "drag.to"),
                 button=_button(a),
+                duration_ms=int(a.get("duration_ms", 0)),
+                modifiers=str(a.get("modifiers", "")),
             )
         )
     if verb == "scroll":
@@ -138,6 +140,12 @@ def to_proto(action: Any) -> pb.Action:
         if "keys" not in a:
             raise _bad("key.keys", "missing 'keys' (e.g. 'ctrl+s')")
         return pb.Action(key=pb.Key(keys=str(a["keys"])))
+    if verb in ("key_down", "key_up"):
+        if "keys" not in a:
+            raise _bad(f"{verb}.keys", "missing 'keys' (e.g. 'shift')")
+        if verb == "key_down":
+            return pb.Action(key_down=pb.KeyDown(keys=str(a["keys"])))
+        return pb.Action(key_up=pb.KeyUp(keys=str(a["keys"])))
     if verb == "wait":
         return pb.Action(wait=pb.Wait(ms=int(a.get("ms", 0))))
     if verb == "noop":
@@ -158,5 +166,5 @@ def to_proto(action: Any) -> pb.Action:
             return pb.Action(move_window=pb.MoveWindow(window=w, x=int(a.get("x", 0)), y=int(a.get("y", 0))))
         return pb.Action(resize_window=pb.ResizeWindow(window=w, width=int(a.get("width", 0)), height=int(a.get("height", 0))))
     raise _bad("verb", f"unknown verb {verb!r}; known: click, double_click, right_click, move, drag, scroll, "
-               "mouse_down, mouse_up, type_text, key, wait, noop, launch_app, activate_window, close_window, "
-               "move_window, resize_window")
+               "mouse_down, mouse_up, type_text, key, key_down, key_up, wait, noop, launch_app, activate_window, "
+               "close_window, move_window, resize_window")

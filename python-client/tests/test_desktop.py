@@ -164,3 +164,40 @@ def test_files_stay_inside_the_sandbox_view(exec_server: Server) -> None:
             assert e.value.code == code, (code, e.value)
     finally:
         env.close()
+
+
+def test_held_keys_and_timed_drags(exec_server: Server) -> None:
+    env = deskgym.make(
+        "blank", address=exec_server.address, profile="desktop", capabilities=["launch_app", "exec"],
+        screen=(1024, 768),
+    )
+    try:
+        env.reset(seed=0)
+        assert env.exec("touch ~/held.txt", shell=True).ok
+        env.step({"verb": "launch_app", "app": "editor", "args": ["/home/user/held.txt"]})
+        env.step({"verb": "wait", "ms": 800})
+        env.step({"verb": "key_down", "keys": "shift"})
+        env.step({"verb": "type_text", "text": "abc"})
+        env.step({"verb": "key_up", "keys": "shift"})
+        env.step({"verb": "type_text", "text": "d"})
+        # Any X keysym name, even one the keymap lacks.
+        env.step({"verb": "key", "keys": "Greek_alpha"})
+        env.step({"verb": "key", "keys": "ctrl+s"})
+        text = wait_for(lambda: env.exec("cat ~/held.txt", shell=True).stdout, what="the saved file")
+        assert text.strip() == "ABCdα", text
+    finally:
+        env.close()
+    # A timed drag still lands: drag-to-zone solved with a 300 ms drag.
+    from conftest import find
+
+    task = deskgym.make("drag-to-zone", address=exec_server.address, screen=(640, 480))
+    try:
+        obs, _ = task.reset(seed=2)
+        src, dst = find(obs, (0xF7, 0x7F, 0x00)), find(obs, (0x2A, 0x9D, 0x8F))
+        assert src and dst
+        _, r, term, _, _ = task.step(
+            {"verb": "drag", "x": src[0], "y": src[1], "to_x": dst[0], "to_y": dst[1], "duration_ms": 300}
+        )
+        assert (r, term) == (1.0, True)
+    finally:
+        task.close()

@@ -33,6 +33,8 @@ pub(crate) const VERBS: &[&str] = &[
     "close_window",
     "move_window",
     "resize_window",
+    "key_down",
+    "key_up",
 ];
 
 // ---------------------------------------------------------------------------
@@ -272,11 +274,28 @@ pub(crate) fn action(
                 dy: s.dy,
             }
         }
-        Verb::Drag(d) => Action::Drag {
-            from: target(d.from.as_ref(), "action.drag.from", screen)?,
-            to: target(d.to.as_ref(), "action.drag.to", screen)?,
-            button: button(d.button, "action.drag.button")?,
-        },
+        Verb::Drag(d) => {
+            if d.duration_ms > limits.max_wait_ms {
+                return Err(Invalid::new(
+                    "action.drag.duration_ms",
+                    format!(
+                        "{} ms is more than the limit of {}",
+                        d.duration_ms, limits.max_wait_ms
+                    ),
+                ));
+            }
+            Action::Drag {
+                from: target(d.from.as_ref(), "action.drag.from", screen)?,
+                to: target(d.to.as_ref(), "action.drag.to", screen)?,
+                button: button(d.button, "action.drag.button")?,
+                duration_ms: d.duration_ms,
+                modifiers: if d.modifiers.is_empty() {
+                    String::new()
+                } else {
+                    chord(&d.modifiers, "action.drag.modifiers")?
+                },
+            }
+        }
         Verb::MouseDown(m) => Action::MouseDown {
             at: optional_target(m.target.as_ref(), "action.mouse_down.target", screen)?,
             button: button(m.button, "action.mouse_down.button")?,
@@ -301,19 +320,9 @@ pub(crate) fn action(
             }
             Action::TypeText(t.text.clone())
         }
-        Verb::Key(k) => {
-            if k.keys.len() > MAX_CHORD_BYTES {
-                return Err(Invalid::new(
-                    "action.key.keys",
-                    format!(
-                        "a chord of {} bytes is longer than the limit of {MAX_CHORD_BYTES}",
-                        k.keys.len()
-                    ),
-                ));
-            }
-            parse_chord(&k.keys).map_err(|m| Invalid::new("action.key.keys", m))?;
-            Action::Key(k.keys.clone())
-        }
+        Verb::Key(k) => Action::Key(chord(&k.keys, "action.key.keys")?),
+        Verb::KeyDown(k) => Action::KeyDown(chord(&k.keys, "action.key_down.keys")?),
+        Verb::KeyUp(k) => Action::KeyUp(chord(&k.keys, "action.key_up.keys")?),
         Verb::Wait(w) => {
             if w.ms > limits.max_wait_ms {
                 return Err(Invalid::new(
@@ -385,6 +394,21 @@ pub(crate) fn action(
             }
         }
     })
+}
+
+/// A validated key chord (bounded length, every name known).
+fn chord(keys: &str, field: &str) -> Result<String, Invalid> {
+    if keys.len() > MAX_CHORD_BYTES {
+        return Err(Invalid::new(
+            field,
+            format!(
+                "a chord of {} bytes is longer than the limit of {MAX_CHORD_BYTES}",
+                keys.len()
+            ),
+        ));
+    }
+    parse_chord(keys).map_err(|m| Invalid::new(field, m))?;
+    Ok(keys.to_string())
 }
 
 /// Most extra arguments of one `launch_app`.
@@ -637,9 +661,24 @@ mod tests {
             err_field(act(Verb::Drag(pb::Drag {
                 from: px(0, 0),
                 to: px(-1, 0),
-                button: 0
+                ..Default::default()
             }))),
             "action.drag.to.point_px"
+        );
+        assert_eq!(
+            err_field(act(Verb::Drag(pb::Drag {
+                from: px(0, 0),
+                to: px(1, 0),
+                modifiers: "shift+nope".into(),
+                ..Default::default()
+            }))),
+            "action.drag.modifiers"
+        );
+        assert_eq!(
+            err_field(act(Verb::KeyDown(pb::KeyDown {
+                keys: "hyper+nope".into()
+            }))),
+            "action.key_down.keys"
         );
         assert_eq!(
             err_field(act(Verb::Click(pb::Click {
@@ -673,6 +712,8 @@ mod tests {
             Verb::CloseWindow(Default::default()),
             Verb::MoveWindow(Default::default()),
             Verb::ResizeWindow(Default::default()),
+            Verb::KeyDown(Default::default()),
+            Verb::KeyUp(Default::default()),
         ];
         assert_eq!(all.len(), VERBS.len());
         for (v, name) in all.iter().zip(VERBS) {
@@ -721,8 +762,22 @@ mod fuzz {
             }),
             (any_target(), any::<i32>(), any::<i32>())
                 .prop_map(|(target, dx, dy)| Verb::Scroll(pb::Scroll { target, dx, dy })),
-            (any_target(), any_target(), any::<i32>())
-                .prop_map(|(from, to, button)| Verb::Drag(pb::Drag { from, to, button })),
+            (
+                any_target(),
+                any_target(),
+                any::<i32>(),
+                any::<u32>(),
+                ".{0,200}"
+            )
+                .prop_map(|(from, to, button, duration_ms, modifiers)| Verb::Drag(
+                    pb::Drag {
+                        from,
+                        to,
+                        button,
+                        duration_ms,
+                        modifiers,
+                    }
+                )),
             ".{0,300}".prop_map(|keys| Verb::Key(pb::Key { keys })),
             "[+a-z]{0,4000}".prop_map(|keys| Verb::Key(pb::Key { keys })),
             ".{0,2000}".prop_map(|text| Verb::TypeText(pb::TypeText { text })),

@@ -224,15 +224,21 @@ pub(crate) fn step_row(action: &Action) -> StepRow {
             None,
             json!({"dx": dx, "dy": dy}),
         ),
-        Action::Drag { from, to, button } => (
+        Action::Drag {
+            from,
+            to,
+            button,
+            duration_ms,
+            modifiers,
+        } => (
             "drag",
             Some(from.x),
             Some(from.y),
             Some(to.x),
             Some(to.y),
             None,
-            None,
-            json!({"button": button.name()}),
+            (!modifiers.is_empty()).then(|| modifiers.clone()),
+            json!({"button": button.name(), "duration_ms": duration_ms}),
         ),
         Action::MouseDown { at, button } | Action::MouseUp { at, button } => {
             let verb = if matches!(action, Action::MouseDown { .. }) {
@@ -259,6 +265,20 @@ pub(crate) fn step_row(action: &Action) -> StepRow {
             None,
             Some(t.clone()),
             None,
+            json!({}),
+        ),
+        Action::KeyDown(k) | Action::KeyUp(k) => (
+            if matches!(action, Action::KeyDown(_)) {
+                "key_down"
+            } else {
+                "key_up"
+            },
+            None,
+            None,
+            None,
+            None,
+            None,
+            Some(k.clone()),
             json!({}),
         ),
         Action::Key(k) => (

@@ -174,7 +174,7 @@ async fn bad_requests_get_precise_codes() {
             act(Verb::Drag(pb::Drag {
                 from: px(1, 1),
                 to: px(1, 999),
-                button: 0,
+                ..Default::default()
             })),
             "action.drag.to.point_px",
         ),

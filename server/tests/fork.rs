@@ -66,7 +66,7 @@ fn script(seed: u64) -> Vec<Option<pb::Action>> {
     out.push(act(pb::action::Verb::Drag(pb::Drag {
         from: px(rng.range(0, 320), rng.range(32, 240)),
         to: px(rng.range(0, 320), rng.range(32, 240)),
-        button: 0,
+        ..Default::default()
     })));
     out.push(type_text("ab"));
     out
