@@ -58,6 +58,8 @@ pub struct Desktop {
     fresh: bool,
     /// The running episode's seed (setup and checker commands see it).
     seed: u64,
+    /// The thread owning the CLIPBOARD after a `set_clipboard`.
+    clipboard: Option<crate::clipboard::Owner>,
     x: XSession,
     xvfb: Xvfb,
     config: DesktopConfig,
@@ -93,6 +95,7 @@ impl Desktop {
             app,
             fresh: true,
             seed: 0,
+            clipboard: None,
             sandbox,
             x,
             xvfb,
@@ -162,6 +165,8 @@ impl Desktop {
                 // Back to the profile's initial state: every program ended, the home
                 // copied again from its seed, the session started anew.
                 if !self.fresh {
+                    // Our clipboard text goes too: the initial state has none.
+                    self.clipboard = None;
                     self.sandbox = None;
                     self.sandbox = Some(Sandbox::start(self.xvfb.display(), cfg)?);
                     self.fresh = true;
@@ -321,6 +326,21 @@ impl Desktop {
         max: usize,
     ) -> Result<(String, Vec<Entry>, bool)> {
         self.sandbox_unchanged()?.list_dir(path, depth, max)
+    }
+
+    /// The CLIPBOARD as text.
+    pub fn clipboard(&mut self) -> Result<String> {
+        self.check_alive()?;
+        crate::clipboard::get(self.xvfb.display())
+    }
+
+    /// Makes `text` the CLIPBOARD (a thread of ours owns it and serves pastes).
+    pub fn set_clipboard(&mut self, text: &str) -> Result<()> {
+        self.check_alive()?;
+        self.fresh = false;
+        // The previous owner thread stops; the new one takes the selection.
+        self.clipboard = Some(crate::clipboard::set(self.xvfb.display(), text)?);
+        Ok(())
     }
 
     /// The top-level windows, through the window manager.

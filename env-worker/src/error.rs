@@ -31,6 +31,10 @@ pub enum DesktopError {
     /// bad working directory).
     #[error("{0}")]
     Exec(String),
+    /// The clipboard cannot give or take this text (no text target, over the limit, an
+    /// owner that does not answer).
+    #[error("{0}")]
+    Clipboard(String),
     /// A file request in the sandbox failed.
     #[error("{message}")]
     File {

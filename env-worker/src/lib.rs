@@ -12,6 +12,7 @@
 //! - [`sandbox`]: an env's bubblewrap sandbox (profile desktops); [`agent`]: the
 //!   program inside it that starts the session and runs `exec`/`launch` (binary
 //!   `deskgym-sandbox-agent`).
+//! - [`clipboard`]: the CLIPBOARD selection as text (read, and owned by a thread of ours).
 //! - [`script`]: declarative tasks (setup steps, a checker command for the reward).
 //! - [`windows`]: top-level windows through the window manager (EWMH).
 //! - [`desktop`]: Xvfb + session + app (or sandbox) as one unit.
@@ -19,6 +20,7 @@
 pub mod action;
 pub mod agent;
 pub mod app;
+pub mod clipboard;
 pub mod desktop;
 pub mod error;
 pub mod frame;

@@ -335,6 +335,14 @@ class Client:
             pb.ListDirectoryResponse,
         )
 
+    def clipboard(self, env_id: str) -> str:
+        """The env's CLIPBOARD text ("" when empty); needs the ``clipboard`` capability."""
+        return self._call(self._stub.GetClipboard, pb.GetClipboardRequest(env_id=env_id), pb.Clipboard).text
+
+    def set_clipboard(self, env_id: str, text: str) -> None:
+        """Makes ``text`` (at most 1 MiB) the env's CLIPBOARD; applications paste it."""
+        self._call(self._stub.SetClipboard, pb.SetClipboardRequest(env_id=env_id, text=text), pb.Clipboard)
+
     def windows(self, env_id: str) -> list[pb.WindowInfo]:
         """The env's top-level windows (id, title, class, pid, geometry, focused); needs
         the pool's ``windows`` capability."""

@@ -169,6 +169,14 @@ class DeskgymEnv(gym.Env[Any, Any]):
         """Lists a directory of this env's sandbox (needs the ``files`` capability)."""
         return self.client.list_directory(self.env_id, path, depth)
 
+    def clipboard(self) -> str:
+        """This env's CLIPBOARD text (needs the ``clipboard`` capability)."""
+        return self.client.clipboard(self.env_id)
+
+    def set_clipboard(self, text: str) -> None:
+        """Makes ``text`` this env's CLIPBOARD (needs the ``clipboard`` capability)."""
+        self.client.set_clipboard(self.env_id, text)
+
     def windows(self) -> list[pb.WindowInfo]:
         """This env's top-level windows (needs the ``windows`` capability)."""
         return self.client.windows(self.env_id)

@@ -201,3 +201,39 @@ def test_held_keys_and_timed_drags(exec_server: Server) -> None:
         assert (r, term) == (1.0, True)
     finally:
         task.close()
+
+
+def test_clipboard_both_ways_with_a_real_application(exec_server: Server) -> None:
+    env = deskgym.make(
+        "blank", address=exec_server.address, profile="desktop",
+        capabilities=["launch_app", "exec", "clipboard"], screen=(1024, 768),
+    )
+    try:
+        env.reset(seed=0)
+        assert env.clipboard() == ""
+        assert env.exec("touch ~/clip.txt", shell=True).ok
+        env.step({"verb": "launch_app", "app": "editor", "args": ["/home/user/clip.txt"]})
+        env.step({"verb": "wait", "ms": 800})
+        # Ours -> the application: it pastes what the server owns.
+        env.set_clipboard("pasted by deskgym ✓")
+        env.step({"verb": "key", "keys": "ctrl+v"})
+        env.step({"verb": "key", "keys": "ctrl+s"})
+        text = wait_for(lambda: env.exec("cat ~/clip.txt", shell=True).stdout, what="the pasted text saved")
+        assert text.strip() == "pasted by deskgym ✓"
+        # The application -> ours: it owns the selection after copying.
+        env.step({"verb": "key", "keys": "ctrl+a"})
+        env.step({"verb": "key", "keys": "ctrl+c"})
+        env.step({"verb": "type_text", "text": "x"})  # the copy is the app's, not ours, now
+        assert wait_for(lambda: env.clipboard() == "pasted by deskgym ✓", what="the app's copy")
+        with pytest.raises(deskgym.DeskgymError) as e:
+            env.set_clipboard("x" * ((1 << 20) + 1))
+        assert (e.value.code, e.value.field) == ("INVALID_ARGUMENT", "text")
+    finally:
+        env.close()
+    plain = deskgym.make("blank", address=exec_server.address, profile="desktop", screen=(320, 240))
+    try:
+        with pytest.raises(deskgym.DeskgymError) as e:
+            plain.clipboard()
+        assert e.value.code == "PERMISSION_DENIED"
+    finally:
+        plain.close()

@@ -33,6 +33,10 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
     }
     /// The top-level windows, through the window manager.
     fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>>;
+    /// The CLIPBOARD as text.
+    fn clipboard(&mut self) -> WorkerResult<String>;
+    /// Makes `text` the CLIPBOARD.
+    fn set_clipboard(&mut self, text: &str) -> WorkerResult<()>;
     /// Reads part of a file in the sandbox: (file size, data, eof).
     fn read_file(
         &mut self,
@@ -84,6 +88,12 @@ impl Desktop for deskgym_worker::Desktop {
     }
     fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>> {
         deskgym_worker::Desktop::windows(self)
+    }
+    fn clipboard(&mut self) -> WorkerResult<String> {
+        deskgym_worker::Desktop::clipboard(self)
+    }
+    fn set_clipboard(&mut self, text: &str) -> WorkerResult<()> {
+        deskgym_worker::Desktop::set_clipboard(self, text)
     }
     fn read_file(
         &mut self,
@@ -278,6 +288,14 @@ pub(crate) mod fake {
 
         fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>> {
             Ok(Vec::new())
+        }
+
+        fn clipboard(&mut self) -> WorkerResult<String> {
+            Ok(String::new())
+        }
+
+        fn set_clipboard(&mut self, _: &str) -> WorkerResult<()> {
+            Ok(())
         }
 
         fn read_file(&mut self, _: &str, _: u64, _: u64) -> WorkerResult<(u64, Vec<u8>, bool)> {

@@ -72,6 +72,9 @@ pub(crate) enum EnvError {
         /// What, for the user.
         message: String,
     },
+    /// The clipboard cannot give or take this text.
+    #[error("{0}")]
+    Clipboard(String),
     /// The sandbox could not start a program (missing, bad cwd).
     #[error("{0}")]
     Refused(String),
@@ -108,6 +111,7 @@ impl From<DesktopError> for EnvError {
                 Self::Invalid(Invalid { field, message })
             }
             DesktopError::Exec(m) => Self::Refused(m),
+            DesktopError::Clipboard(m) => Self::Clipboard(m),
             DesktopError::File {
                 kind: deskgym_worker::agent::FileErrorKind::Outside,
                 message,
@@ -131,6 +135,7 @@ pub(crate) enum Call {
     Exec = 6,
     ListWindows = 7,
     Files = 8,
+    Clipboard = 9,
 }
 
 impl Call {
@@ -144,6 +149,7 @@ impl Call {
             6 => "Exec",
             7 => "ListWindows",
             8 => "file",
+            9 => "clipboard",
             _ => "unknown",
         }
     }
@@ -1030,6 +1036,26 @@ impl Env {
             )
         });
         r.inspect_err(|err| self.on_error(&mut s, err))
+    }
+
+    /// Blocking: the desktop's clipboard, read (`None`) or set.
+    pub(crate) fn clipboard(&self, set: Option<&str>) -> Result<String, EnvError> {
+        let _running = self.enter();
+        let mut s = lock(&self.state);
+        let Some(d) = s.desktop.as_mut() else {
+            return Err(EnvError::NoDesktop {
+                env: self.id.clone(),
+            });
+        };
+        let r = match set {
+            Some(text) => d.set_clipboard(text).map(|()| text.to_string()),
+            None => d.clipboard(),
+        };
+        r.map_err(|e| {
+            let err = EnvError::from(e);
+            self.on_error(&mut s, &err);
+            err
+        })
     }
 
     /// Blocking: the desktop's top-level windows.

@@ -32,7 +32,7 @@ impl EnvError {
                 Code::FailedPrecondition
             }
             Self::NoDesktop { .. } | Self::Down(_) => Code::Unavailable,
-            Self::Refused(_) => Code::FailedPrecondition,
+            Self::Refused(_) | Self::Clipboard(_) => Code::FailedPrecondition,
             Self::File { kind, .. } => match kind {
                 deskgym_worker::agent::FileErrorKind::NotFound => Code::NotFound,
                 deskgym_worker::agent::FileErrorKind::Outside => Code::InvalidArgument,

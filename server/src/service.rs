@@ -725,4 +725,48 @@ impl Deskgym for DeskgymService {
             })?;
         Ok(Response::new(convert::listing(job.finish().await?)))
     }
+
+    async fn get_clipboard(
+        &self,
+        req: Request<pb::GetClipboardRequest>,
+    ) -> Result<Response<pb::Clipboard>, Status> {
+        let who = principal(&req)?;
+        let env = self.granted(&req.into_inner().env_id, &who, "clipboard")?;
+        let job = self
+            .mgr
+            .on_env(&env, Call::Clipboard, self.mgr.op_timeout(), |e, _| {
+                e.clipboard(None)
+            })?;
+        Ok(Response::new(pb::Clipboard {
+            text: job.finish().await?,
+        }))
+    }
+
+    async fn set_clipboard(
+        &self,
+        req: Request<pb::SetClipboardRequest>,
+    ) -> Result<Response<pb::Clipboard>, Status> {
+        let who = principal(&req)?;
+        let r = req.into_inner();
+        let env = self.granted(&r.env_id, &who, "clipboard")?;
+        let max = deskgym_worker::clipboard::MAX_CLIPBOARD_BYTES;
+        if r.text.len() > max {
+            return Err(Invalid::new(
+                "text",
+                format!(
+                    "{} bytes is over the clipboard limit of {max}",
+                    r.text.len()
+                ),
+            )
+            .into());
+        }
+        let job = self
+            .mgr
+            .on_env(&env, Call::Clipboard, self.mgr.op_timeout(), move |e, _| {
+                e.clipboard(Some(&r.text))
+            })?;
+        Ok(Response::new(pb::Clipboard {
+            text: job.finish().await?,
+        }))
+    }
 }

@@ -89,10 +89,10 @@ pub(crate) enum SpecError {
 }
 
 /// Boundary capabilities a pool may ask for (`CreatePoolRequest.capabilities`).
-pub(crate) const CAPABILITIES: &[&str] = &["exec", "files", "launch_app", "windows"];
+pub(crate) const CAPABILITIES: &[&str] = &["exec", "files", "launch_app", "windows", "clipboard"];
 /// Capabilities every server allows (they act on the desktop as a user would, inside
 /// the sandbox); the others (`exec`) only when `--allow-capabilities` lists them.
-pub(crate) const ALLOWED_BY_DEFAULT: &[&str] = &["launch_app", "windows"];
+pub(crate) const ALLOWED_BY_DEFAULT: &[&str] = &["launch_app", "windows", "clipboard"];
 
 /// What the server lets pools run: its profiles and the capabilities it grants.
 #[derive(Debug, Default)]

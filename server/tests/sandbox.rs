@@ -338,7 +338,10 @@ async fn profiles_and_capabilities_are_checked_up_front() {
     let desktop = caps.profiles.iter().find(|p| p.name == "desktop").unwrap();
     assert!(desktop.available, "{desktop:?}");
     assert!(desktop.apps.contains(&"terminal".to_string()));
-    assert_eq!(caps.allowed_capabilities, ["launch_app", "windows", "exec"]);
+    assert_eq!(
+        caps.allowed_capabilities,
+        ["launch_app", "windows", "clipboard", "exec"]
+    );
     let blank = caps.tasks.iter().find(|t| t.id == "blank").unwrap();
     assert!(blank.any_profile);
 

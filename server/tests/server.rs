@@ -182,7 +182,7 @@ async fn capabilities_and_health() {
     assert_eq!(profiles, ["desktop", "tasks"]);
     assert_eq!(
         caps.allowed_capabilities,
-        ["launch_app", "windows"],
+        ["launch_app", "windows", "clipboard"],
         "exec is off by default"
     );
     assert_eq!(caps.limits.unwrap().max_envs, 8);
