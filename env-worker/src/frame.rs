@@ -123,6 +123,65 @@ fn bgrx_to_rgb_words(src: &[u8], out: &mut [u8]) {
     }
 }
 
+impl Frame {
+    /// The part of the frame inside `(x, y, w, h)`, clipped to the frame; `None` when
+    /// nothing of it is on screen.
+    pub fn crop(&self, x: i32, y: i32, w: u32, h: u32) -> Option<Frame> {
+        let x0 = x.clamp(0, self.width as i32) as u32;
+        let y0 = y.clamp(0, self.height as i32) as u32;
+        let x1 = (i64::from(x) + i64::from(w)).clamp(0, i64::from(self.width)) as u32;
+        let y1 = (i64::from(y) + i64::from(h)).clamp(0, i64::from(self.height)) as u32;
+        if x1 <= x0 || y1 <= y0 {
+            return None;
+        }
+        let (cw, stride) = ((x1 - x0) as usize * 3, self.width as usize * 3);
+        let mut rgb = Vec::with_capacity(cw * (y1 - y0) as usize);
+        for row in y0..y1 {
+            let start = row as usize * stride + x0 as usize * 3;
+            rgb.extend_from_slice(&self.rgb[start..start + cw]);
+        }
+        Some(Frame::from_rgb(x1 - x0, y1 - y0, rgb))
+    }
+
+    /// The frame scaled down (box filter) so its long edge is at most `max_long_edge`;
+    /// itself when it is already that small.
+    pub fn downscale(self, max_long_edge: u32) -> Frame {
+        let long = self.width.max(self.height);
+        if max_long_edge == 0 || long <= max_long_edge {
+            return self;
+        }
+        let scale = f64::from(max_long_edge) / f64::from(long);
+        let w = ((f64::from(self.width) * scale).round() as u32).max(1);
+        let h = ((f64::from(self.height) * scale).round() as u32).max(1);
+        let mut rgb = Vec::with_capacity(w as usize * h as usize * 3);
+        let (sw, sh) = (self.width as usize, self.height as usize);
+        for dy in 0..h as usize {
+            let (y0, y1) = (
+                dy * sh / h as usize,
+                ((dy + 1) * sh / h as usize).max(dy * sh / h as usize + 1),
+            );
+            for dx in 0..w as usize {
+                let (x0, x1) = (
+                    dx * sw / w as usize,
+                    ((dx + 1) * sw / w as usize).max(dx * sw / w as usize + 1),
+                );
+                let mut sum = [0u32; 3];
+                for y in y0..y1.min(sh) {
+                    for x in x0..x1.min(sw) {
+                        let p = (y * sw + x) * 3;
+                        for c in 0..3 {
+                            sum[c] += u32::from(self.rgb[p + c]);
+                        }
+                    }
+                }
+                let n = ((y1.min(sh) - y0) * (x1.min(sw) - x0)).max(1) as u32;
+                rgb.extend(sum.iter().map(|s| (s / n) as u8));
+            }
+        }
+        Frame::from_rgb(w, h, rgb)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,5 +228,22 @@ mod tests {
             bgrx_to_rgb_words(&src, &mut words);
             assert_eq!(words, want, "{n} pixels, portable path");
         }
+    }
+
+    #[test]
+    fn crop_and_downscale_keep_what_is_on_screen() {
+        let rgb: Vec<u8> = (0..4 * 2).flat_map(|i| [i as u8, 0, 0]).collect();
+        let f = Frame::from_rgb(4, 2, rgb);
+        let c = f.crop(1, 0, 2, 5).unwrap();
+        assert_eq!((c.width, c.height), (2, 2));
+        assert_eq!(c.rgb[0], 1);
+        assert!(f.crop(10, 10, 5, 5).is_none());
+        assert!(f.crop(-3, 0, 2, 2).is_none());
+        let d = f.clone().downscale(2);
+        assert_eq!((d.width, d.height), (2, 1));
+        // Box filter: the first output pixel averages columns 0..2 of both rows.
+        assert_eq!(d.rgb[0], ((0 + 1 + 4 + 5) / 4) as u8);
+        assert_eq!(f.clone().downscale(0), f);
+        assert_eq!(f.clone().downscale(4), f);
     }
 }

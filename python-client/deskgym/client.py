@@ -335,6 +335,34 @@ class Client:
             pb.ListDirectoryResponse,
         )
 
+    def screenshot(
+        self,
+        env_id: str,
+        *,
+        scope: str = "screen",
+        window: int | None = None,
+        max_long_edge: int = 0,
+        encoding: str = "png",
+        jpeg_quality: int = 0,
+    ) -> pb.Observation:
+        """A screenshot of the ``screen``, the ``active_window`` or a ``window`` (id from
+        :meth:`windows`), scaled down so its long edge is at most ``max_long_edge``
+        (0: full size), in ``encoding`` with ``jpeg_quality`` (0: the server's 80)."""
+        scopes = {
+            "screen": pb.SCREENSHOT_SCOPE_SCREEN,
+            "active_window": pb.SCREENSHOT_SCOPE_ACTIVE_WINDOW,
+            "window": pb.SCREENSHOT_SCOPE_WINDOW,
+        }
+        if scope not in scopes:
+            raise DeskgymError("INVALID_ARGUMENT", f"scope {scope!r} is not one of {', '.join(scopes)}", "scope")
+        if window is not None and scope == "screen":
+            scope = "window"
+        req = pb.ScreenshotRequest(
+            env_id=env_id, scope=scopes[scope], window=window or 0, max_long_edge=max_long_edge,
+            encoding=encoding_of(encoding), jpeg_quality=jpeg_quality,
+        )
+        return self._call(self._stub.Screenshot, req, pb.Observation)
+
     def clipboard(self, env_id: str) -> str:
         """The env's CLIPBOARD text ("" when empty); needs the ``clipboard`` capability."""
         return self._call(self._stub.GetClipboard, pb.GetClipboardRequest(env_id=env_id), pb.Clipboard).text

@@ -169,6 +169,10 @@ class DeskgymEnv(gym.Env[Any, Any]):
         """Lists a directory of this env's sandbox (needs the ``files`` capability)."""
         return self.client.list_directory(self.env_id, path, depth)
 
+    def screenshot(self, **options: Any) -> pb.Observation:
+        """A screenshot of this env (see :meth:`deskgym.client.Client.screenshot`)."""
+        return self.client.screenshot(self.env_id, **options)
+
     def clipboard(self) -> str:
         """This env's CLIPBOARD text (needs the ``clipboard`` capability)."""
         return self.client.clipboard(self.env_id)

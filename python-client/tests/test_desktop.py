@@ -237,3 +237,36 @@ def test_clipboard_both_ways_with_a_real_application(exec_server: Server) -> Non
         assert e.value.code == "PERMISSION_DENIED"
     finally:
         plain.close()
+
+
+def test_screenshots_of_windows_downscaled(exec_server: Server) -> None:
+    import io
+
+    from PIL import Image
+
+    env = deskgym.make(
+        "blank", address=exec_server.address, profile="desktop", capabilities=["launch_app", "windows"],
+        screen=(1024, 768),
+    )
+    try:
+        env.reset(seed=0)
+        full = env.screenshot()
+        assert (full.width, full.height) == (1024, 768)
+        assert Image.open(io.BytesIO(full.frame)).size == (1024, 768)
+        with pytest.raises(deskgym.DeskgymError) as e:
+            env.screenshot(scope="active_window")
+        assert e.value.code == "FAILED_PRECONDITION"
+        env.launch_app("editor")
+        env.step({"verb": "wait", "ms": 500})
+        (w,) = env.windows()
+        shot = env.screenshot(scope="active_window")
+        assert (shot.width, shot.height) == (w.width, w.height)
+        small = env.screenshot(window=w.id, max_long_edge=200, encoding="jpeg", jpeg_quality=30)
+        assert max(small.width, small.height) == 200 and small.frame[:2] == b"\xff\xd8"
+        better = env.screenshot(window=w.id, max_long_edge=200, encoding="jpeg", jpeg_quality=95)
+        assert len(better.frame) > len(small.frame)
+        with pytest.raises(deskgym.DeskgymError) as e:
+            env.screenshot(window=0xDEAD)
+        assert (e.value.code, e.value.field) == ("INVALID_ARGUMENT", "window")
+    finally:
+        env.close()

@@ -14,16 +14,25 @@ pub(crate) struct EncodeError {
 }
 
 /// JPEG quality: FACTS.md found higher settings bigger and slower than PNG on desktops.
-const JPEG_QUALITY: u8 = 80;
+pub(crate) const JPEG_QUALITY: u8 = 80;
 
 /// Encodes `frame` as `encoding`, consuming it so raw frames move without a copy.
 pub(crate) fn encode(frame: Frame, encoding: ImageEncoding) -> Result<Vec<u8>, EncodeError> {
+    encode_with(frame, encoding, JPEG_QUALITY)
+}
+
+/// [`encode`] with a chosen JPEG quality (1..=100).
+pub(crate) fn encode_with(
+    frame: Frame,
+    encoding: ImageEncoding,
+    jpeg_quality: u8,
+) -> Result<Vec<u8>, EncodeError> {
     match encoding {
         ImageEncoding::Unspecified | ImageEncoding::RawRgb => Ok(frame.rgb),
         ImageEncoding::Png => png(&frame),
         ImageEncoding::Jpeg => {
             let mut out = Vec::new();
-            jpeg_encoder::Encoder::new(&mut out, JPEG_QUALITY)
+            jpeg_encoder::Encoder::new(&mut out, jpeg_quality.clamp(1, 100))
                 .encode(
                     &frame.rgb,
                     frame.width as u16,

@@ -136,6 +136,7 @@ pub(crate) enum Call {
     ListWindows = 7,
     Files = 8,
     Clipboard = 9,
+    Screenshot = 10,
 }
 
 impl Call {
@@ -150,6 +151,7 @@ impl Call {
             7 => "ListWindows",
             8 => "file",
             9 => "clipboard",
+            10 => "Screenshot",
             _ => "unknown",
         }
     }
@@ -1036,6 +1038,79 @@ impl Env {
             )
         });
         r.inspect_err(|err| self.on_error(&mut s, err))
+    }
+
+    /// Blocking: a screenshot of the screen, the active window (`Some(None)`) or one
+    /// window (`Some(Some(id))`), scaled down to `max_long_edge` and encoded with
+    /// `jpeg_quality` (0: the default). Bypasses the frame cache (the quality is not part
+    /// of its key).
+    pub(crate) fn screenshot(
+        &self,
+        window: Option<Option<u32>>,
+        max_long_edge: u32,
+        encoding: i32,
+        jpeg_quality: u8,
+    ) -> Result<Obs, EnvError> {
+        let _running = self.enter();
+        let enc = encoding_or(&self.pool.spec, encoding)?;
+        let mut s = lock(&self.state);
+        let Some(d) = s.desktop.as_mut() else {
+            return Err(EnvError::NoDesktop {
+                env: self.id.clone(),
+            });
+        };
+        let shot = (|| {
+            d.check_alive()?;
+            let full = d.capture()?;
+            let frame = match window {
+                None => full,
+                Some(which) => {
+                    let ws = d.windows()?;
+                    let w = match which {
+                        None => ws.iter().find(|w| w.focused).ok_or_else(|| {
+                            DesktopError::Exec("no window is focused on this desktop".into())
+                        })?,
+                        Some(id) => ws.iter().find(|w| w.id == id).ok_or_else(|| {
+                            DesktopError::invalid(
+                                "window",
+                                format!("no window {id:#x} on this desktop; ListWindows gives the live ones"),
+                            )
+                        })?,
+                    };
+                    full.crop(w.x, w.y, w.width, w.height).ok_or_else(|| {
+                        DesktopError::Exec(format!("window {:#x} is off screen", w.id))
+                    })?
+                }
+            };
+            Ok::<_, DesktopError>((frame.downscale(max_long_edge), d.pointer()))
+        })();
+        let (frame, pointer) = shot.map_err(|e| {
+            let err = match EnvError::from(e) {
+                // A window id is a request field, not an action's.
+                EnvError::Invalid(i) => EnvError::Invalid(Invalid::new(
+                    i.field.trim_start_matches("action."),
+                    i.message,
+                )),
+                other => other,
+            };
+            self.on_error(&mut s, &err);
+            err
+        })?;
+        let (width, height, hash) = (frame.width, frame.height, frame.hash);
+        let bytes = crate::encode::encode_with(frame, enc, jpeg_quality)?;
+        Ok(Obs {
+            frame: Bytes::from(bytes),
+            encoding: enc,
+            width,
+            height,
+            hash,
+            pointer,
+            settle: SettleReport {
+                quiesced: true,
+                ..Default::default()
+            },
+            not_modified: false,
+        })
     }
 
     /// Blocking: the desktop's clipboard, read (`None`) or set.

@@ -769,4 +769,43 @@ impl Deskgym for DeskgymService {
             text: job.finish().await?,
         }))
     }
+
+    async fn screenshot(
+        &self,
+        req: Request<pb::ScreenshotRequest>,
+    ) -> Result<Response<pb::Observation>, Status> {
+        let who = principal(&req)?;
+        let r = req.into_inner();
+        let env = self.mgr.env(&r.env_id, &who)?;
+        let window = match pb::ScreenshotScope::try_from(r.scope) {
+            Ok(pb::ScreenshotScope::Screen) => None,
+            Ok(pb::ScreenshotScope::ActiveWindow) => Some(None),
+            Ok(pb::ScreenshotScope::Window) => Some(Some(r.window)),
+            Err(_) => {
+                return Err(Invalid::new("scope", format!("unknown scope {}", r.scope)).into());
+            }
+        };
+        if r.jpeg_quality > 100 {
+            return Err(Invalid::new(
+                "jpeg_quality",
+                format!("{} is outside 1..=100 (0: the default)", r.jpeg_quality),
+            )
+            .into());
+        }
+        let quality = if r.jpeg_quality == 0 {
+            crate::encode::JPEG_QUALITY
+        } else {
+            r.jpeg_quality as u8
+        };
+        let job = self.mgr.on_env(
+            &env,
+            Call::Screenshot,
+            self.mgr.op_timeout(),
+            move |e, _| {
+                e.screenshot(window, r.max_long_edge, r.encoding, quality)
+                    .map(convert::observation)
+            },
+        )?;
+        Ok(Response::new(job.finish().await?))
+    }
 }
