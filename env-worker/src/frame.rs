@@ -169,8 +169,8 @@ impl Frame {
                 for y in y0..y1.min(sh) {
                     for x in x0..x1.min(sw) {
                         let p = (y * sw + x) * 3;
-                        for c in 0..3 {
-                            sum[c] += u32::from(self.rgb[p + c]);
+                        for (acc, &v) in sum.iter_mut().zip(&self.rgb[p..p + 3]) {
+                            *acc += u32::from(v);
                         }
                     }
                 }
