@@ -158,7 +158,18 @@ impl Desktop {
     /// Starts a new episode: releases held buttons, parks the pointer, lays out `seed`.
     pub fn reset(&mut self, seed: u64) -> Result<Outcome> {
         self.check_alive()?;
-        self.x.release_all()?;
+        // The bundled tasks park the pointer at the origin (their layouts were made so);
+        // a session parks it mid-screen, off the corners where pyautogui's fail-safe
+        // (as OSWorld-style agents call it) would refuse to act.
+        let park = if self.sandbox.is_some() {
+            Point {
+                x: self.config.width as i32 / 2,
+                y: self.config.height as i32 / 2,
+            }
+        } else {
+            Point::default()
+        };
+        self.x.release_all(park)?;
         let app = match (&mut self.app, &self.config.sandbox) {
             (Some(a), _) => a.reset(seed)?,
             (None, Some(cfg)) => {

@@ -462,16 +462,16 @@ impl XSession {
         windows::client_ids(&self.conn, self.root)
     }
 
-    /// Releases every button this session holds and parks the pointer at the origin, so
-    /// an episode never starts with a drag left over from the previous one.
-    pub fn release_all(&mut self) -> Result<()> {
+    /// Releases every button and key this session holds and parks the pointer at
+    /// `park`, so an episode never starts with a drag left over from the previous one.
+    pub fn release_all(&mut self, park: Point) -> Result<()> {
         for b in std::mem::take(&mut self.held) {
             self.fake(xproto::BUTTON_RELEASE_EVENT, b.x_button(), 0, 0)?;
         }
         for kc in std::mem::take(&mut self.held_keys).into_iter().rev() {
             self.fake(xproto::KEY_RELEASE_EVENT, kc, 0, 0)?;
         }
-        self.move_to(Point::default())?;
+        self.move_to(park)?;
         self.sync()
     }
 

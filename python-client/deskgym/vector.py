@@ -317,6 +317,34 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         """Runs a command in env ``index``'s sandbox (see :meth:`deskgym.client.Client.exec`)."""
         return self.client.exec(self.env_ids[index], cmd, shell=shell, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
 
+    def put_file(self, index: int, path: str, data: bytes | str, *, mode: int = 0) -> int:
+        """Writes a file in env ``index``'s sandbox (needs the ``files`` capability)."""
+        return self.client.put_file(self.env_ids[index], path, data, mode=mode)
+
+    def get_file(self, index: int, path: str) -> bytes:
+        """Reads a file of env ``index``'s sandbox (needs the ``files`` capability)."""
+        return self.client.get_file(self.env_ids[index], path)
+
+    def list_directory(self, index: int, path: str = ".", depth: int = 1) -> pb.ListDirectoryResponse:
+        """Lists a directory of env ``index``'s sandbox (needs the ``files`` capability)."""
+        return self.client.list_directory(self.env_ids[index], path, depth)
+
+    def windows(self, index: int) -> list[pb.WindowInfo]:
+        """Env ``index``'s top-level windows (needs the ``windows`` capability)."""
+        return self.client.windows(self.env_ids[index])
+
+    def clipboard(self, index: int) -> str:
+        """Env ``index``'s CLIPBOARD text (needs the ``clipboard`` capability)."""
+        return self.client.clipboard(self.env_ids[index])
+
+    def set_clipboard(self, index: int, text: str) -> None:
+        """Makes ``text`` env ``index``'s CLIPBOARD (needs the ``clipboard`` capability)."""
+        self.client.set_clipboard(self.env_ids[index], text)
+
+    def screenshot(self, index: int, **options: Any) -> pb.Observation:
+        """A screenshot of env ``index`` (see :meth:`deskgym.client.Client.screenshot`)."""
+        return self.client.screenshot(self.env_ids[index], **options)
+
     def close_extras(self, **kwargs: Any) -> None:
         """Releases every desktop on the server (idempotent)."""
         pool, self._pool = self._pool, None

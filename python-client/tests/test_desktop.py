@@ -41,6 +41,9 @@ def test_desktop_env_runs_a_real_terminal_typed_into_by_pixels(exec_server: Serv
         obs, _ = env.reset(seed=0)
         r = env.exec(["id", "-un"])
         assert r.ok and r.stdout.strip() == "user", r
+        # pyautogui works inside, as OSWorld-style agents call it.
+        r = env.exec(["python", "-c", "import pyautogui; pyautogui.moveTo(300, 200); print(pyautogui.position())"])
+        assert r.ok and "x=300, y=200" in r.stdout, r
         # Ctrl+Alt+T opens the terminal (the profile's openbox key binding).
         env.step({"verb": "key", "keys": "ctrl+alt+t"})
         wait_for(
@@ -270,3 +273,21 @@ def test_screenshots_of_windows_downscaled(exec_server: Server) -> None:
         assert (e.value.code, e.value.field) == ("INVALID_ARGUMENT", "window")
     finally:
         env.close()
+
+
+def test_vector_env_reaches_each_sandbox_by_index(exec_server: Server) -> None:
+    envs = deskgym.make_vec(
+        "blank", 2, address=exec_server.address, profile="desktop", capabilities=["exec", "files", "clipboard"],
+        screen=(320, 240),
+    )
+    try:
+        envs.reset(seed=0)
+        envs.put_file(0, "who.txt", "zero")
+        envs.put_file(1, "who.txt", "one")
+        assert (envs.get_file(0, "who.txt"), envs.get_file(1, "who.txt")) == (b"zero", b"one")
+        assert envs.exec(1, ["cat", "who.txt"]).stdout == "one"
+        envs.set_clipboard(0, "clip zero")
+        assert (envs.clipboard(0), envs.clipboard(1)) == ("clip zero", "")
+        assert envs.screenshot(1).width == 320
+    finally:
+        envs.close()

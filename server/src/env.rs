@@ -1123,7 +1123,16 @@ impl Env {
             });
         };
         let r = match set {
-            Some(text) => d.set_clipboard(text).map(|()| text.to_string()),
+            Some(text) => d.set_clipboard(text).map(|()| {
+                self.pool.record(|| {
+                    record::event(
+                        "set_clipboard",
+                        &self.id,
+                        serde_json::json!({"bytes": text.len()}),
+                    )
+                });
+                text.to_string()
+            }),
             None => d.clipboard(),
         };
         r.map_err(|e| {
