@@ -40,7 +40,8 @@ if ((DESKTOP)); then
     $SUDO locale-gen >/dev/null
   fi
   # pyautogui for the system Python the sandboxes run (`python`, `python3`).
-  if ! /usr/bin/python3 -c 'import pyautogui' 2>/dev/null; then
+  # (Found, not imported: importing pyautogui opens the X display.)
+  if ! /usr/bin/python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("pyautogui") is None)'; then
     $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --disable-pip-version-check pyautogui
   fi
 fi

@@ -125,6 +125,16 @@ impl Profile {
 #[derive(Debug, Default)]
 pub(crate) struct Catalog {
     profiles: BTreeMap<String, Arc<Profile>>,
+    /// Where the home templates were written; removed with the catalog.
+    templates: Option<PathBuf>,
+}
+
+impl Drop for Catalog {
+    fn drop(&mut self) {
+        if let Some(t) = &self.templates {
+            let _ = std::fs::remove_dir_all(t);
+        }
+    }
 }
 
 impl Catalog {
@@ -151,7 +161,10 @@ impl Catalog {
             let p = build(&name, def, &templates)?;
             profiles.insert(name, Arc::new(p));
         }
-        Ok(Self { profiles })
+        Ok(Self {
+            profiles,
+            templates: Some(templates),
+        })
     }
 
     /// A profile by name.
