@@ -133,6 +133,10 @@ impl Drop for Catalog {
     fn drop(&mut self) {
         if let Some(t) = &self.templates {
             let _ = std::fs::remove_dir_all(t);
+            // The per-process root too, once nothing else is in it.
+            if let Some(root) = t.parent() {
+                let _ = std::fs::remove_dir(root);
+            }
         }
     }
 }
