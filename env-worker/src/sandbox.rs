@@ -9,7 +9,7 @@
 //! ([`crate::agent`]), reached over a socket in the env's control directory. Dropping a
 //! sandbox kills everything in it (pid namespace) and removes its directory.
 
-use std::io::{Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
@@ -315,8 +315,14 @@ impl Sandbox {
         s.trim().to_string()
     }
 
-    /// One request/reply exchange with the agent.
-    fn call(&self, req: &Request, body: &[u8], bound: Duration) -> Result<(Reply, UnixStream)> {
+    /// One request/reply exchange with the agent; what follows the reply line (an
+    /// exec's output, a file's data) is read from the returned reader.
+    fn call(
+        &self,
+        req: &Request,
+        body: &[u8],
+        bound: Duration,
+    ) -> Result<(Reply, BufReader<UnixStream>)> {
         let mut conn = UnixStream::connect(self.socket())?;
         conn.set_read_timeout(Some(bound))?;
         conn.set_write_timeout(Some(bound))?;
@@ -324,6 +330,7 @@ impl Sandbox {
         line.push(b'\n');
         conn.write_all(&line)?;
         conn.write_all(body)?;
+        let mut conn = BufReader::new(conn);
         let reply = read_line(&mut conn)?;
         let reply: Reply = serde_json::from_str(&reply)
             .map_err(|e| DesktopError::App(format!("the sandbox agent answered {reply:?}: {e}")))?;
@@ -447,22 +454,14 @@ fn file_error(r: Reply) -> DesktopError {
     }
 }
 
-/// Reads one `\n`-terminated line byte by byte, so nothing after it is consumed (an
-/// exec's output follows the line on the same stream).
-fn read_line(conn: &mut UnixStream) -> Result<String> {
+/// Reads the reply line (bounded: an agent cannot make the worker buffer without end).
+fn read_line(conn: &mut BufReader<UnixStream>) -> Result<String> {
     let mut line = Vec::with_capacity(256);
-    let mut byte = [0u8; 1];
-    loop {
-        conn.read_exact(&mut byte)?;
-        if byte[0] == b'\n' {
-            break;
-        }
-        line.push(byte[0]);
-        if line.len() > 64 * 1024 {
-            return Err(DesktopError::App(
-                "the sandbox agent's reply line is too long".into(),
-            ));
-        }
+    conn.by_ref().take(64 * 1024).read_until(b'\n', &mut line)?;
+    if line.pop() != Some(b'\n') {
+        return Err(DesktopError::App(
+            "the sandbox agent's reply line is cut or too long".into(),
+        ));
     }
     String::from_utf8(line).map_err(|e| DesktopError::App(format!("agent reply: {e}")))
 }
