@@ -204,6 +204,22 @@ pub enum Reply {
     },
 }
 
+impl Reply {
+    /// The reply's kind, for error messages (never its contents, which may be large).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Self::Ready => "a ready",
+            Self::Exec(_) => "an exec reply",
+            Self::Launched { .. } => "a launched reply",
+            Self::Failed { .. } => "a failure",
+            Self::Read { .. } => "a read reply",
+            Self::Written { .. } => "a written reply",
+            Self::Listed { .. } => "a listing",
+            Self::FileError { .. } => "a file error",
+        }
+    }
+}
+
 type Children = Arc<Mutex<Vec<Child>>>;
 
 /// The agent program: `deskgym-sandbox-agent <socket> <session.json>`.
@@ -441,10 +457,17 @@ fn exec(
     let (status, timed_out) = match exited.recv_timeout(left) {
         Ok(status) => (status, false),
         Err(_) => {
-            // SAFETY: plain syscall on the command's own process group (its leader is
-            // not reaped yet: the waiter thread has not returned).
-            unsafe { libc::killpg(pgid, libc::SIGKILL) };
-            (exited.recv().ok().flatten(), true)
+            // SAFETY: plain syscalls on the command's own process group and leader (a
+            // leader that moved to another group is still killed by pid). Pids are not
+            // reused that fast in the sandbox's own pid namespace.
+            unsafe {
+                libc::killpg(pgid, libc::SIGKILL);
+                libc::kill(pgid, libc::SIGKILL);
+            }
+            (
+                exited.recv_timeout(Duration::from_secs(5)).ok().flatten(),
+                true,
+            )
         }
     };
     // Output ends when every holder of the pipes closes them; a background child of the

@@ -345,9 +345,15 @@ impl Sandbox {
             ..spec.clone()
         };
         let bound = Duration::from_millis(spec.timeout_ms) + Duration::from_secs(5);
+        let spec_max = spec.max_output;
         let (reply, mut conn) = self.call(&Request::Exec(spec), stdin, bound)?;
         match reply {
             Reply::Exec(end) => {
+                // The agent shares its uid with the untrusted code it runs: its claims
+                // are bounded before anything is allocated on them.
+                if end.stdout_len.max(end.stderr_len) > spec_max {
+                    return Err(untrusted("more output than it was asked to keep"));
+                }
                 let mut out = vec![0; end.stdout_len];
                 conn.read_exact(&mut out)?;
                 let mut err = vec![0; end.stderr_len];
@@ -355,9 +361,7 @@ impl Sandbox {
                 Ok((end, out, err))
             }
             Reply::Failed { message } => Err(DesktopError::Exec(message)),
-            other => Err(DesktopError::App(format!(
-                "unexpected agent reply {other:?}"
-            ))),
+            other => Err(untrusted(other.kind())),
         }
     }
 
@@ -369,9 +373,7 @@ impl Sandbox {
         match self.call(&req, &[], Duration::from_secs(10))?.0 {
             Reply::Launched { pid } => Ok(pid),
             Reply::Failed { message } => Err(DesktopError::Exec(message)),
-            other => Err(DesktopError::App(format!(
-                "unexpected agent reply {other:?}"
-            ))),
+            other => Err(untrusted(other.kind())),
         }
     }
 
@@ -384,6 +386,9 @@ impl Sandbox {
         };
         match self.call(&req, &[], FILE_TIMEOUT)? {
             (Reply::Read { size, len, eof }, mut conn) => {
+                if len as u64 > max {
+                    return Err(untrusted("more file data than it was asked for"));
+                }
                 let mut data = vec![0; len];
                 conn.read_exact(&mut data)?;
                 Ok((size, data, eof))
@@ -423,7 +428,8 @@ impl Sandbox {
                 path,
                 entries,
                 truncated,
-            } => Ok((path, entries, truncated)),
+            } if entries.len() <= max => Ok((path, entries, truncated)),
+            Reply::Listed { .. } => Err(untrusted("more entries than it was asked for")),
             other => Err(file_error(other)),
         }
     }
@@ -450,14 +456,25 @@ const FILE_TIMEOUT: Duration = Duration::from_secs(60);
 fn file_error(r: Reply) -> DesktopError {
     match r {
         Reply::FileError { kind, message } => DesktopError::File { kind, message },
-        other => DesktopError::App(format!("unexpected agent reply {other:?}")),
+        other => untrusted(other.kind()),
     }
+}
+
+/// Longest reply line (a directory listing of `max_list_entries` fits).
+const MAX_REPLY_LINE: u64 = 16 << 20;
+
+/// An agent reply that breaks the protocol. The agent runs with the uid of the code in
+/// the sandbox, which could replace it: the worker trusts none of its numbers.
+fn untrusted(what: &str) -> DesktopError {
+    DesktopError::App(format!("the sandbox agent answered {what}"))
 }
 
 /// Reads the reply line (bounded: an agent cannot make the worker buffer without end).
 fn read_line(conn: &mut BufReader<UnixStream>) -> Result<String> {
     let mut line = Vec::with_capacity(256);
-    conn.by_ref().take(64 * 1024).read_until(b'\n', &mut line)?;
+    conn.by_ref()
+        .take(MAX_REPLY_LINE)
+        .read_until(b'\n', &mut line)?;
     if line.pop() != Some(b'\n') {
         return Err(DesktopError::App(
             "the sandbox agent's reply line is cut or too long".into(),
@@ -561,5 +578,61 @@ impl Drop for Sandbox {
         unsafe { libc::killpg(self.child.id() as libc::pid_t, libc::SIGKILL) };
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::net::UnixListener;
+
+    /// A sandbox whose "agent" is this test: it answers `reply` to one request.
+    fn impostor(tag: &str, reply: &'static str) -> Sandbox {
+        let dir =
+            std::env::temp_dir().join(format!("deskgym-impostor-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ctl")).unwrap();
+        let listener = UnixListener::bind(dir.join("ctl/agent.sock")).unwrap();
+        std::thread::spawn(move || {
+            if let Ok((mut c, _)) = listener.accept() {
+                let mut line = String::new();
+                let _ = BufReader::new(c.try_clone().unwrap()).read_line(&mut line);
+                let _ = c.write_all(reply.as_bytes());
+            }
+        });
+        let child = Command::new("sleep")
+            .arg("30")
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        Sandbox { child, dir }
+    }
+
+    /// The agent shares its uid with the code it runs, which could replace it: lying
+    /// lengths must be errors, never allocations that abort the server.
+    #[test]
+    fn an_agent_that_lies_gets_an_error_not_an_abort() {
+        let spec = ExecSpec {
+            argv: vec!["true".into()],
+            timeout_ms: 1000,
+            max_output: 1024,
+            ..Default::default()
+        };
+        let sb = impostor(
+            "exec",
+            "{\"reply\":\"exec\",\"exit_code\":0,\"signal\":null,\"stdout_len\":1000000000000,\
+             \"stderr_len\":0,\"stdout_truncated\":false,\"stderr_truncated\":false,\
+             \"timed_out\":false,\"duration_ms\":1.0}\n",
+        );
+        let e = sb.exec(&spec, &[]).unwrap_err();
+        assert!(e.to_string().contains("more output"), "{e}");
+        let sb = impostor(
+            "read",
+            "{\"reply\":\"read\",\"size\":1,\"len\":999999999999,\"eof\":true}\n",
+        );
+        let e = sb.read_file("x", 0, 10).unwrap_err();
+        assert!(e.to_string().contains("more file data"), "{e}");
+        let sb = impostor("garbage", "not json\n");
+        assert!(sb.exec(&spec, &[]).is_err());
     }
 }
