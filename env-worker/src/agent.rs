@@ -260,7 +260,9 @@ pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     for conn in listener.incoming() {
         let Ok(conn) = conn else { continue };
         let (env, children) = (spec.env.clone(), children.clone());
-        std::thread::spawn(move || {
+        // Without a thread to serve it (the sandbox at its process limit) the
+        // connection drops and the worker reports that; the agent stays up.
+        let _ = helper(move || {
             if let Err(e) = serve(conn, &env, &children) {
                 eprintln!("request failed: {e}");
             }
@@ -387,13 +389,25 @@ fn serve(conn: UnixStream, env: &[(String, String)], children: &Children) -> std
 /// What a pipe gave so far: the first `max` bytes, and whether there was more.
 type Captured = Arc<Mutex<(Vec<u8>, bool)>>;
 
+/// Starts a helper thread. The agent shares the sandbox's process limit with the code
+/// it runs, so under a fork bomb there may be none to have: that is an error, never a
+/// panic.
+fn helper(f: impl FnOnce() + Send + 'static) -> Result<(), String> {
+    std::thread::Builder::new().spawn(f).map(drop).map_err(|e| {
+        format!("the sandbox is at its process limit (the agent cannot start a thread: {e})")
+    })
+}
+
 /// Reads a pipe to its end on a thread, keeping the first `max` bytes; the receiver
 /// hears when the pipe closed.
-fn drain(mut r: impl Read + Send + 'static, max: usize) -> (Captured, mpsc::Receiver<()>) {
+fn drain(
+    mut r: impl Read + Send + 'static,
+    max: usize,
+) -> Result<(Captured, mpsc::Receiver<()>), String> {
     let (tx, rx) = mpsc::channel();
     let captured = Captured::default();
     let c = captured.clone();
-    std::thread::spawn(move || {
+    helper(move || {
         let mut buf = [0u8; 64 * 1024];
         loop {
             match r.read(&mut buf) {
@@ -407,8 +421,8 @@ fn drain(mut r: impl Read + Send + 'static, max: usize) -> (Captured, mpsc::Rece
             }
         }
         let _ = tx.send(());
-    });
-    (captured, rx)
+    })?;
+    Ok((captured, rx))
 }
 
 /// How long output may keep coming after the command exited: a background child it
@@ -438,32 +452,51 @@ fn exec(
         _ => format!("cannot start {:?}: {e}", spec.argv[0]),
     })?;
     let pgid = child.id() as libc::pid_t;
-    if let Some(mut w) = child.stdin.take() {
-        // A command that never reads its input must not block the agent: own thread,
-        // and a closed pipe (EPIPE) just ends it.
-        std::thread::spawn(move || {
-            let _ = w.write_all(&stdin);
-        });
-    }
-    let out = child.stdout.take().map(|r| drain(r, spec.max_output));
-    let err = child.stderr.take().map(|r| drain(r, spec.max_output));
-    // A thread waits for the exit, so the reply goes out the moment the command ends
-    // (no polling interval), and the time bound is a plain receive timeout.
+    let kill = || {
+        // SAFETY: plain syscalls on the command's own process group and leader (a
+        // leader that moved to another group is still killed by pid). Pids are not
+        // reused that fast in the sandbox's own pid namespace.
+        unsafe {
+            libc::killpg(pgid, libc::SIGKILL);
+            libc::kill(pgid, libc::SIGKILL);
+        }
+    };
+    // Threads: one writes stdin (a command that never reads it must not block the
+    // agent), two read the outputs, one waits for the exit (so the reply leaves the
+    // moment it ends, and the bound is a receive timeout). The waiter reaps by pid, so
+    // `child` stays here to be reaped inline when a thread cannot start.
     let (tx, exited) = mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = tx.send(child.wait().ok());
-    });
+    let stdin_pipe = child.stdin.take();
+    let (out_pipe, err_pipe) = (child.stdout.take(), child.stderr.take());
+    let helpers = (|| {
+        if let Some(mut w) = stdin_pipe {
+            helper(move || {
+                let _ = w.write_all(&stdin);
+            })?;
+        }
+        let out = out_pipe.map(|r| drain(r, spec.max_output)).transpose()?;
+        let err = err_pipe.map(|r| drain(r, spec.max_output)).transpose()?;
+        helper(move || {
+            let mut raw = 0;
+            // SAFETY: waits for our own child; nothing else reaps it.
+            let r = unsafe { libc::waitpid(pgid, &mut raw, 0) };
+            let _ = tx.send((r == pgid).then(|| std::process::ExitStatus::from_raw(raw)));
+        })?;
+        Ok::<_, String>((out, err))
+    })();
+    let (out, err) = match helpers {
+        Ok(pipes) => pipes,
+        Err(e) => {
+            kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+    };
     let left = deadline.saturating_duration_since(Instant::now());
     let (status, timed_out) = match exited.recv_timeout(left) {
         Ok(status) => (status, false),
         Err(_) => {
-            // SAFETY: plain syscalls on the command's own process group and leader (a
-            // leader that moved to another group is still killed by pid). Pids are not
-            // reused that fast in the sandbox's own pid namespace.
-            unsafe {
-                libc::killpg(pgid, libc::SIGKILL);
-                libc::kill(pgid, libc::SIGKILL);
-            }
+            kill();
             (
                 exited.recv_timeout(Duration::from_secs(5)).ok().flatten(),
                 true,

@@ -465,8 +465,9 @@ const MAX_REPLY_LINE: u64 = 16 << 20;
 
 /// An agent reply that breaks the protocol. The agent runs with the uid of the code in
 /// the sandbox, which could replace it: the worker trusts none of its numbers.
+/// Not fatal: the sandbox may be fine, only this answer is not.
 fn untrusted(what: &str) -> DesktopError {
-    DesktopError::App(format!("the sandbox agent answered {what}"))
+    DesktopError::Exec(format!("the sandbox agent answered {what}"))
 }
 
 /// Reads the reply line (bounded: an agent cannot make the worker buffer without end).
@@ -476,8 +477,8 @@ fn read_line(conn: &mut BufReader<UnixStream>) -> Result<String> {
         .take(MAX_REPLY_LINE)
         .read_until(b'\n', &mut line)?;
     if line.pop() != Some(b'\n') {
-        return Err(DesktopError::App(
-            "the sandbox agent's reply line is cut or too long".into(),
+        return Err(untrusted(
+            "a cut or overlong reply line (is the sandbox at its process limit?)",
         ));
     }
     String::from_utf8(line).map_err(|e| DesktopError::App(format!("agent reply: {e}")))

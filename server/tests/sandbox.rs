@@ -253,16 +253,25 @@ async fn exec_bounds_output_time_and_processes() {
     assert!(r.timed_out, "{r:?}");
     assert_eq!(r.signal, Some(9));
 
-    // A fork bomb stops at the process limit and its time bound; the neighbour is fine.
-    let r = run(
-        &mut c,
-        pb::ExecRequest {
+    // A fork bomb stops at the process limit and its time bound (or, when the agent
+    // itself finds no thread left to watch it, is killed at once and reported as
+    // FAILED_PRECONDITION); either way the neighbour is fine and the env recovers.
+    let r = c
+        .exec(pb::ExecRequest {
             timeout_ms: 3_000,
             ..sh(&a, "bomb() { bomb | bomb & }; bomb; sleep 10")
-        },
-    )
-    .await;
-    assert!(r.timed_out || r.exit_code.is_some(), "{r:?}");
+        })
+        .await;
+    match r {
+        Ok(r) => assert!(
+            r.get_ref().timed_out || r.get_ref().exit_code.is_some(),
+            "{r:?}"
+        ),
+        Err(e) => {
+            assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+            assert!(e.message().contains("process limit"), "{}", e.message());
+        }
+    }
     let r = run(&mut c, sh(&b, "echo alive")).await;
     assert_eq!(out(&r), "alive");
     let r = run(&mut c, sh(&a, "echo recovered")).await;
