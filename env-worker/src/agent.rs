@@ -1,7 +1,9 @@
 //! The sandbox agent: the first process of an env's bubblewrap sandbox (binary
 //! `deskgym-sandbox-agent`). It starts the profile's session programs, then runs the
 //! worker's requests as `user`, inside the sandbox's view: `exec` (a command with a
-//! time bound and capped output) and `launch` (a detached application).
+//! time bound and capped output), `launch` (a detached application) and file reads,
+//! writes and listings. It shares its uid with the code it runs, so the worker trusts
+//! none of its answers beyond what it asked for (see `sandbox`).
 //!
 //! Wire (one request per connection on a Unix socket in the env's control dir): a JSON
 //! [`Request`] line, then `stdin_len` raw bytes for `exec`; the reply is a JSON
