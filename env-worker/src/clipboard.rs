@@ -18,24 +18,12 @@ use x11rb::rust_connection::RustConnection;
 use x11rb::wrapper::ConnectionExt as _;
 
 use crate::error::{DesktopError, Result};
+use crate::windows::{atom, err};
 
 /// Largest clipboard text either way.
 pub const MAX_CLIPBOARD_BYTES: usize = 1 << 20;
 /// How long the selection's owner may take to answer a read.
 const READ_TIMEOUT: Duration = Duration::from_secs(2);
-
-fn err(e: impl std::fmt::Display) -> DesktopError {
-    DesktopError::X11(e.to_string())
-}
-
-fn atom(conn: &RustConnection, name: &str) -> Result<u32> {
-    Ok(conn
-        .intern_atom(false, name.as_bytes())
-        .map_err(err)?
-        .reply()
-        .map_err(err)?
-        .atom)
-}
 
 fn connect(display: u32) -> Result<(RustConnection, xproto::Window)> {
     let (conn, screen) =

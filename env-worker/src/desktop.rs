@@ -37,7 +37,8 @@ pub struct DesktopConfig {
     /// A profile's sandboxed session instead of the task app (`None`: the task app).
     pub sandbox: Option<SandboxConfig>,
     /// A declarative task on that session: setup at reset, a checker after each step.
-    pub script: Option<ScriptSpec>,
+    /// Shared: the step path takes a reference count, not a copy of the setup.
+    pub script: Option<std::sync::Arc<ScriptSpec>>,
 }
 
 /// The outcome of a reset or step, before capture.
@@ -187,7 +188,7 @@ impl Desktop {
                     Some(script) => {
                         self.set_up(&script)?;
                         AppState {
-                            instruction: script.instruction,
+                            instruction: script.instruction.clone(),
                             ..AppState::idle()
                         }
                     }

@@ -35,11 +35,13 @@ pub struct WindowInfo {
 /// Source indication of requests: a pager (EWMH), so they are honoured like a user's.
 const SOURCE_PAGER: u32 = 2;
 
-fn err(e: impl std::fmt::Display) -> DesktopError {
+/// An X request that failed, as a desktop error (shared with `clipboard`).
+pub(crate) fn err(e: impl std::fmt::Display) -> DesktopError {
     DesktopError::X11(e.to_string())
 }
 
-fn atom(conn: &RustConnection, name: &str) -> Result<u32> {
+/// Interns an atom (shared with `clipboard`).
+pub(crate) fn atom(conn: &RustConnection, name: &str) -> Result<u32> {
     Ok(conn
         .intern_atom(false, name.as_bytes())
         .map_err(err)?

@@ -216,6 +216,8 @@ class Client:
         # Pools are renewed even without a lease of their own (a fork inherits its source
         # pool's lease; renewing also keeps the server's idle timeout off a live client).
         self._leases = _Leases(self._stub, self._metadata, lease_ttl_s or DEFAULT_LEASE_TTL_S)
+        # The server's max_file_bytes, asked once (a server's limits do not change).
+        self._max_file_bytes: int | None = None
         # At interpreter exit or when collected: close what is still held.
         self._finalizer = weakref.finalize(self, _finalize, self._leases, self._channel)
 
@@ -300,7 +302,9 @@ class Client:
         raw = data.encode() if isinstance(data, str) else bytes(data)
         step = 1 << 20
         size = offset
-        limit = self.capabilities().limits.max_file_bytes or len(raw) or 1
+        if self._max_file_bytes is None:
+            self._max_file_bytes = self.capabilities().limits.max_file_bytes
+        limit = self._max_file_bytes or len(raw) or 1
         for start in range(0, max(len(raw), 1), limit):
             part = raw[start : start + limit]
             first = pb.PutFileChunk(env_id=env_id, path=path, offset=offset + start, mode=mode, data=part[:step])

@@ -971,44 +971,44 @@ impl Env {
         })
     }
 
-    /// Blocking: runs a command in the env's sandbox and waits for it; the command and
-    /// how it ended go to the event log.
-    pub(crate) fn exec(&self, spec: &ExecSpec, stdin: &[u8]) -> Result<Executed, EnvError> {
+    /// Blocking: runs `f` on the env's live desktop (NO_DESKTOP without one); a failure
+    /// is handled like any other (a dead desktop is let go).
+    fn on_desktop<T>(
+        &self,
+        f: impl FnOnce(&mut Box<dyn Desktop>) -> Result<T, EnvError>,
+    ) -> Result<T, EnvError> {
         let _running = self.enter();
-        let mut guard = lock(&self.state);
-        let s = &mut *guard;
+        let mut s = lock(&self.state);
         let Some(d) = s.desktop.as_mut() else {
             return Err(EnvError::NoDesktop {
                 env: self.id.clone(),
             });
         };
-        match d.check_alive().and_then(|()| d.exec(spec, stdin)) {
-            Ok(r) => {
-                self.pool.record(|| {
-                    let argv: Vec<String> = spec
-                        .argv
-                        .iter()
-                        .take(16)
-                        .map(|a| crate::spec::quote(a))
-                        .collect();
-                    record::event(
-                        "exec",
-                        &self.id,
-                        serde_json::json!({
-                            "argv": argv, "exit_code": r.0.exit_code, "signal": r.0.signal,
-                            "timed_out": r.0.timed_out, "duration_ms": r.0.duration_ms,
-                            "stdout_bytes": r.0.stdout_len, "stderr_bytes": r.0.stderr_len,
-                        }),
-                    )
-                });
-                Ok(r)
-            }
-            Err(e) => {
-                let err = EnvError::from(e);
-                self.on_error(s, &err);
-                Err(err)
-            }
-        }
+        f(d).inspect_err(|err| self.on_error(&mut s, err))
+    }
+
+    /// Blocking: runs a command in the env's sandbox and waits for it; the command and
+    /// how it ended go to the event log.
+    pub(crate) fn exec(&self, spec: &ExecSpec, stdin: &[u8]) -> Result<Executed, EnvError> {
+        let r = self.on_desktop(|d| Ok(d.check_alive().and_then(|()| d.exec(spec, stdin))?))?;
+        self.pool.record(|| {
+            let argv: Vec<String> = spec
+                .argv
+                .iter()
+                .take(16)
+                .map(|a| crate::spec::quote(a))
+                .collect();
+            record::event(
+                "exec",
+                &self.id,
+                serde_json::json!({
+                    "argv": argv, "exit_code": r.0.exit_code, "signal": r.0.signal,
+                    "timed_out": r.0.timed_out, "duration_ms": r.0.duration_ms,
+                    "stdout_bytes": r.0.stdout_len, "stderr_bytes": r.0.stderr_len,
+                }),
+            )
+        });
+        Ok(r)
     }
 
     /// Blocking: a file request (`op` on `path`) on the env's sandbox; it goes to the
@@ -1019,25 +1019,20 @@ impl Env {
         path: &str,
         f: impl FnOnce(&mut Box<dyn Desktop>) -> deskgym_worker::Result<T>,
     ) -> Result<T, EnvError> {
-        let _running = self.enter();
-        let mut s = lock(&self.state);
-        let Some(d) = s.desktop.as_mut() else {
-            return Err(EnvError::NoDesktop {
-                env: self.id.clone(),
+        self.on_desktop(|d| {
+            let r = f(d).map_err(EnvError::from);
+            self.pool.record(|| {
+                record::event(
+                    op,
+                    &self.id,
+                    serde_json::json!({
+                        "path": crate::spec::quote(path),
+                        "code": r.as_ref().err().map_or("OK", |e| e.code_name()),
+                    }),
+                )
             });
-        };
-        let r = f(d).map_err(EnvError::from);
-        self.pool.record(|| {
-            record::event(
-                op,
-                &self.id,
-                serde_json::json!({
-                    "path": crate::spec::quote(path),
-                    "code": r.as_ref().err().map_or("OK", |e| e.code_name()),
-                }),
-            )
-        });
-        r.inspect_err(|err| self.on_error(&mut s, err))
+            r
+        })
     }
 
     /// Blocking: a screenshot of the screen, the active window (`Some(None)`) or one
@@ -1051,51 +1046,46 @@ impl Env {
         encoding: i32,
         jpeg_quality: u8,
     ) -> Result<Obs, EnvError> {
-        let _running = self.enter();
         let enc = encoding_or(&self.pool.spec, encoding)?;
-        let mut s = lock(&self.state);
-        let Some(d) = s.desktop.as_mut() else {
-            return Err(EnvError::NoDesktop {
-                env: self.id.clone(),
-            });
-        };
-        let shot = (|| {
-            d.check_alive()?;
-            let full = d.capture()?;
-            let frame = match window {
-                None => full,
-                Some(which) => {
-                    let ws = d.windows()?;
-                    let w = match which {
-                        None => ws.iter().find(|w| w.focused).ok_or_else(|| {
-                            DesktopError::Exec("no window is focused on this desktop".into())
-                        })?,
-                        Some(id) => ws.iter().find(|w| w.id == id).ok_or_else(|| {
-                            DesktopError::invalid(
-                                "window",
-                                format!("no window {id:#x} on this desktop; ListWindows gives the live ones"),
-                            )
-                        })?,
-                    };
-                    full.crop(w.x, w.y, w.width, w.height).ok_or_else(|| {
-                        DesktopError::Exec(format!("window {:#x} is off screen", w.id))
-                    })?
-                }
-            };
-            Ok::<_, DesktopError>((frame.downscale(max_long_edge), d.pointer()))
-        })();
-        let (frame, pointer) = shot.map_err(|e| {
-            let err = match EnvError::from(e) {
+        let (frame, pointer) = self.on_desktop(|d| {
+            let shot = (|| {
+                d.check_alive()?;
+                let full = d.capture()?;
+                let frame = match window {
+                    None => full,
+                    Some(which) => {
+                        let ws = d.windows()?;
+                        let w = match which {
+                            None => ws.iter().find(|w| w.focused).ok_or_else(|| {
+                                DesktopError::Exec("no window is focused on this desktop".into())
+                            })?,
+                            Some(id) => ws.iter().find(|w| w.id == id).ok_or_else(|| {
+                                DesktopError::invalid(
+                                    "window",
+                                    format!(
+                                        "no window {id:#x} on this desktop; ListWindows gives \
+                                         the live ones"
+                                    ),
+                                )
+                            })?,
+                        };
+                        full.crop(w.x, w.y, w.width, w.height).ok_or_else(|| {
+                            DesktopError::Exec(format!("window {:#x} is off screen", w.id))
+                        })?
+                    }
+                };
+                Ok::<_, DesktopError>((frame.downscale(max_long_edge), d.pointer()))
+            })();
+            shot.map_err(|e| match EnvError::from(e) {
                 // A window id is a request field, not an action's.
                 EnvError::Invalid(i) => EnvError::Invalid(Invalid::new(
                     i.field.trim_start_matches("action."),
                     i.message,
                 )),
                 other => other,
-            };
-            self.on_error(&mut s, &err);
-            err
+            })
         })?;
+        // Encoded after the env's state is released.
         let (width, height, hash) = (frame.width, frame.height, frame.hash);
         let bytes = crate::encode::encode_with(frame, enc, jpeg_quality)?;
         Ok(Obs {
@@ -1115,47 +1105,23 @@ impl Env {
 
     /// Blocking: the desktop's clipboard, read (`None`) or set.
     pub(crate) fn clipboard(&self, set: Option<&str>) -> Result<String, EnvError> {
-        let _running = self.enter();
-        let mut s = lock(&self.state);
-        let Some(d) = s.desktop.as_mut() else {
-            return Err(EnvError::NoDesktop {
-                env: self.id.clone(),
-            });
+        let Some(text) = set else {
+            return self.on_desktop(|d| Ok(d.clipboard()?));
         };
-        let r = match set {
-            Some(text) => d.set_clipboard(text).map(|()| {
-                self.pool.record(|| {
-                    record::event(
-                        "set_clipboard",
-                        &self.id,
-                        serde_json::json!({"bytes": text.len()}),
-                    )
-                });
-                text.to_string()
-            }),
-            None => d.clipboard(),
-        };
-        r.map_err(|e| {
-            let err = EnvError::from(e);
-            self.on_error(&mut s, &err);
-            err
-        })
+        self.on_desktop(|d| Ok(d.set_clipboard(text)?))?;
+        self.pool.record(|| {
+            record::event(
+                "set_clipboard",
+                &self.id,
+                serde_json::json!({"bytes": text.len()}),
+            )
+        });
+        Ok(text.to_string())
     }
 
     /// Blocking: the desktop's top-level windows.
     pub(crate) fn windows(&self) -> Result<Vec<WindowInfo>, EnvError> {
-        let _running = self.enter();
-        let mut s = lock(&self.state);
-        let Some(d) = s.desktop.as_mut() else {
-            return Err(EnvError::NoDesktop {
-                env: self.id.clone(),
-            });
-        };
-        d.windows().map_err(|e| {
-            let err = EnvError::from(e);
-            self.on_error(&mut s, &err);
-            err
-        })
+        self.on_desktop(|d| Ok(d.windows()?))
     }
 
     /// Captures the screen (the one place a test can make a capture fail).

@@ -58,13 +58,8 @@ impl DeskgymService {
         who: &Principal,
     ) -> Result<EnvJob<pb::StepResult>, PoolError> {
         let env = self.mgr.env(&item.env_id, who)?;
-        if let Some(capability) = convert::capability_of(item.action.as_ref())
-            && !env.pool.spec.capabilities.iter().any(|c| c == capability)
-        {
-            return Err(PoolError::NotGranted {
-                env: env.id.clone(),
-                capability,
-            });
+        if let Some(capability) = convert::capability_of(item.action.as_ref()) {
+            check_grant(&env, capability)?;
         }
         let action = convert::action(
             item.action.as_ref(),
@@ -115,13 +110,20 @@ impl DeskgymService {
         capability: &'static str,
     ) -> Result<Arc<crate::env::Env>, PoolError> {
         let env = self.mgr.env(env_id, who)?;
-        if !env.pool.spec.capabilities.iter().any(|c| c == capability) {
-            return Err(PoolError::NotGranted {
-                env: env.id.clone(),
-                capability,
-            });
-        }
+        check_grant(&env, capability)?;
         Ok(env)
+    }
+}
+
+/// PERMISSION_DENIED unless the env's pool was granted `capability`.
+fn check_grant(env: &crate::env::Env, capability: &'static str) -> Result<(), PoolError> {
+    if env.pool.spec.capabilities.iter().any(|c| c == capability) {
+        Ok(())
+    } else {
+        Err(PoolError::NotGranted {
+            env: env.id.clone(),
+            capability,
+        })
     }
 }
 
@@ -585,14 +587,7 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::ExecResponse>, Status> {
         let who = principal(&req)?;
         let mut r = req.into_inner();
-        let env = self.mgr.env(&r.env_id, &who)?;
-        if !env.pool.spec.capabilities.iter().any(|c| c == "exec") {
-            return Err(PoolError::NotGranted {
-                env: env.id.clone(),
-                capability: "exec",
-            }
-            .into());
-        }
+        let env = self.granted(&r.env_id, &who, "exec")?;
         let spec = convert::exec_spec(&r, self.mgr.limits())?;
         let stdin = std::mem::take(&mut r.stdin);
         // The agent ends the command at its bound; the margin covers reporting back.
@@ -608,14 +603,7 @@ impl Deskgym for DeskgymService {
         req: Request<pb::ListWindowsRequest>,
     ) -> Result<Response<pb::ListWindowsResponse>, Status> {
         let who = principal(&req)?;
-        let env = self.mgr.env(&req.into_inner().env_id, &who)?;
-        if !env.pool.spec.capabilities.iter().any(|c| c == "windows") {
-            return Err(PoolError::NotGranted {
-                env: env.id.clone(),
-                capability: "windows",
-            }
-            .into());
-        }
+        let env = self.granted(&req.into_inner().env_id, &who, "windows")?;
         let job = self
             .mgr
             .on_env(&env, Call::ListWindows, self.mgr.op_timeout(), |e, _| {

@@ -31,7 +31,7 @@ pub(crate) struct TaskDef {
     /// Runs on every profile.
     pub(crate) any_profile: bool,
     /// A declarative task's setup and checker (app names resolved), `None` for bundled.
-    pub(crate) script: Option<ScriptSpec>,
+    pub(crate) script: Option<Arc<ScriptSpec>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -213,12 +213,12 @@ fn declare(t: TaskToml, profiles: &Catalog) -> Result<TaskDef, String> {
         settle: SettlePolicy::Damage,
         profile: t.profile,
         any_profile: false,
-        script: Some(ScriptSpec {
+        script: Some(Arc::new(ScriptSpec {
             instruction: t.instruction,
             setup,
             check: t.check,
             reward: t.reward,
-        }),
+        })),
         id: t.id,
     })
 }
