@@ -58,7 +58,7 @@ impl PoolError {
             Self::NotFound { .. } | Self::FramesMissing(_) => Code::NotFound,
             Self::Limit(_) => Code::ResourceExhausted,
             Self::Env(e) => e.code(),
-            Self::Stalled { .. } => Code::DeadlineExceeded,
+            Self::Stalled { .. } | Self::SlowUpload { .. } => Code::DeadlineExceeded,
             Self::Start(_) => Code::Unavailable,
             Self::Recording(e) => e.code(),
             Self::Encode(_) | Self::Internal(_) => Code::Internal,

@@ -627,7 +627,16 @@ impl Deskgym for DeskgymService {
         }
         let max = self.mgr.limits().max_file_bytes;
         let mut data = first.data.to_vec();
-        while let Some(chunk) = stream.message().await? {
+        // A client that stops sending must not hold its upload open for ever.
+        let bound = self.mgr.op_timeout();
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            let next = tokio::time::timeout_at(deadline, stream.message())
+                .await
+                .map_err(|_| PoolError::SlowUpload {
+                    ms: bound.as_millis(),
+                })??;
+            let Some(chunk) = next else { break };
             if (data.len() + chunk.data.len()) as u64 > max {
                 return Err(PoolError::Limit(format!(
                     "the file is over max_file_bytes={max}; upload the rest with a second \

@@ -489,6 +489,7 @@ async fn file_limits_and_grants() {
         allow_capabilities: vec!["files".into()],
         limits: deskgym_server::Limits {
             max_file_bytes: 1024,
+            op_timeout: Duration::from_secs(2),
             ..Default::default()
         },
         ..ServerConfig::default()
@@ -540,8 +541,82 @@ async fn file_limits_and_grants() {
         }
     }
     assert_eq!(got, [vec![1; 1000], vec![2; 1000]].concat());
-    // A pool without the grant.
+    // An upload whose client stops sending is ended at the op_timeout.
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    tx.send(pb::PutFileChunk {
+        env_id: e.clone(),
+        path: "slow.bin".into(),
+        data: vec![1; 10],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let err = c
+        .put_file(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err:?}");
+    drop(tx);
+    // Bad screenshot requests.
+    for (req, field) in [
+        (
+            pb::ScreenshotRequest {
+                env_id: e.clone(),
+                scope: 99,
+                ..Default::default()
+            },
+            "scope",
+        ),
+        (
+            pb::ScreenshotRequest {
+                env_id: e.clone(),
+                jpeg_quality: 101,
+                ..Default::default()
+            },
+            "jpeg_quality",
+        ),
+        (
+            pb::ScreenshotRequest {
+                env_id: e.clone(),
+                scope: pb::ScreenshotScope::Window as i32,
+                window: 0xdead,
+                ..Default::default()
+            },
+            "window",
+        ),
+    ] {
+        let err = c.screenshot(req).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(
+            err.message().starts_with(field),
+            "{field}: {}",
+            err.message()
+        );
+    }
+    // A pool without the grant: no files, no windows, no launch_app.
     let q = desktop_pool(&mut c, 1, &[]).await;
+    let err = c
+        .list_windows(pb::ListWindowsRequest {
+            env_id: q.env_ids[0].clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    reset(&mut c, &q.env_ids[0], 1).await;
+    let err = c
+        .step(step_req(
+            &q.env_ids[0],
+            Some(pb::Action {
+                verb: Some(pb::action::Verb::LaunchApp(pb::LaunchApp {
+                    app: "terminal".into(),
+                    args: vec![],
+                })),
+                extension: None,
+            }),
+        ))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
     let err = c
         .list_directory(pb::ListDirectoryRequest {
             env_id: q.env_ids[0].clone(),

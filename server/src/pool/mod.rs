@@ -98,6 +98,14 @@ pub(crate) enum PoolError {
         /// The bound, in milliseconds.
         ms: u128,
     },
+    /// A PutFile's messages did not all arrive within the server's op_timeout.
+    #[error(
+        "the upload did not finish within the server's op_timeout ({ms} ms); send less per call"
+    )]
+    SlowUpload {
+        /// The bound, in milliseconds.
+        ms: u128,
+    },
     /// A new desktop did not start.
     #[error("a desktop could not start: {0}")]
     Start(DesktopError),
