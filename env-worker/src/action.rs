@@ -123,6 +123,20 @@ pub enum Action {
         /// New top edge.
         y: i32,
     },
+    /// Perform an element's accessibility action (its first when `action` is empty).
+    InvokeAction {
+        /// Element identity ([`crate::a11y::Node::id`]).
+        element: String,
+        /// Action name.
+        action: String,
+    },
+    /// Set an element's text or number through its accessibility interface.
+    SetValue {
+        /// Element identity.
+        element: String,
+        /// New value.
+        value: String,
+    },
     /// Resize a window.
     ResizeWindow {
         /// Window id.

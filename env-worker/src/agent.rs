@@ -102,6 +102,30 @@ pub enum Request {
         /// Most entries.
         max: usize,
     },
+    /// Walks the accessibility tree (the reply's JSON [`crate::a11y::Tree`] follows).
+    A11yTree {
+        /// Bounds of the walk.
+        limits: crate::a11y::Limits,
+    },
+    /// What one element is now.
+    A11yLive {
+        /// Element identity ([`crate::a11y::Node::id`]).
+        id: String,
+    },
+    /// Performs an element's action (its first when `action` is empty).
+    A11yInvoke {
+        /// Element identity.
+        id: String,
+        /// Action name.
+        action: String,
+    },
+    /// Sets an element's text or number.
+    A11ySetValue {
+        /// Element identity.
+        id: String,
+        /// New value.
+        value: String,
+    },
 }
 
 /// Why a file request failed.
@@ -204,6 +228,22 @@ pub enum Reply {
         /// What, for the user.
         message: String,
     },
+    /// Answer to `A11yTree`: `len` bytes of JSON follow.
+    Tree {
+        /// Bytes that follow.
+        len: usize,
+    },
+    /// Answer to `A11yLive`.
+    Live(crate::a11y::Live),
+    /// An element request succeeded.
+    Done,
+    /// An accessibility request failed.
+    ElementError {
+        /// Why.
+        failure: crate::a11y::client::Failure,
+        /// What, for the user.
+        message: String,
+    },
 }
 
 impl Reply {
@@ -218,6 +258,10 @@ impl Reply {
             Self::Written { .. } => "a written reply",
             Self::Listed { .. } => "a listing",
             Self::FileError { .. } => "a file error",
+            Self::Tree { .. } => "a tree",
+            Self::Live(_) => "an element",
+            Self::Done => "a done reply",
+            Self::ElementError { .. } => "an element error",
         }
     }
 }
@@ -271,6 +315,41 @@ pub fn main() -> Result<(), Box<dyn std::error::Error>> {
         });
     }
     Ok(())
+}
+
+fn element_error((failure, message): crate::a11y::client::Fail) -> Reply {
+    if failure == crate::a11y::client::Failure::Unavailable {
+        // Connect again next time: the bus (or our connection to it) may be gone.
+        *A11Y.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+    Reply::ElementError { failure, message }
+}
+
+static A11Y: Mutex<Option<crate::a11y::client::Client>> = Mutex::new(None);
+
+/// The session's accessibility bus, connected on first use and kept; a connection
+/// that failed is dropped so the next request connects again (the bus may have been
+/// starting).
+fn a11y(
+    env: &[(String, String)],
+) -> Result<crate::a11y::client::Client, crate::a11y::client::Fail> {
+    use crate::a11y::client::{Client, Failure};
+    let mut slot = A11Y.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(c) = slot.as_ref() {
+        return Ok(c.clone());
+    }
+    let address = env
+        .iter()
+        .find(|(k, _)| k == "DBUS_SESSION_BUS_ADDRESS")
+        .map(|(_, v)| v.as_str())
+        .ok_or((
+            Failure::Unavailable,
+            "this profile has no session bus (DBUS_SESSION_BUS_ADDRESS), so no accessibility tree"
+                .to_string(),
+        ))?;
+    let c = Client::connect(address)?;
+    *slot = Some(c.clone());
+    Ok(c)
 }
 
 fn lock(c: &Children) -> std::sync::MutexGuard<'_, Vec<Child>> {
@@ -327,6 +406,29 @@ fn serve(conn: UnixStream, env: &[(String, String)], children: &Children) -> std
     let req: Request = serde_json::from_str(&line)?;
     match req {
         Request::Ping => reply_line(&mut conn, &Reply::Ready),
+        Request::A11yTree { limits } => match a11y(env).and_then(|c| c.tree(&limits)) {
+            Ok(tree) => {
+                let body = serde_json::to_vec(&tree)?;
+                reply_line(&mut conn, &Reply::Tree { len: body.len() })?;
+                conn.write_all(&body)
+            }
+            Err(e) => reply_line(&mut conn, &element_error(e)),
+        },
+        Request::A11yLive { id } => {
+            let r = match a11y(env).and_then(|c| c.live(&id)) {
+                Ok(live) => Reply::Live(live),
+                Err(e) => element_error(e),
+            };
+            reply_line(&mut conn, &r)
+        }
+        Request::A11yInvoke { id, action } => {
+            let r = a11y(env).and_then(|c| c.invoke(&id, &action));
+            reply_line(&mut conn, &r.map_or_else(element_error, |()| Reply::Done))
+        }
+        Request::A11ySetValue { id, value } => {
+            let r = a11y(env).and_then(|c| c.set_value(&id, &value));
+            reply_line(&mut conn, &r.map_or_else(element_error, |()| Reply::Done))
+        }
         Request::Launch { argv } => {
             let r = match base_command(&argv, env).and_then(|mut c| c.spawn()) {
                 Ok(child) => {

@@ -4,6 +4,7 @@
 //! Control protocol (one line each way, the worker speaks first):
 //! - `reset <seed>` → lays out a new episode, draws it.
 //! - `sync` → processes every X input event delivered so far, redraws if needed.
+//! - `tree` → `tree <json>`: the scene's widgets as an [`crate::a11y::Tree`].
 //! - `quit` → exits.
 //!
 //! Each request is answered, after the X server has finished drawing, with
@@ -275,6 +276,18 @@ pub fn run(task: &str, width: u16, height: u16, ctl: UnixStream) -> Result<(), A
                 }
                 None
             }
+            (Some("tree"), None) => Some(match &episode {
+                Some(ep) => {
+                    let tree = crate::a11y::widget_tree(
+                        "deskgym tasks",
+                        &ep.widgets(),
+                        i32::from(width),
+                        i32::from(height),
+                    );
+                    format!("tree {}", serde_json::to_string(&tree)?)
+                }
+                None => "err no episode: send reset first".to_string(),
+            }),
             (Some("quit"), None) => return Ok(()),
             _ => Some(format!("err unknown request {line:?}")),
         };

@@ -3,6 +3,8 @@
 //! started and stopped together.
 
 use crate::Point;
+use crate::a11y::client::Failure;
+use crate::a11y::{Limits, Live, Tree};
 use crate::action::Action;
 use crate::agent::{Entry, ExecEnd, ExecSpec};
 use crate::error::{DesktopError, Result};
@@ -11,6 +13,13 @@ use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::script;
 use crate::script::{ScriptSpec, SetupStep};
 use crate::windows::WindowInfo;
+
+fn no_tree() -> DesktopError {
+    DesktopError::element(
+        Failure::Unavailable,
+        "this desktop has no accessibility tree",
+    )
+}
 
 /// Time bound of one setup command of a declarative task.
 const SETUP_STEP_MS: u64 = 60_000;
@@ -212,6 +221,8 @@ impl Desktop {
         self.fresh = false;
         match action {
             Action::LaunchApp(argv) => self.launch_and_wait(argv)?,
+            Action::InvokeAction { element, action } => self.invoke(element, action)?,
+            Action::SetValue { element, value } => self.set_value(element, value)?,
             _ => self.x.perform(action)?,
         }
         let app = match &mut self.app {
@@ -273,6 +284,95 @@ impl Desktop {
             done,
             instruction: script.instruction.clone(),
         })
+    }
+
+    /// The accessibility tree: AT-SPI in a sandboxed session, the task app's widgets
+    /// otherwise.
+    pub fn tree(&mut self, limits: &Limits) -> Result<Tree> {
+        self.check_alive()?;
+        match (&mut self.app, &self.sandbox) {
+            (Some(app), _) => app.tree(),
+            (None, Some(sb)) => sb.a11y_tree(limits),
+            (None, None) => Err(no_tree()),
+        }
+    }
+
+    /// What an element is now: where it is and whether it shows.
+    pub fn live(&mut self, id: &str) -> Result<Live> {
+        self.check_alive()?;
+        match (&mut self.app, &self.sandbox) {
+            (Some(app), _) => {
+                let tree = app.tree()?;
+                let n = tree.nodes.into_iter().find(|n| n.id == id).ok_or_else(|| {
+                    DesktopError::element(Failure::Gone, "the element no longer exists")
+                })?;
+                Ok(Live {
+                    bounds: n.bounds,
+                    states: n.states,
+                })
+            }
+            (None, Some(sb)) => sb.a11y_live(id),
+            (None, None) => Err(no_tree()),
+        }
+    }
+
+    /// Performs an element's action. The task app's widgets have one, `click`, done
+    /// with the pointer (the app reads only X input).
+    fn invoke(&mut self, id: &str, action: &str) -> Result<()> {
+        if self.app.is_none() {
+            return self.sandbox()?.a11y_invoke(id, action);
+        }
+        if !(action.is_empty() || action.eq_ignore_ascii_case("click")) {
+            return Err(DesktopError::element(
+                Failure::Unsupported,
+                format!("the element has no action {action:?}; it offers [\"click\"]"),
+            ));
+        }
+        let at = self.widget_target(id)?;
+        self.x.perform(&Action::Click {
+            at,
+            button: crate::Button::Left,
+            count: 1,
+        })
+    }
+
+    /// Sets an element's value. The task app's text field takes it as a human would:
+    /// a click, a backspace per character, the new text.
+    fn set_value(&mut self, id: &str, value: &str) -> Result<()> {
+        let Some(app) = self.app.as_mut() else {
+            return self.sandbox()?.a11y_set_value(id, value);
+        };
+        let tree = app.tree()?;
+        let node =
+            tree.nodes.iter().find(|n| n.id == id).ok_or_else(|| {
+                DesktopError::element(Failure::Gone, "the element no longer exists")
+            })?;
+        if !node.editable {
+            return Err(DesktopError::element(
+                Failure::Unsupported,
+                "the element has no editable text or value",
+            ));
+        }
+        let old = node.text.as_deref().unwrap_or("").chars().count();
+        let at = self.widget_target(id)?;
+        self.x.perform(&Action::Click {
+            at,
+            button: crate::Button::Left,
+            count: 1,
+        })?;
+        for _ in 0..old {
+            self.x.perform(&Action::Key("BackSpace".into()))?;
+        }
+        if !value.is_empty() {
+            self.x.perform(&Action::TypeText(value.into()))?;
+        }
+        Ok(())
+    }
+
+    fn widget_target(&mut self, id: &str) -> Result<crate::Point> {
+        self.live(id)?
+            .target()
+            .ok_or_else(|| DesktopError::element(Failure::Gone, "the element is not showing"))
     }
 
     /// Captures the screen.

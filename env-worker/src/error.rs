@@ -43,6 +43,15 @@ pub enum DesktopError {
         /// What, for the user.
         message: String,
     },
+    /// An element of the accessibility tree cannot be used as asked (gone, not showing,
+    /// no such action), or the tree cannot be read.
+    #[error("{message}")]
+    Element {
+        /// Why.
+        failure: crate::a11y::client::Failure,
+        /// What, for the user.
+        message: String,
+    },
     /// An X protocol request failed in a way that does not mean the display is gone.
     #[error("X request failed: {0}")]
     X11(String),
@@ -52,6 +61,14 @@ pub enum DesktopError {
 }
 
 impl DesktopError {
+    /// Shorthand for [`DesktopError::Element`].
+    pub fn element(failure: crate::a11y::client::Failure, message: impl Into<String>) -> Self {
+        Self::Element {
+            failure,
+            message: message.into(),
+        }
+    }
+
     /// Shorthand for [`DesktopError::InvalidAction`].
     pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
         Self::InvalidAction {

@@ -5,6 +5,8 @@
 //! - [`x11`]: the client session: XTEST input, MIT-SHM capture, XDamage settle.
 //! - [`keys`]: keysym names and chord parsing.
 //! - [`frame`]: RGB frames and their XXH3-128 content hash.
+//! - [`a11y`]: the accessibility tree as raw nodes, and the AT-SPI client the sandbox
+//!   agent reads it with.
 //! - [`action`]: actions in pixels, as the worker executes them.
 //! - [`tasks`]: the bundled tasks' pure logic (layout, input, scene).
 //! - [`app`]: the task app program that draws a task with x11rb (binary `deskgym-task-app`).
@@ -17,6 +19,7 @@
 //! - [`windows`]: top-level windows through the window manager (EWMH).
 //! - [`desktop`]: Xvfb + session + app (or sandbox) as one unit.
 
+pub mod a11y;
 pub mod action;
 pub mod agent;
 pub mod app;

@@ -434,6 +434,68 @@ impl Sandbox {
         }
     }
 
+    /// Walks the session's accessibility tree (the agent enforces `limits`; the worker
+    /// bounds the answer's size).
+    pub fn a11y_tree(&self, limits: &crate::a11y::Limits) -> Result<crate::a11y::Tree> {
+        let req = Request::A11yTree { limits: *limits };
+        let bound = Duration::from_millis(limits.timeout_ms) + Duration::from_secs(5);
+        match self.call(&req, &[], bound)? {
+            (Reply::Tree { len }, mut conn) => {
+                if len > MAX_TREE_BYTES {
+                    return Err(untrusted("a tree over the size limit"));
+                }
+                let mut body = vec![0; len];
+                conn.read_exact(&mut body)?;
+                let tree: crate::a11y::Tree = serde_json::from_slice(&body)
+                    .map_err(|e| untrusted(&format!("an unreadable tree ({e})")))?;
+                if tree.nodes.len() > limits.max_nodes as usize
+                    || tree
+                        .nodes
+                        .iter()
+                        .enumerate()
+                        .any(|(i, n)| n.parent.is_some_and(|p| p as usize >= i))
+                {
+                    return Err(untrusted("a tree out of order or over its limit"));
+                }
+                Ok(tree)
+            }
+            (other, _) => Err(element_error(other)),
+        }
+    }
+
+    /// What one element is now.
+    pub fn a11y_live(&self, id: &str) -> Result<crate::a11y::Live> {
+        let req = Request::A11yLive { id: id.into() };
+        match self.call(&req, &[], ELEMENT_TIMEOUT)?.0 {
+            Reply::Live(live) => Ok(live),
+            other => Err(element_error(other)),
+        }
+    }
+
+    /// Performs an element's action.
+    pub fn a11y_invoke(&self, id: &str, action: &str) -> Result<()> {
+        let req = Request::A11yInvoke {
+            id: id.into(),
+            action: action.into(),
+        };
+        match self.call(&req, &[], ELEMENT_TIMEOUT)?.0 {
+            Reply::Done => Ok(()),
+            other => Err(element_error(other)),
+        }
+    }
+
+    /// Sets an element's text or number.
+    pub fn a11y_set_value(&self, id: &str, value: &str) -> Result<()> {
+        let req = Request::A11ySetValue {
+            id: id.into(),
+            value: value.into(),
+        };
+        match self.call(&req, &[], ELEMENT_TIMEOUT)?.0 {
+            Reply::Done => Ok(()),
+            other => Err(element_error(other)),
+        }
+    }
+
     /// False once the sandbox's first process has exited.
     pub fn is_alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -452,6 +514,18 @@ impl Sandbox {
 
 /// How long one file request may take (a large file on a slow disk).
 const FILE_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// Largest tree the worker reads from the agent.
+const MAX_TREE_BYTES: usize = 64 << 20;
+/// How long one element request may take (the agent's D-Bus calls time out sooner).
+const ELEMENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn element_error(r: Reply) -> DesktopError {
+    match r {
+        Reply::ElementError { failure, message } => DesktopError::Element { failure, message },
+        other => untrusted(other.kind()),
+    }
+}
 
 fn file_error(r: Reply) -> DesktopError {
     match r {

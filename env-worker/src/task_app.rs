@@ -159,6 +159,21 @@ impl TaskApp {
         self.request("sync")
     }
 
+    /// The scene's widgets as an accessibility tree.
+    pub fn tree(&mut self) -> Result<crate::a11y::Tree> {
+        self.writer
+            .write_all(b"tree\n")
+            .map_err(|e| DesktopError::App(format!("task app is gone: {e}")))?;
+        let reply = self.read_line()?;
+        if let Some(msg) = reply.strip_prefix("err ") {
+            return Err(DesktopError::App(msg.to_string()));
+        }
+        let json = reply
+            .strip_prefix("tree ")
+            .ok_or_else(|| DesktopError::App(format!("bad tree reply {reply:?}")))?;
+        serde_json::from_str(json).map_err(|e| DesktopError::App(format!("bad tree reply: {e}")))
+    }
+
     /// False once the app process has exited.
     pub fn is_alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))

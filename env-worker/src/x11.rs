@@ -448,6 +448,13 @@ impl XSession {
                     "this desktop has no sandbox to launch applications in",
                 ));
             }
+            // Element verbs go through the accessibility tree (see `Desktop::step`).
+            Action::InvokeAction { .. } | Action::SetValue { .. } => {
+                return Err(DesktopError::invalid(
+                    "action",
+                    "element actions need the desktop's accessibility tree",
+                ));
+            }
         }
         self.sync()
     }

@@ -11,6 +11,7 @@
 
 from typing import Any
 
+from deskgym.a11y import Element, Tree, TreeDiff
 from deskgym.actions import SPACE_KEYS, SPACE_VERBS, action_space, to_proto
 from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, ExecResult, Pool
 from deskgym.env import DeskgymEnv, make
@@ -34,8 +35,11 @@ __all__ = [
     "DeskgymEnv",
     "DeskgymError",
     "DeskgymVectorEnv",
+    "Element",
     "ExecResult",
     "Pool",
+    "Tree",
+    "TreeDiff",
     "action_space",
     "episode_seed",
     "fork",

@@ -11,6 +11,13 @@ Dict forms (pixels ``x``/``y`` or normalised ``nx``/``ny`` in [0, 1]):
 - ``{"verb": "type_text", "text": "hello"}``, ``{"verb": "key", "keys": "ctrl+s"}``
 - ``{"verb": "wait", "ms": 100}``, ``{"verb": "noop"}``
 
+Wherever a position goes, an element of the accessibility tree may go instead:
+``"ref": "e12"`` (a ref from :meth:`DeskgymEnv.observe` with ``structured=True``), or
+``"element": {"role": "push button", "name": "Save"}`` (resolved against the live tree);
+a drag's end is ``to_ref`` / ``to_element``. Element verbs:
+``{"verb": "invoke_action", "ref": "e12", "action": "click"}`` and
+``{"verb": "set_value", "ref": "e7", "value": "hello"}``.
+
 Samples of :func:`action_space` carry ``verb`` as an index into :data:`SPACE_VERBS`.
 """
 
@@ -62,7 +69,22 @@ def _bad(field: str, msg: str) -> DeskgymError:
     return DeskgymError("INVALID_ARGUMENT", f"action.{field}: {msg}")
 
 
+def _element(a: Mapping[str, Any], ref: str, element: str, field: str) -> pb.Target | None:
+    if ref in a:
+        return pb.Target(element_ref=str(a[ref]))
+    if element in a:
+        q = a[element]
+        if not isinstance(q, Mapping) or "name" not in q:
+            raise _bad(field, f"{element!r} takes {{'role': ..., 'name': ...}}")
+        return pb.Target(element=pb.ElementQuery(role=str(q.get("role", "")), name=str(q["name"])))
+    return None
+
+
 def _target(a: Mapping[str, Any], x: str, y: str, field: str, required: bool = True) -> pb.Target | None:
+    prefix = "to_" if x.startswith("to_") else ""
+    by_element = _element(a, prefix + "ref", prefix + "element", field)
+    if by_element is not None:
+        return by_element
     nx, ny = "n" + x, "n" + y
     if x in a or y in a:
         if x not in a or y not in a:
@@ -73,7 +95,11 @@ def _target(a: Mapping[str, Any], x: str, y: str, field: str, required: bool = T
             raise _bad(field, f"give both {nx!r} and {ny!r}")
         return pb.Target(point_norm=pb.PointNorm(x=float(a[nx]), y=float(a[ny])))
     if required:
-        raise _bad(field, f"missing position: give {x!r}/{y!r} in pixels or {nx!r}/{ny!r} in [0, 1]")
+        raise _bad(
+            field,
+            f"missing position: give {x!r}/{y!r} in pixels, {nx!r}/{ny!r} in [0, 1], "
+            f"{prefix + 'ref'!r} (an element ref) or {prefix + 'element'!r} ({{'role', 'name'}})",
+        )
     return None
 
 
@@ -146,6 +172,15 @@ def to_proto(action: Any) -> pb.Action:
         if verb == "key_down":
             return pb.Action(key_down=pb.KeyDown(keys=str(a["keys"])))
         return pb.Action(key_up=pb.KeyUp(keys=str(a["keys"])))
+    if verb in ("invoke_action", "set_value"):
+        t = _element(a, "ref", "element", f"{verb}.target")
+        if t is None:
+            raise _bad(f"{verb}.target", "give 'ref' (e.g. 'e12') or 'element' ({'role': ..., 'name': ...})")
+        if verb == "invoke_action":
+            return pb.Action(invoke_action=pb.InvokeAction(target=t, action=str(a.get("action", ""))))
+        if "value" not in a:
+            raise _bad("set_value.value", "missing 'value'")
+        return pb.Action(set_value=pb.SetValue(target=t, value=str(a["value"])))
     if verb == "wait":
         return pb.Action(wait=pb.Wait(ms=int(a.get("ms", 0))))
     if verb == "noop":
@@ -167,4 +202,4 @@ def to_proto(action: Any) -> pb.Action:
         return pb.Action(resize_window=pb.ResizeWindow(window=w, width=int(a.get("width", 0)), height=int(a.get("height", 0))))
     raise _bad("verb", f"unknown verb {verb!r}; known: click, double_click, right_click, move, drag, scroll, "
                "mouse_down, mouse_up, type_text, key, key_down, key_up, wait, noop, launch_app, activate_window, "
-               "close_window, move_window, resize_window")
+               "close_window, move_window, resize_window, invoke_action, set_value")

@@ -441,19 +441,31 @@ class Client:
                 raise
 
     def reset(
-        self, env_id: str, seed: int | None = None, encoding: str | None = None, if_none_match: Sequence[str] = ()
+        self,
+        env_id: str,
+        seed: int | None = None,
+        encoding: str | None = None,
+        if_none_match: Sequence[str] = (),
+        tree: pb.TreeRequest | None = None,
     ) -> pb.ResetResponse:
-        """Starts a new episode on one env."""
-        req = pb.ResetRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match))
+        """Starts a new episode on one env (``tree``: also read the accessibility tree)."""
+        req = pb.ResetRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree)
         if seed is not None:
             req.seed = seed
         return self._call(self._stub.Reset, req, pb.ResetResponse)
 
     def step(
-        self, env_id: str, action: pb.Action, encoding: str | None = None, if_none_match: Sequence[str] = ()
+        self,
+        env_id: str,
+        action: pb.Action,
+        encoding: str | None = None,
+        if_none_match: Sequence[str] = (),
+        tree: pb.TreeRequest | None = None,
     ) -> pb.StepResult:
-        """Applies one action to one env."""
-        req = pb.StepRequest(env_id=env_id, action=action, encoding=encoding_of(encoding), if_none_match=list(if_none_match))
+        """Applies one action to one env (``tree``: also read the accessibility tree after it)."""
+        req = pb.StepRequest(
+            env_id=env_id, action=action, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree
+        )
         return self._call(self._stub.Step, req, pb.StepResult)
 
     def step_batch(
@@ -463,9 +475,15 @@ class Client:
         req = pb.StepBatchRequest(items=list(items), resets=list(resets), if_none_match=list(if_none_match))
         return self._call(self._stub.StepBatch, req, pb.StepBatchResponse)
 
-    def observe(self, env_id: str, encoding: str | None = None, if_none_match: Sequence[str] = ()) -> pb.Observation:
-        """Captures the screen without acting."""
-        req = pb.ObserveRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match))
+    def observe(
+        self,
+        env_id: str,
+        encoding: str | None = None,
+        if_none_match: Sequence[str] = (),
+        tree: pb.TreeRequest | None = None,
+    ) -> pb.Observation:
+        """Captures the screen without acting (``tree``: and reads the accessibility tree)."""
+        req = pb.ObserveRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree)
         return self._call(self._stub.Observe, req, pb.Observation)
 
     def get_frames(self, hashes: Sequence[str], encoding: str | None = None) -> list[pb.Observation]:

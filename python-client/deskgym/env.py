@@ -8,6 +8,9 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 import numpy as np
 
+from gymnasium import spaces
+
+from deskgym.a11y import A11yText, Tree, tree_request
 from deskgym.actions import to_proto
 from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, ExecResult, Pool
 from deskgym.errors import DeskgymError
@@ -15,7 +18,10 @@ from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
 from deskgym.observation import info, observation_space, stats
 from deskgym.v1 import deskgym_pb2 as pb
 
-OBS_TYPES = ("rgb", "png", "jpeg")
+OBS_TYPES = ("rgb", "png", "jpeg", "a11y", "rgb+a11y")
+#: The frame encoding each observation type asks for (the tree-only type still gets a
+#: cheap JPEG frame: ``render()`` and recordings use it).
+_ENCODING = {"a11y": "jpeg", "rgb+a11y": "rgb"}
 
 
 class DeskgymEnv(gym.Env[Any, Any]):
@@ -25,6 +31,11 @@ class DeskgymEnv(gym.Env[Any, Any]):
     ``check_env`` pass on a default env; the measured ``settle_ms``, ``latency_ms`` and
     ``frame_cached`` of the last call are in :attr:`last_stats` (and in infos too with
     ``info_timing=True``).
+
+    ``obs_type``: ``"rgb"`` (an (H, W, 3) array), ``"png"``/``"jpeg"`` (bytes), ``"a11y"``
+    (the accessibility tree's text rendering, a ``str``) or ``"rgb+a11y"`` (a ``Dict``
+    observation ``{"pixels": array, "a11y": str}``); the last reading's typed tree is in
+    :attr:`last_tree`, and :meth:`observe` with ``structured=True`` reads it on demand.
 
     ``action_mode`` (``"dict"``, ``"click_grid"``, ``"pointer"``, ``"multi_discrete"``)
     and ``obs_format`` (``"uint8_hwc"``, ``"float32_chw"``) pick spaces RL libraries
@@ -66,6 +77,10 @@ class DeskgymEnv(gym.Env[Any, Any]):
             raise DeskgymError("INVALID_ARGUMENT", f"render_mode {render_mode!r} is not supported; use 'rgb_array'")
         self.task = task
         self.obs_type = obs_type
+        self._encoding = _ENCODING.get(obs_type, obs_type)
+        self._tree = tree_request() if "a11y" in obs_type else None
+        #: The tree read with the last reset/step (obs types with ``a11y``) or observe.
+        self.last_tree: Tree | None = None
         self.render_mode = render_mode
         self.info_timing = info_timing
         self._own_client = client is None
@@ -73,7 +88,7 @@ class DeskgymEnv(gym.Env[Any, Any]):
         self._seed = seed
         self._pool: Pool | None = None
         self._pool = self.client.create_pool(
-            task, 1, screen=screen, seed=seed or 0, max_steps=max_steps or 0, encoding=obs_type, settle_ms=settle_ms,
+            task, 1, screen=screen, seed=seed or 0, max_steps=max_steps or 0, encoding=self._encoding, settle_ms=settle_ms,
             record=record, profile=profile, capabilities=capabilities,
         )
         #: The desktop profile this env runs, and the capabilities its pool was granted.
@@ -85,7 +100,14 @@ class DeskgymEnv(gym.Env[Any, Any]):
         self.max_steps = self._pool.max_steps
         w, h = self._pool.width, self._pool.height
         self.obs_format = obs_format
-        self.observation_space = obs_space(obs_format, observation_space(obs_type, w, h))
+        pixels = obs_space(obs_format, observation_space(self._encoding, w, h))
+        self.observation_space: spaces.Space[Any]
+        if obs_type == "a11y":
+            self.observation_space = A11yText()
+        elif obs_type == "rgb+a11y":
+            self.observation_space = spaces.Dict({"pixels": pixels, "a11y": A11yText()})
+        else:
+            self.observation_space = pixels
         self._mode = ActionMode(action_mode, w, h, grid)
         self.action_space = self._mode.space
         self._last_rgb: np.ndarray | None = None
@@ -97,7 +119,7 @@ class DeskgymEnv(gym.Env[Any, Any]):
     def _known(self) -> list[str]:
         """Hashes sent as ``if_none_match``: this env's last frame first (an action that
         changes nothing costs no pixels), then what the client recently received."""
-        recent = self.client.recent_hashes(self.obs_type, 8)
+        recent = self.client.recent_hashes(self._encoding, 8)
         if self._last_hash is None:
             return recent
         return [self._last_hash] + [h for h in recent if h != self._last_hash]
@@ -110,13 +132,15 @@ class DeskgymEnv(gym.Env[Any, Any]):
             # The first episode of an unseeded env: a random base, not the pool's 0.
             seed = int(self.np_random.integers(0, 2**63 - 1))
         # An explicit seed is the new base; otherwise the server derives the next one.
-        r = self.client.reset(self.env_id, seed=seed, encoding=self.obs_type, if_none_match=self._known())
+        r = self.client.reset(
+            self.env_id, seed=seed, encoding=self._encoding, if_none_match=self._known(), tree=self._tree
+        )
         self._based = True
         return self._result(r.observation, r.info)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         act = to_proto(self._mode.to_action(action))
-        r = self.client.step(self.env_id, act, encoding=self.obs_type, if_none_match=self._known())
+        r = self.client.step(self.env_id, act, encoding=self._encoding, if_none_match=self._known(), tree=self._tree)
         obs, inf = self._result(r.observation, r.info)
         return obs, r.reward, r.terminated, r.truncated, inf
 
@@ -131,7 +155,37 @@ class DeskgymEnv(gym.Env[Any, Any]):
             self._last_rgb = frame
             frame = convert_obs(self.obs_format, frame)
         self.last_stats = stats(obs, step_info, cached)
+        if self._tree is not None:
+            self.last_tree = Tree.from_proto(obs.tree)
+            if self.obs_type == "a11y":
+                frame = self.last_tree.text
+            else:
+                frame = {"pixels": frame, "a11y": self.last_tree.text}
         return frame, info(obs, step_info, self.info_timing, cached)
+
+    def observe(
+        self,
+        structured: bool = False,
+        *,
+        osworld_xml: bool = False,
+        line_budget: int = 0,
+        diff_from: Tree | int | None = None,
+        timeout_ms: int = 0,
+    ) -> Any:
+        """The screen now, without acting; with ``structured=True`` the accessibility
+        tree instead (a :class:`deskgym.a11y.Tree`): ``osworld_xml`` adds OSWorld's XML,
+        ``line_budget`` bounds its text, ``diff_from`` (an earlier tree or its revision)
+        adds the server's diff, ``timeout_ms`` bounds the walk (past it the tree is
+        ``partial``)."""
+        if not structured:
+            frame, _ = self.client.resolve(self.client.observe(self.env_id, encoding=self._encoding))
+            return frame
+        base = diff_from.revision if isinstance(diff_from, Tree) else int(diff_from or 0)
+        req = tree_request(osworld_xml=osworld_xml, line_budget=line_budget, diff_from=base, timeout_ms=timeout_ms)
+        # The frame rides along as JPEG (the cheapest encoding); only the tree is used.
+        o = self.client.observe(self.env_id, encoding="jpeg", tree=req)
+        self.last_tree = Tree.from_proto(o.tree)
+        return self.last_tree
 
     def save(self) -> Checkpoint:
         """Saves this env's state; restore it with :meth:`restore` or fork it with
@@ -141,7 +195,10 @@ class DeskgymEnv(gym.Env[Any, Any]):
     def restore(self, checkpoint: Checkpoint) -> tuple[Any, dict[str, Any]]:
         """Rewinds to ``checkpoint`` (by deterministic replay on a fresh desktop).
         ``info["fidelity"]`` is ``"exact"`` or ``"diverged"`` (with ``info["expected_hash"]``)."""
-        r = self.client.restore(self.env_id, checkpoint, encoding=self.obs_type)
+        r = self.client.restore(self.env_id, checkpoint, encoding=self._encoding)
+        if self._tree is not None:
+            # Restore carries no tree: read the restored desktop's.
+            r.observation.tree.CopyFrom(self.client.observe(self.env_id, encoding="jpeg", tree=self._tree).tree)
         obs, inf = self._result(r.observation, r.info)
         inf["fidelity"] = fidelity_name(r.fidelity)
         inf["expected_hash"] = r.expected_hash
@@ -151,7 +208,7 @@ class DeskgymEnv(gym.Env[Any, Any]):
         """The current screen as an (H, W, 3) array."""
         if self.render_mode != "rgb_array":
             return None
-        if self.obs_type == "rgb" and self._last_rgb is not None:
+        if self._encoding == "rgb" and self._last_rgb is not None:
             return self._last_rgb
         frame, _ = self.client.resolve(self.client.observe(self.env_id, encoding="rgb"))
         assert isinstance(frame, np.ndarray)

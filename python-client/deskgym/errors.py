@@ -68,6 +68,11 @@ def field_from_details(details: bytes) -> str | None:
     return None
 
 
+_REASON = re.compile(
+    r"^(stale_element_ref|element_not_found|ambiguous_element|element_unsupported|accessibility_unavailable): "
+)
+
+
 def field_of(code: str, message: str) -> str | None:
     """The offending field of an INVALID_ARGUMENT message ("action.key.keys"), else None."""
     if code != "INVALID_ARGUMENT":
@@ -98,6 +103,15 @@ class DeskgymError(Exception):
         self.code: str = code
         self.message: str = message
         self.field: str | None = field if field is not None else field_of(code, message)
+
+    @property
+    def reason(self) -> str | None:
+        """For an element target or verb that failed, the machine-readable reason the
+        message starts with: ``"stale_element_ref"`` (observe again, use a current
+        ref), ``"element_not_found"``, ``"ambiguous_element"``, ``"element_unsupported"``,
+        ``"accessibility_unavailable"``; else ``None``."""
+        m = _REASON.match(self.message) if self.code == "FAILED_PRECONDITION" else None
+        return m.group(1) if m else None
 
     def __reduce__(self) -> tuple[type[DeskgymError], tuple[str, str, str | None]]:
         return (type(self), (self.code, self.message, self.field))

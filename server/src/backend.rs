@@ -4,6 +4,7 @@
 //! Envs and pools hold desktops as `Box<dyn Desktop>` and start them through a
 //! [`Backend`]; nothing else in the server knows which one it has.
 
+use deskgym_worker::a11y::{Limits, Live, Tree};
 use deskgym_worker::agent::{ExecEnd, ExecSpec};
 use deskgym_worker::windows::WindowInfo;
 use deskgym_worker::{
@@ -50,6 +51,10 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
     fn list_dir(&mut self, path: &str, depth: u32, max: usize) -> WorkerResult<Listing>;
     /// Runs a command in the desktop's sandbox and waits for it.
     fn exec(&mut self, spec: &ExecSpec, stdin: &[u8]) -> WorkerResult<Executed>;
+    /// Reads the accessibility tree.
+    fn tree(&mut self, limits: &Limits) -> WorkerResult<Tree>;
+    /// What one element of the tree is now.
+    fn live(&mut self, id: &str) -> WorkerResult<Live>;
 }
 
 /// A directory listing: resolved path, entries, truncated.
@@ -108,6 +113,12 @@ impl Desktop for deskgym_worker::Desktop {
     }
     fn list_dir(&mut self, path: &str, depth: u32, max: usize) -> WorkerResult<Listing> {
         deskgym_worker::Desktop::list_dir(self, path, depth, max)
+    }
+    fn tree(&mut self, limits: &Limits) -> WorkerResult<Tree> {
+        deskgym_worker::Desktop::tree(self, limits)
+    }
+    fn live(&mut self, id: &str) -> WorkerResult<Live> {
+        deskgym_worker::Desktop::live(self, id)
     }
 }
 
@@ -312,6 +323,35 @@ pub(crate) mod fake {
 
         fn exec(&mut self, _: &ExecSpec, _: &[u8]) -> WorkerResult<Executed> {
             Err(DesktopError::Exec("the fake backend has no sandbox".into()))
+        }
+
+        fn tree(&mut self, _: &Limits) -> WorkerResult<Tree> {
+            self.check_alive()?;
+            let widgets = self
+                .episode
+                .as_ref()
+                .map(|e| e.widgets())
+                .unwrap_or_default();
+            let (w, h) = (self.config.width as i32, self.config.height as i32);
+            Ok(deskgym_worker::a11y::widget_tree("fake", &widgets, w, h))
+        }
+
+        fn live(&mut self, id: &str) -> WorkerResult<Live> {
+            let n = self
+                .tree(&Limits::default())?
+                .nodes
+                .into_iter()
+                .find(|n| n.id == id)
+                .ok_or_else(|| {
+                    DesktopError::element(
+                        deskgym_worker::a11y::client::Failure::Gone,
+                        "the element no longer exists",
+                    )
+                })?;
+            Ok(Live {
+                bounds: n.bounds,
+                states: n.states,
+            })
         }
     }
 }

@@ -6,6 +6,7 @@ use deskgym_proto::v1 as pb;
 use deskgym_worker::keys::parse_chord;
 use deskgym_worker::{Action, Button, Point, SettlePolicy};
 
+use crate::a11y::{Planned, Sel, Slot, parse_ref};
 use crate::backend::{Executed, Listing};
 use crate::config::Limits;
 use crate::env::{Checkpoint, Info, Obs, Reset, Restored, Stepped};
@@ -35,6 +36,8 @@ pub(crate) const VERBS: &[&str] = &[
     "resize_window",
     "key_down",
     "key_up",
+    "invoke_action",
+    "set_value",
 ];
 
 // ---------------------------------------------------------------------------
@@ -63,6 +66,7 @@ pub(crate) fn observation(o: Obs) -> pb::Observation {
             damage_events: o.settle.damage_events,
         }),
         not_modified: o.not_modified,
+        tree: o.tree,
     }
 }
 
@@ -152,14 +156,56 @@ const MAX_SCROLL: i32 = 50;
 /// step thread (a 4-million-key chord took 5 s) or bloating the error message.
 pub(crate) const MAX_CHORD_BYTES: usize = 128;
 
-fn target(t: Option<&pb::Target>, field: &str, screen: Screen) -> Result<Point, Invalid> {
+/// Element targets of one action, filled in by [`target`] as it meets them.
+type Elements = Vec<(Slot, Sel, String)>;
+
+/// Longest element query name or role, in bytes.
+const MAX_QUERY_BYTES: usize = 1024;
+
+/// A target in pixels; an element target adds itself to `elements` (resolved when the
+/// action runs) and stands in as (0, 0).
+fn target(
+    t: Option<&pb::Target>,
+    field: &str,
+    screen: Screen,
+    slot: Slot,
+    elements: &mut Elements,
+) -> Result<Point, Invalid> {
     use pb::target::Kind;
     let (w, h) = (screen.width as i32, screen.height as i32);
     match t.and_then(|t| t.kind.as_ref()) {
         None => Err(Invalid::new(
             field,
-            "target is not set; set point_px or point_norm",
+            "target is not set; set point_px, point_norm, element_ref or element",
         )),
+        Some(Kind::ElementRef(r)) => {
+            let field = format!("{field}.element_ref");
+            elements.push((slot, Sel::Ref(parse_ref(r, &field)?), field));
+            Ok(Point::default())
+        }
+        Some(Kind::Element(q)) => {
+            let field = format!("{field}.element");
+            if q.name.is_empty() {
+                return Err(Invalid::new(
+                    format!("{field}.name"),
+                    "name is empty; give the element's name (or use element_ref)",
+                ));
+            }
+            for (f, v) in [("name", &q.name), ("role", &q.role)] {
+                if v.len() > MAX_QUERY_BYTES || v.contains('\0') {
+                    return Err(Invalid::new(
+                        format!("{field}.{f}"),
+                        format!("contains a NUL byte or is over {MAX_QUERY_BYTES} bytes"),
+                    ));
+                }
+            }
+            let sel = Sel::Query {
+                role: q.role.trim().to_string(),
+                name: q.name.clone(),
+            };
+            elements.push((slot, sel, field));
+            Ok(Point::default())
+        }
         Some(Kind::PointPx(p)) => {
             if p.x < 0 || p.y < 0 || p.x >= w || p.y >= h {
                 return Err(Invalid::new(
@@ -193,9 +239,10 @@ fn optional_target(
     t: Option<&pb::Target>,
     field: &str,
     screen: Screen,
+    elements: &mut Elements,
 ) -> Result<Option<Point>, Invalid> {
     match t {
-        Some(t) if t.kind.is_some() => target(Some(t), field, screen).map(Some),
+        Some(t) if t.kind.is_some() => target(Some(t), field, screen, Slot::At, elements).map(Some),
         _ => Ok(None),
     }
 }
@@ -215,7 +262,7 @@ pub(crate) fn action(
     screen: Screen,
     limits: &Limits,
     apps: &BTreeMap<String, Vec<String>>,
-) -> Result<Action, Invalid> {
+) -> Result<Planned, Invalid> {
     use pb::action::Verb;
     let a = a.ok_or_else(|| Invalid::new("action", "action is missing"))?;
     if a.extension.is_some() {
@@ -230,7 +277,8 @@ pub(crate) fn action(
             format!("no verb is set; set exactly one of: {}", VERBS.join(", ")),
         )
     })?;
-    Ok(match verb {
+    let mut elements = Elements::new();
+    let action = match verb {
         Verb::Click(c) => {
             let count = if c.count == 0 { 1 } else { c.count };
             if count > 3 {
@@ -240,23 +288,47 @@ pub(crate) fn action(
                 ));
             }
             Action::Click {
-                at: target(c.target.as_ref(), "action.click.target", screen)?,
+                at: target(
+                    c.target.as_ref(),
+                    "action.click.target",
+                    screen,
+                    Slot::At,
+                    &mut elements,
+                )?,
                 button: button(c.button, "action.click.button")?,
                 count,
             }
         }
         Verb::DoubleClick(c) => Action::Click {
-            at: target(c.target.as_ref(), "action.double_click.target", screen)?,
+            at: target(
+                c.target.as_ref(),
+                "action.double_click.target",
+                screen,
+                Slot::At,
+                &mut elements,
+            )?,
             button: Button::Left,
             count: 2,
         },
         Verb::RightClick(c) => Action::Click {
-            at: target(c.target.as_ref(), "action.right_click.target", screen)?,
+            at: target(
+                c.target.as_ref(),
+                "action.right_click.target",
+                screen,
+                Slot::At,
+                &mut elements,
+            )?,
             button: Button::Right,
             count: 1,
         },
         Verb::Move(m) => Action::Move {
-            to: target(m.target.as_ref(), "action.move.target", screen)?,
+            to: target(
+                m.target.as_ref(),
+                "action.move.target",
+                screen,
+                Slot::At,
+                &mut elements,
+            )?,
         },
         Verb::Scroll(s) => {
             for (axis, v) in [("dx", s.dx), ("dy", s.dy)] {
@@ -269,7 +341,13 @@ pub(crate) fn action(
                 }
             }
             Action::Scroll {
-                at: target(s.target.as_ref(), "action.scroll.target", screen)?,
+                at: target(
+                    s.target.as_ref(),
+                    "action.scroll.target",
+                    screen,
+                    Slot::At,
+                    &mut elements,
+                )?,
                 dx: s.dx,
                 dy: s.dy,
             }
@@ -285,8 +363,20 @@ pub(crate) fn action(
                 ));
             }
             Action::Drag {
-                from: target(d.from.as_ref(), "action.drag.from", screen)?,
-                to: target(d.to.as_ref(), "action.drag.to", screen)?,
+                from: target(
+                    d.from.as_ref(),
+                    "action.drag.from",
+                    screen,
+                    Slot::From,
+                    &mut elements,
+                )?,
+                to: target(
+                    d.to.as_ref(),
+                    "action.drag.to",
+                    screen,
+                    Slot::To,
+                    &mut elements,
+                )?,
                 button: button(d.button, "action.drag.button")?,
                 duration_ms: d.duration_ms,
                 modifiers: if d.modifiers.is_empty() {
@@ -297,11 +387,21 @@ pub(crate) fn action(
             }
         }
         Verb::MouseDown(m) => Action::MouseDown {
-            at: optional_target(m.target.as_ref(), "action.mouse_down.target", screen)?,
+            at: optional_target(
+                m.target.as_ref(),
+                "action.mouse_down.target",
+                screen,
+                &mut elements,
+            )?,
             button: button(m.button, "action.mouse_down.button")?,
         },
         Verb::MouseUp(m) => Action::MouseUp {
-            at: optional_target(m.target.as_ref(), "action.mouse_up.target", screen)?,
+            at: optional_target(
+                m.target.as_ref(),
+                "action.mouse_up.target",
+                screen,
+                &mut elements,
+            )?,
             button: button(m.button, "action.mouse_up.button")?,
         },
         Verb::TypeText(t) => {
@@ -393,7 +493,58 @@ pub(crate) fn action(
                 height: r.height,
             }
         }
-    })
+        Verb::InvokeAction(a) => {
+            let field = "action.invoke_action.target";
+            element_only(a.target.as_ref(), field, screen, &mut elements)?;
+            if a.action.len() > MAX_QUERY_BYTES || a.action.contains('\0') {
+                return Err(Invalid::new(
+                    "action.invoke_action.action",
+                    format!("contains a NUL byte or is over {MAX_QUERY_BYTES} bytes"),
+                ));
+            }
+            Action::InvokeAction {
+                element: String::new(),
+                action: a.action.clone(),
+            }
+        }
+        Verb::SetValue(v) => {
+            let field = "action.set_value.target";
+            element_only(v.target.as_ref(), field, screen, &mut elements)?;
+            if v.value.chars().count() > limits.max_text_len as usize || v.value.contains('\0') {
+                return Err(Invalid::new(
+                    "action.set_value.value",
+                    format!(
+                        "contains a NUL byte or is over {} characters",
+                        limits.max_text_len
+                    ),
+                ));
+            }
+            Action::SetValue {
+                element: String::new(),
+                value: v.value.clone(),
+            }
+        }
+    };
+    Ok(Planned { action, elements })
+}
+
+/// The target of an element verb: an element ref or query, never a point.
+fn element_only(
+    t: Option<&pb::Target>,
+    field: &str,
+    screen: Screen,
+    elements: &mut Elements,
+) -> Result<(), Invalid> {
+    use pb::target::Kind;
+    match t.and_then(|t| t.kind.as_ref()) {
+        Some(Kind::ElementRef(_) | Kind::Element(_)) => {
+            target(t, field, screen, Slot::Element, elements).map(|_| ())
+        }
+        _ => Err(Invalid::new(
+            field,
+            "this verb acts on an element: set element_ref (or element {role, name})",
+        )),
+    }
 }
 
 /// A validated key chord (bounded length, every name known).
@@ -603,7 +754,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            a,
+            a.action,
             Action::Move {
                 to: Point { x: 1279, y: 360 }
             }
@@ -801,7 +952,7 @@ mod fuzz {
             width: w,
             height: h,
         };
-        match action(a, screen, &Limits::default(), &BTreeMap::new()) {
+        match action(a, screen, &Limits::default(), &BTreeMap::new()).map(|p| p.action) {
             Ok(Action::Click { at, .. }) => {
                 assert!(
                     (0..w as i32).contains(&at.x) && (0..h as i32).contains(&at.y),

@@ -15,6 +15,7 @@ use bytes::Bytes;
 use deskgym_proto::v1 as pb;
 use deskgym_worker::{Action, DesktopError, Frame, Point, SettleReport};
 
+use crate::a11y::{self, Planned, QueryMiss, Refs, Sel, Slot, TreeOpts};
 use crate::backend::{Desktop, Executed};
 use crate::encode::EncodeError;
 use crate::frame_cache::{Blob, FrameCache};
@@ -78,6 +79,16 @@ pub(crate) enum EnvError {
     /// The sandbox could not start a program (missing, bad cwd).
     #[error("{0}")]
     Refused(String),
+    /// An element target or element verb cannot be carried out: `reason` is
+    /// `stale_element_ref`, `element_not_found`, `ambiguous_element`,
+    /// `element_unsupported` or `accessibility_unavailable`.
+    #[error("{reason}: {message}")]
+    Element {
+        /// Machine-readable reason (also the message's prefix).
+        reason: &'static str,
+        /// What, for the user.
+        message: String,
+    },
     /// The desktop failed without dying (an X request error).
     #[error("{0}")]
     Desktop(DesktopError),
@@ -117,6 +128,15 @@ impl From<DesktopError> for EnvError {
                 message,
             } => Self::Invalid(Invalid::new("path", message)),
             DesktopError::File { kind, message } => Self::File { kind, message },
+            DesktopError::Element { failure, message } => {
+                use deskgym_worker::a11y::client::Failure;
+                let reason = match failure {
+                    Failure::Gone => "stale_element_ref",
+                    Failure::Unsupported => "element_unsupported",
+                    Failure::Unavailable => "accessibility_unavailable",
+                };
+                Self::Element { reason, message }
+            }
             e if e.is_fatal() => Self::Down(e),
             e => Self::Desktop(e),
         }
@@ -230,6 +250,8 @@ pub(crate) struct EnvState {
     seed_base: u64,
     /// Unseeded episodes started since `seed_base` was set.
     seed_k: u64,
+    /// Element refs of the accessibility tree.
+    refs: Refs,
 }
 
 /// A saved state: what is needed to rebuild it by replay.
@@ -287,6 +309,8 @@ pub(crate) struct Obs {
     pub(crate) settle: SettleReport,
     /// The client holds this frame already: no pixels were sent.
     pub(crate) not_modified: bool,
+    /// The accessibility tree, when asked for.
+    pub(crate) tree: Option<pb::AccessibilityTree>,
 }
 
 /// What a reset or step says about the episode.
@@ -335,6 +359,8 @@ pub(crate) struct ObsOptions {
     pub encoding: i32,
     /// Parsed `if_none_match` hashes.
     pub known: Vec<u128>,
+    /// Read the accessibility tree too.
+    pub tree: Option<TreeOpts>,
 }
 
 /// One env: a desktop slot of a pool.
@@ -446,7 +472,103 @@ impl Env {
             pointer,
             settle,
             not_modified,
+            tree: None,
         })
+    }
+
+    /// Reads the tree and renders it. A tree that cannot be read (no accessibility bus,
+    /// an application that does not answer) comes back partial with the reason: the
+    /// step or observation it rides on still succeeds.
+    fn read_tree(
+        d: &mut Box<dyn Desktop>,
+        refs: &mut Refs,
+        opts: &TreeOpts,
+    ) -> Result<pb::AccessibilityTree, EnvError> {
+        let started = Instant::now();
+        match d.tree(&opts.limits()) {
+            Ok(tree) => {
+                let reading = refs.assign(&tree);
+                let ms = started.elapsed().as_secs_f64() * 1e3;
+                Ok(refs.render(&reading, opts, ms))
+            }
+            Err(e) => match EnvError::from(e) {
+                EnvError::Element { message, .. } => Ok(pb::AccessibilityTree {
+                    partial: true,
+                    partial_reasons: vec![message],
+                    capture_ms: started.elapsed().as_secs_f64() * 1e3,
+                    ..Default::default()
+                }),
+                other => Err(other),
+            },
+        }
+    }
+
+    /// Resolves an action's element targets against the live desktop: a ref to the
+    /// element it names (gone: `stale_element_ref`), a query to the one element it
+    /// matches; a pointer target to the centre of the element's visible bounds.
+    fn resolve(
+        d: &mut Box<dyn Desktop>,
+        refs: &mut Refs,
+        planned: &Planned,
+        screen: (u32, u32),
+    ) -> Result<Action, EnvError> {
+        let mut action = planned.action.clone();
+        let stale = |sel: &Sel, why: &str| EnvError::Element {
+            reason: "stale_element_ref",
+            message: format!("{sel} {why}; observe the tree again and use a current ref"),
+        };
+        for (slot, sel, _field) in &planned.elements {
+            let id = match sel {
+                Sel::Ref(r) => refs
+                    .identity(*r)
+                    .ok_or_else(|| stale(sel, "is not in the tree (gone, or never seen)"))?
+                    .to_string(),
+                Sel::Query { role, name } => {
+                    let tree = d.tree(&TreeOpts::default().limits())?;
+                    match a11y::resolve_query(&tree, role, name) {
+                        Ok(n) => {
+                            refs.ref_of(n);
+                            n.id.clone()
+                        }
+                        Err(QueryMiss::None) => {
+                            return Err(EnvError::Element {
+                                reason: "element_not_found",
+                                message: format!("no element of the live tree matches {sel}"),
+                            });
+                        }
+                        Err(QueryMiss::Many(c)) => {
+                            return Err(EnvError::Element {
+                                reason: "ambiguous_element",
+                                message: format!(
+                                    "{} elements match {sel}: {}; name one more precisely or use its ref",
+                                    c.len(),
+                                    c.join("; ")
+                                ),
+                            });
+                        }
+                    }
+                }
+            };
+            let point = if *slot == Slot::Element {
+                Point::default()
+            } else {
+                let live = d.live(&id).map_err(|e| match EnvError::from(e) {
+                    EnvError::Element {
+                        reason: "stale_element_ref",
+                        ..
+                    } => stale(sel, "no longer exists"),
+                    other => other,
+                })?;
+                let p = live.target().ok_or_else(|| stale(sel, "is not showing"))?;
+                let (w, h) = screen;
+                if p.x < 0 || p.y < 0 || p.x as u32 >= w || p.y as u32 >= h {
+                    return Err(stale(sel, "is off the screen"));
+                }
+                p
+            };
+            a11y::place(&mut action, *slot, point, &id);
+        }
+        Ok(action)
     }
 
     /// A new env around an already started desktop.
@@ -623,7 +745,7 @@ impl Env {
         let started = Instant::now();
         let enc = encoding_or(&self.pool.spec, opts.encoding)?;
         let mut guard = lock(&self.state);
-        self.reset_locked(&mut guard, cache, seed, enc, &opts.known, started)
+        self.reset_locked(&mut guard, cache, seed, enc, opts, started)
     }
 
     fn reset_locked(
@@ -632,7 +754,7 @@ impl Env {
         cache: &FrameCache,
         seed: Option<u64>,
         enc: pb::ImageEncoding,
-        known: &[u128],
+        opts: &ObsOptions,
         started: Instant,
     ) -> Result<Reset, EnvError> {
         let (seed, base, k) = match seed {
@@ -675,15 +797,20 @@ impl Env {
                 }),
             )
         });
-        let observation = self.observation(
+        let mut observation = self.observation(
             cache,
             frame,
             pointer,
             out.settle,
             enc,
-            known,
+            &opts.known,
             Some(&ep.log.episode_id),
         )?;
+        // A new episode's elements are new elements.
+        s.refs.clear();
+        if let (Some(t), Some(d)) = (&opts.tree, s.desktop.as_mut()) {
+            observation.tree = Some(Self::read_tree(d, &mut s.refs, t)?);
+        }
         let info = self.info(&ep, started, s.desktop.as_ref().map(|d| d.display()));
         s.episode = Some(ep);
         Ok(Reset {
@@ -759,7 +886,7 @@ impl Env {
     pub(crate) fn step(
         &self,
         cache: &FrameCache,
-        action: &Action,
+        planned: &Planned,
         opts: &ObsOptions,
         autoreset: bool,
     ) -> Result<Stepped, EnvError> {
@@ -785,6 +912,16 @@ impl Env {
             });
         };
         let display = d.display();
+        // Element targets become pixels (or element identities) now: the log keeps what
+        // ran, so a replay does not depend on this env's refs.
+        let resolved;
+        let action = if planned.elements.is_empty() {
+            &planned.action
+        } else {
+            let screen = (self.pool.spec.screen.width, self.pool.spec.screen.height);
+            resolved = Self::resolve(d, &mut s.refs, planned, screen)?;
+            &resolved
+        };
         let t_start = deskgym_datasets::writer::now_ms();
         // Hex strings only when recording (the closures below run only then).
         let before = ep.frame_hash.unwrap_or_default();
@@ -799,7 +936,11 @@ impl Env {
         let (out, frame, pointer) = match result {
             Ok(r) => r,
             Err(e) => {
-                let applied = sent && !matches!(e, DesktopError::InvalidAction { .. });
+                let applied = sent
+                    && !matches!(
+                        e,
+                        DesktopError::InvalidAction { .. } | DesktopError::Element { .. }
+                    );
                 let err = EnvError::from(e);
                 if applied {
                     ep.step_index += 1;
@@ -847,7 +988,7 @@ impl Env {
         ep.log.ret += reward;
         let after = frame.hash;
         let episode_id = ep.log.episode_id.clone();
-        let observation = self.observation(
+        let mut observation = self.observation(
             cache,
             frame,
             pointer,
@@ -856,6 +997,9 @@ impl Env {
             &opts.known,
             Some(&episode_id),
         )?;
+        if let Some(t) = &opts.tree {
+            observation.tree = Some(Self::read_tree(d, &mut s.refs, t)?);
+        }
         let mut info = self.info(ep, started, Some(display));
         self.pool.record(|| {
             deskgym_datasets::Record::Step(deskgym_datasets::StepRow {
@@ -878,7 +1022,7 @@ impl Env {
             self.end_episode(s, "");
         }
         let reset = if autoreset && (terminated || truncated) {
-            match self.reset_locked(s, cache, None, enc, &opts.known, Instant::now()) {
+            match self.reset_locked(s, cache, None, enc, opts, Instant::now()) {
                 Ok(r) => Some(r),
                 Err(e) => {
                     info.extra.insert("autoreset_error".into(), e.to_string());
@@ -917,7 +1061,17 @@ impl Env {
                     quiesced: true,
                     ..Default::default()
                 };
-                self.observation(cache, frame, pointer, settle, enc, &opts.known, None)
+                let mut obs =
+                    self.observation(cache, frame, pointer, settle, enc, &opts.known, None)?;
+                if let Some(t) = &opts.tree {
+                    let s = &mut *s;
+                    let d = s
+                        .desktop
+                        .as_mut()
+                        .ok_or(EnvError::Bug("desktop vanished"))?;
+                    obs.tree = Some(Self::read_tree(d, &mut s.refs, t)?);
+                }
+                Ok(obs)
             }
             Err(e) => {
                 let err = EnvError::from(e);
@@ -1095,6 +1249,7 @@ impl Env {
             height,
             hash,
             pointer,
+            tree: None,
             settle: SettleReport {
                 quiesced: true,
                 ..Default::default()
@@ -1271,6 +1426,7 @@ mod tests {
         let opts = ObsOptions {
             encoding: pb::ImageEncoding::RawRgb as i32,
             known: Vec::new(),
+            ..Default::default()
         };
         let before = env.reset(&mgr.cache, Some(3), &opts).expect("reset");
         let before = deskgym_worker::hash_hex(before.obs.hash);
@@ -1285,7 +1441,7 @@ mod tests {
         };
         env.fail_next_capture.store(true, Ordering::Release);
         let e = env
-            .step(&mgr.cache, &focus, &opts, false)
+            .step(&mgr.cache, &focus.into(), &opts, false)
             .expect_err("the injected capture failure");
         assert_eq!(e.code(), tonic::Code::Internal, "{e}");
         let cp = mgr.save(&env.id, &who).await.expect("save");

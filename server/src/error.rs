@@ -32,7 +32,9 @@ impl EnvError {
                 Code::FailedPrecondition
             }
             Self::NoDesktop { .. } | Self::Down(_) => Code::Unavailable,
-            Self::Refused(_) | Self::Clipboard(_) => Code::FailedPrecondition,
+            Self::Refused(_) | Self::Clipboard(_) | Self::Element { .. } => {
+                Code::FailedPrecondition
+            }
             Self::File { kind, .. } => match kind {
                 deskgym_worker::agent::FileErrorKind::NotFound => Code::NotFound,
                 deskgym_worker::agent::FileErrorKind::Outside => Code::InvalidArgument,
@@ -141,6 +143,22 @@ impl From<EnvError> for Status {
     fn from(e: EnvError) -> Self {
         match e {
             EnvError::Invalid(i) => i.into(),
+            EnvError::Element { reason, .. } => {
+                use tonic_types::{ErrorDetails, StatusExt as _};
+                // The reason travels as data (`google.rpc.ErrorInfo`) and leads the
+                // message (`stale_element_ref: ...`), as the ACI spec has it.
+                let code = e.code();
+                let message = e.to_string();
+                Status::with_error_details(
+                    code,
+                    message,
+                    ErrorDetails::with_error_info(
+                        reason,
+                        "deskgym",
+                        std::collections::HashMap::<String, String>::new(),
+                    ),
+                )
+            }
             e => Status::new(e.code(), e.to_string()),
         }
     }

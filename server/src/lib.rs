@@ -17,12 +17,15 @@
 //! - `pool`: the manager: capacity and quotas, pools, checkpoints, fork, the blocking
 //!   step pool with bounded admission and deadlines.
 //! - `convert`: wire actions → worker actions, with field-named validation.
+//! - `a11y`: element refs over a desktop's accessibility tree, element targets, and the
+//!   tree's renderings (elements, prompt text and diffs, OSWorld's XML).
 //! - `frame_cache`: the fleet-wide content-addressed frame cache; `encode`: RAW/PNG/JPEG.
 //! - `service`: the RPC handlers; `auth`: tokens, principals and quotas.
 //!
 //! [`run`] takes an already-bound listener and a shutdown future, so tests bind port 0
 //! and stop the server at will (as mini-redis does).
 
+mod a11y;
 mod auth;
 mod backend;
 mod config;

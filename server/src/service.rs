@@ -10,6 +10,7 @@ use deskgym_proto::v1 as pb;
 use deskgym_proto::v1::deskgym_server::Deskgym;
 use tonic::{Request, Response, Status};
 
+use crate::a11y::TreeOpts;
 use crate::auth::{Principal, principal};
 use crate::convert::{self, MAX_CHORD_BYTES, VERBS};
 use crate::env::{Call, ObsOptions};
@@ -42,10 +43,18 @@ impl DeskgymService {
         encoding: i32,
         own: &[String],
         shared: &[u128],
+        tree: Option<&pb::TreeRequest>,
     ) -> Result<ObsOptions, Invalid> {
         let mut known = parse_hashes(field, own, self.mgr.limits().max_if_none_match)?;
         known.extend_from_slice(shared);
-        Ok(ObsOptions { encoding, known })
+        // `field` names the request's if_none_match; its tree field is beside it.
+        let tree_field = format!("{}tree", field.trim_end_matches("if_none_match"));
+        let tree = TreeOpts::parse(tree, &tree_field)?;
+        Ok(ObsOptions {
+            encoding,
+            known,
+            tree,
+        })
     }
 
     /// One step: validate, run on the step pool. Returns a receiver so a batch can start
@@ -72,6 +81,7 @@ impl DeskgymService {
             item.encoding,
             &item.if_none_match,
             shared,
+            item.tree.as_ref(),
         )?;
         self.mgr
             .on_env(&env, Call::Step, self.mgr.op_timeout(), move |e, cache| {
@@ -93,6 +103,7 @@ impl DeskgymService {
             r.encoding,
             &r.if_none_match,
             shared,
+            r.tree.as_ref(),
         )?;
         self.mgr
             .on_env(&env, Call::Reset, self.mgr.op_timeout(), move |e, cache| {
@@ -175,7 +186,9 @@ impl Deskgym for DeskgymService {
             server_version: env!("CARGO_PKG_VERSION").to_string(),
             protocol: "deskgym.v1".into(),
             verbs: VERBS.iter().map(|v| v.to_string()).collect(),
-            targets: vec!["point_px".into(), "point_norm".into()],
+            targets: ["point_px", "point_norm", "element_ref", "element"]
+                .map(String::from)
+                .to_vec(),
             encodings: vec![
                 pb::ImageEncoding::RawRgb as i32,
                 pb::ImageEncoding::Png as i32,
@@ -407,7 +420,13 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let req = req.into_inner();
         let env = self.mgr.env(&req.env_id, &who)?;
-        let opts = self.opts("if_none_match", req.encoding, &req.if_none_match, &[])?;
+        let opts = self.opts(
+            "if_none_match",
+            req.encoding,
+            &req.if_none_match,
+            &[],
+            req.tree.as_ref(),
+        )?;
         let job = self.mgr.on_env(
             &env,
             Call::Observe,
@@ -514,7 +533,7 @@ impl Deskgym for DeskgymService {
         let cp = self.mgr.checkpoint(&req.checkpoint_id, &who)?;
         let opts = ObsOptions {
             encoding: req.encoding,
-            known: Vec::new(),
+            ..Default::default()
         };
         let bound = self.mgr.replay_timeout(&cp);
         let job = self

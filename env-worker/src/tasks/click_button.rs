@@ -2,8 +2,8 @@
 //! episode with 0.
 
 use super::{
-    Area, BLACK, BUTTON, Draw, FontMetrics, GRAY, Handled, Input, Rect, Rng, Task, TaskSpec, place,
-    text_y,
+    Area, BLACK, BUTTON, Draw, FontMetrics, GRAY, Handled, Input, Rect, Rng, Task, TaskSpec,
+    Widget, place, text_y,
 };
 
 /// The registry entry.
@@ -89,6 +89,13 @@ impl Task for ClickButton {
 
     fn hint(&self) -> Vec<(i32, i32)> {
         vec![self.buttons[self.answer].0.center()]
+    }
+
+    fn widgets(&self) -> Vec<Widget> {
+        self.buttons
+            .iter()
+            .map(|(b, label)| Widget::new("push button", *label, *b))
+            .collect()
     }
 
     fn clone_box(&self) -> Box<dyn Task> {

@@ -1,6 +1,8 @@
 //! `click-target`: click the red circle among distractor squares. A miss does nothing.
 
-use super::{Area, BLUE, Draw, FontMetrics, Handled, Input, RED, Rect, Rng, Task, TaskSpec, place};
+use super::{
+    Area, BLUE, Draw, FontMetrics, Handled, Input, RED, Rect, Rng, Task, TaskSpec, Widget, place,
+};
 
 /// The registry entry.
 pub(super) const SPEC: TaskSpec = TaskSpec {
@@ -72,6 +74,23 @@ impl Task for ClickTarget {
 
     fn hint(&self) -> Vec<(i32, i32)> {
         vec![(self.target.0, self.target.1)]
+    }
+
+    fn widgets(&self) -> Vec<Widget> {
+        let (cx, cy, r) = self.target;
+        let circle = Rect {
+            x: cx - r,
+            y: cy - r,
+            w: 2 * r,
+            h: 2 * r,
+        };
+        let mut w: Vec<Widget> = self
+            .distractors
+            .iter()
+            .map(|b| Widget::new("panel", "blue square", *b))
+            .collect();
+        w.push(Widget::new("panel", "red circle", circle));
+        w
     }
 
     fn clone_box(&self) -> Box<dyn Task> {

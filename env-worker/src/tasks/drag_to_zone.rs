@@ -2,7 +2,7 @@
 
 use super::{
     Area, BAR_HEIGHT, Draw, FontMetrics, GREEN, Handled, Input, ORANGE, Rect, Rng, Task, TaskSpec,
-    place,
+    Widget, place,
 };
 
 /// The registry entry.
@@ -86,6 +86,13 @@ impl Task for DragToZone {
 
     fn hint(&self) -> Vec<(i32, i32)> {
         vec![self.item.center(), self.zone.center()]
+    }
+
+    fn widgets(&self) -> Vec<Widget> {
+        vec![
+            Widget::new("panel", "green zone", self.zone),
+            Widget::new("panel", "orange square", self.item),
+        ]
     }
 
     fn clone_box(&self) -> Box<dyn Task> {

@@ -111,6 +111,34 @@ pub trait Task: std::fmt::Debug + Send {
     fn hint(&self) -> Vec<(i32, i32)>;
     /// A copy (episodes are cloned by tests and checkpoints of the app's state).
     fn clone_box(&self) -> Box<dyn Task>;
+    /// The scene's widgets as an accessibility tree shows them, in drawing order.
+    fn widgets(&self) -> Vec<Widget> {
+        Vec::new()
+    }
+}
+
+/// One widget of a task's scene, as the accessibility tree shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Widget {
+    /// AT-SPI role name (`push button`, `text`, `panel`...).
+    pub role: &'static str,
+    /// Accessible name (a button's label, a shape's description).
+    pub name: String,
+    /// Where it is on screen.
+    pub rect: Rect,
+    /// What a text field holds.
+    pub text: Option<String>,
+}
+
+impl Widget {
+    fn new(role: &'static str, name: impl Into<String>, rect: Rect) -> Self {
+        Self {
+            role,
+            name: name.into(),
+            rect,
+            text: None,
+        }
+    }
 }
 
 impl Clone for Box<dyn Task> {
@@ -348,6 +376,19 @@ impl Episode {
     /// and the scripted demo agent's ground truth; agents see only pixels).
     pub fn hint(&self) -> Vec<(i32, i32)> {
         self.state.hint()
+    }
+
+    /// The instruction bar and the task's widgets.
+    pub fn widgets(&self) -> Vec<Widget> {
+        let bar = Rect {
+            x: 0,
+            y: 0,
+            w: self.area.w,
+            h: BAR_HEIGHT,
+        };
+        let mut w = vec![Widget::new("label", self.instruction.clone(), bar)];
+        w.extend(self.state.widgets());
+        w
     }
 
     /// Applies one input event. Returns true when the scene changed.

@@ -3,7 +3,7 @@
 
 use super::{
     Area, BLACK, BLUE, Draw, FIELD, FontMetrics, GRAY, Handled, Input, Rect, Rng, Task, TaskSpec,
-    keysym_char, place, text_y,
+    Widget, keysym_char, place, text_y,
 };
 
 /// The registry entry.
@@ -114,6 +114,13 @@ impl Task for TypeWord {
 
     fn hint(&self) -> Vec<(i32, i32)> {
         vec![self.field.center()]
+    }
+
+    fn widgets(&self) -> Vec<Widget> {
+        vec![Widget {
+            text: Some(self.text.clone()),
+            ..Widget::new("text", "text field", self.field)
+        }]
     }
 
     fn clone_box(&self) -> Box<dyn Task> {

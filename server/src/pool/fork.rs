@@ -70,6 +70,7 @@ impl PoolManager {
         let opts = ObsOptions {
             encoding,
             known: Vec::new(),
+            ..Default::default()
         };
         let bound = self.replay_timeout(&cp);
         let mut jobs = Vec::with_capacity(pool.env_ids.len());

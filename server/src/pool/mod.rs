@@ -760,6 +760,7 @@ mod tests {
         ObsOptions {
             encoding: pb::ImageEncoding::RawRgb as i32,
             known: Vec::new(),
+            ..Default::default()
         }
     }
 
@@ -828,7 +829,9 @@ mod tests {
             button: deskgym_worker::Button::Left,
             count: 1,
         };
-        let e = env.step(&mgr.cache, &action, &raw(), false).unwrap_err();
+        let e = env
+            .step(&mgr.cache, &action.into(), &raw(), false)
+            .unwrap_err();
         assert_eq!(e.code(), tonic::Code::Unavailable);
         backend.dead.store(false, Ordering::Release);
         // The next reset takes the spare instead of starting a desktop.

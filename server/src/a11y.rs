@@ -1,0 +1,961 @@
+//! Structured observation: element refs over a desktop's accessibility tree, and its
+//! three renderings (elements, prompt text with diffs, OSWorld's XML).
+//!
+//! The worker reads raw nodes (AT-SPI identities: bus name + object path). Each env
+//! keeps a [`Refs`] table that gives every identity a ref `e<N>` the first time it is
+//! seen, keeps it while the element is in the tree, and forgets it (never to reuse the
+//! number within the episode) when the element is gone; a reset starts again at `e1`. Element targets name refs or `{role, name}`
+//! queries; the env resolves them when the action runs ([`Refs::identity`],
+//! [`resolve_query`]).
+
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::fmt::Write as _;
+
+use deskgym_proto::v1 as pb;
+use deskgym_worker::Action;
+use deskgym_worker::a11y::{Node, Tree};
+
+use crate::spec::Invalid;
+
+/// Default and largest line budget of the text rendering.
+pub(crate) const DEFAULT_LINES: u32 = 400;
+/// Largest line budget a request may ask for.
+pub(crate) const MAX_LINES: u32 = 10_000;
+/// Default and largest walk bound.
+const DEFAULT_TIMEOUT_MS: u32 = 3000;
+const MAX_TIMEOUT_MS: u32 = 30_000;
+/// Revisions kept per env for diffs.
+const HISTORY: usize = 8;
+/// Characters of an element's text shown on its line.
+const LINE_TEXT: usize = 80;
+
+/// A validated `TreeRequest`.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct TreeOpts {
+    pub osworld_xml: bool,
+    pub line_budget: u32,
+    pub diff_from: u64,
+    pub timeout_ms: u32,
+    pub omit_elements: bool,
+}
+
+impl TreeOpts {
+    /// `None` when the request does not ask for the tree.
+    pub(crate) fn parse(t: Option<&pb::TreeRequest>, field: &str) -> Result<Option<Self>, Invalid> {
+        let Some(t) = t.filter(|t| t.enabled) else {
+            return Ok(None);
+        };
+        if t.line_budget > MAX_LINES {
+            return Err(Invalid::new(
+                format!("{field}.line_budget"),
+                format!("{} is more than the limit of {MAX_LINES}", t.line_budget),
+            ));
+        }
+        if t.timeout_ms > MAX_TIMEOUT_MS {
+            return Err(Invalid::new(
+                format!("{field}.timeout_ms"),
+                format!(
+                    "{} ms is more than the limit of {MAX_TIMEOUT_MS}",
+                    t.timeout_ms
+                ),
+            ));
+        }
+        Ok(Some(Self {
+            osworld_xml: t.osworld_xml,
+            line_budget: if t.line_budget == 0 {
+                DEFAULT_LINES
+            } else {
+                t.line_budget
+            },
+            diff_from: t.diff_from,
+            timeout_ms: if t.timeout_ms == 0 {
+                DEFAULT_TIMEOUT_MS
+            } else {
+                t.timeout_ms
+            },
+            omit_elements: t.omit_elements,
+        }))
+    }
+
+    /// The worker's walk bounds.
+    pub(crate) fn limits(&self) -> deskgym_worker::a11y::Limits {
+        deskgym_worker::a11y::Limits {
+            timeout_ms: u64::from(self.timeout_ms),
+            ..Default::default()
+        }
+    }
+}
+
+/// An element named by an action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Sel {
+    /// A ref, `e<N>`.
+    Ref(u64),
+    /// The axstream form: role (or any) and a fuzzy name.
+    Query { role: String, name: String },
+}
+
+impl std::fmt::Display for Sel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Ref(n) => write!(f, "e{n}"),
+            Self::Query { role, name } if role.is_empty() => write!(f, "{{name: {name:?}}}"),
+            Self::Query { role, name } => write!(f, "{{role: {role:?}, name: {name:?}}}"),
+        }
+    }
+}
+
+/// Which part of an action an element fills in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Slot {
+    /// The pointer position of a click, move, scroll, button press or release.
+    At,
+    /// A drag's start.
+    From,
+    /// A drag's end.
+    To,
+    /// The element of an `invoke_action` / `set_value`.
+    Element,
+}
+
+/// A validated action whose element targets are resolved when it runs.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Planned {
+    /// The action, with placeholders where elements go.
+    pub action: Action,
+    /// Element targets: where each goes, what it names, and the request field.
+    pub elements: Vec<(Slot, Sel, String)>,
+}
+
+impl From<Action> for Planned {
+    fn from(action: Action) -> Self {
+        Self {
+            action,
+            elements: vec![],
+        }
+    }
+}
+
+/// Parses `e12`.
+pub(crate) fn parse_ref(s: &str, field: &str) -> Result<u64, Invalid> {
+    s.strip_prefix('e')
+        .filter(|d| !d.is_empty() && d.len() <= 19 && d.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|d| d.parse().ok())
+        .ok_or_else(|| {
+            Invalid::new(
+                field,
+                format!("{s:?} is not an element ref (e<N>, from an observation's tree)"),
+            )
+        })
+}
+
+/// Fills a resolved element into the action.
+pub(crate) fn place(action: &mut Action, slot: Slot, point: deskgym_worker::Point, id: &str) {
+    match (slot, action) {
+        (Slot::At, Action::Click { at, .. } | Action::Scroll { at, .. }) => *at = point,
+        (Slot::At, Action::Move { to }) => *to = point,
+        (Slot::At, Action::MouseDown { at, .. } | Action::MouseUp { at, .. }) => *at = Some(point),
+        (Slot::From, Action::Drag { from, .. }) => *from = point,
+        (Slot::To, Action::Drag { to, .. }) => *to = point,
+        (
+            Slot::Element,
+            Action::InvokeAction { element, .. } | Action::SetValue { element, .. },
+        ) => *element = id.to_string(),
+        _ => {}
+    }
+}
+
+/// Refs of one env, and its last few revisions for diffs.
+#[derive(Debug, Default)]
+pub(crate) struct Refs {
+    by_id: HashMap<String, u64>,
+    ids: HashMap<u64, String>,
+    last: u64,
+    revision: u64,
+    /// (revision, ref -> line) of recent readings.
+    history: VecDeque<(u64, BTreeMap<u64, String>)>,
+}
+
+/// A reading with its refs.
+pub(crate) struct Reading<'a> {
+    pub tree: &'a Tree,
+    /// `refs[i]` is the ref of `tree.nodes[i]`.
+    pub refs: Vec<u64>,
+}
+
+impl Refs {
+    /// Assigns refs to a fresh reading: known identities keep theirs, new ones get the
+    /// next number, identities no longer present are forgotten. A partial reading
+    /// forgets nothing (a missing element may only be unread).
+    pub(crate) fn assign<'a>(&mut self, tree: &'a Tree) -> Reading<'a> {
+        let mut refs = Vec::with_capacity(tree.nodes.len());
+        let mut seen = HashSet::with_capacity(tree.nodes.len());
+        for n in &tree.nodes {
+            let key = identity_key(n);
+            let r = match self.by_id.get(&key) {
+                Some(&r) if seen.insert(r) => r,
+                _ => {
+                    self.last += 1;
+                    let r = self.last;
+                    seen.insert(r);
+                    self.by_id.insert(key.clone(), r);
+                    self.ids.insert(r, n.id.clone());
+                    r
+                }
+            };
+            refs.push(r);
+        }
+        if !tree.partial {
+            self.by_id.retain(|_, r| seen.contains(r));
+            self.ids.retain(|r, _| seen.contains(r));
+        }
+        Reading { tree, refs }
+    }
+
+    /// The identity behind a ref, if it was in the tree at the last reading.
+    pub(crate) fn identity(&self, r: u64) -> Option<&str> {
+        self.ids.get(&r).map(String::as_str)
+    }
+
+    /// The ref of an identity, minting one if it is new (a query resolved an element
+    /// no reading has shown yet).
+    pub(crate) fn ref_of(&mut self, n: &Node) -> u64 {
+        let key = identity_key(n);
+        if let Some(&r) = self.by_id.get(&key) {
+            return r;
+        }
+        self.last += 1;
+        self.by_id.insert(key, self.last);
+        self.ids.insert(self.last, n.id.clone());
+        self.last
+    }
+
+    /// Forgets every element and starts numbering again at `e1`: a new episode's
+    /// elements are new ones, and the same seed then yields the same refs (what
+    /// Gymnasium's determinism checks compare). Refs are never reused within an episode.
+    pub(crate) fn clear(&mut self) {
+        *self = Self::default();
+    }
+
+    /// Renders a reading as the wire tree, recording it as the next revision.
+    pub(crate) fn render(
+        &mut self,
+        reading: &Reading<'_>,
+        opts: &TreeOpts,
+        capture_ms: f64,
+    ) -> pb::AccessibilityTree {
+        let tree = reading.tree;
+        let depths = depths(tree);
+        let lines: Vec<Option<String>> = tree
+            .nodes
+            .iter()
+            .zip(&reading.refs)
+            .map(|(n, r)| shown(n).then(|| line(n, *r)))
+            .collect();
+        let mut text = String::new();
+        let mut used = 0u32;
+        let mut truncated = false;
+        for (i, l) in lines.iter().enumerate() {
+            let Some(l) = l else { continue };
+            if used >= opts.line_budget {
+                truncated = true;
+                break;
+            }
+            used += 1;
+            for _ in 0..depths[i] {
+                text.push_str("  ");
+            }
+            text.push_str(l);
+            text.push('\n');
+        }
+        let focus = tree
+            .nodes
+            .iter()
+            .zip(&reading.refs)
+            .rev()
+            .find(|(n, _)| n.states.iter().any(|s| s == "focused"))
+            .map(|(_, r)| format!("e{r}"))
+            .unwrap_or_default();
+        if !focus.is_empty() && !truncated {
+            let _ = writeln!(text, "focus: {focus}");
+        }
+        let current: BTreeMap<u64, String> = reading
+            .refs
+            .iter()
+            .zip(lines)
+            .filter_map(|(r, l)| Some((*r, l?)))
+            .collect();
+        let diff = (opts.diff_from != 0)
+            .then(|| {
+                self.history
+                    .iter()
+                    .find(|(rev, _)| *rev == opts.diff_from)
+                    .map(|(rev, old)| diff(*rev, old, &current, opts.line_budget))
+            })
+            .flatten();
+        self.revision += 1;
+        self.history.push_back((self.revision, current));
+        while self.history.len() > HISTORY {
+            self.history.pop_front();
+        }
+        let elements = if opts.omit_elements {
+            vec![]
+        } else {
+            elements(reading, &depths)
+        };
+        pb::AccessibilityTree {
+            revision: self.revision,
+            elements,
+            text,
+            truncated,
+            partial: tree.partial,
+            partial_reasons: tree.notes.clone(),
+            node_count: tree.nodes.len() as u32,
+            capture_ms,
+            osworld_xml: if opts.osworld_xml {
+                osworld_xml(tree)
+            } else {
+                String::new()
+            },
+            diff,
+            focus,
+        }
+    }
+}
+
+/// What keeps an element's ref: its identity and role (a toolkit that reuses an object
+/// path for another kind of element gets a new ref).
+fn identity_key(n: &Node) -> String {
+    format!("{}\u{0}{}", n.id, n.role)
+}
+
+/// Depth of each node (applications are 0).
+fn depths(tree: &Tree) -> Vec<u32> {
+    let mut d: Vec<u32> = Vec::with_capacity(tree.nodes.len());
+    for n in &tree.nodes {
+        let v = n
+            .parent
+            .and_then(|p| d.get(p as usize))
+            .map_or(0, |p| p + 1);
+        d.push(v);
+    }
+    d
+}
+
+/// An element the text rendering shows: applications, and what is on screen.
+fn shown(n: &Node) -> bool {
+    n.parent.is_none() || n.states.iter().any(|s| s == "showing")
+}
+
+/// States worth a prompt's attention (the rest are true of nearly every element).
+const NOTABLE: &[&str] = &[
+    "focused",
+    "selected",
+    "checked",
+    "pressed",
+    "expanded",
+    "collapsed",
+    "editable",
+    "active",
+    "modal",
+    "indeterminate",
+    "required",
+    "invalid_entry",
+    "read_only",
+];
+
+/// One element's line (without indentation): `e12 push button "Save" (focused) [click]`.
+fn line(n: &Node, r: u64) -> String {
+    let mut s = format!(
+        "e{r} {}",
+        if n.role.is_empty() {
+            "unknown"
+        } else {
+            &n.role
+        }
+    );
+    if !n.name.is_empty() {
+        let _ = write!(s, " {:?}", clip(&n.name, LINE_TEXT));
+    }
+    let mut states: Vec<&str> = n
+        .states
+        .iter()
+        .map(String::as_str)
+        .filter(|s| NOTABLE.contains(s))
+        .collect();
+    if !n.actions.is_empty() && !n.states.iter().any(|s| s == "enabled") && n.parent.is_some() {
+        states.push("disabled");
+    }
+    if !states.is_empty() {
+        let _ = write!(s, " ({})", states.join(", "));
+    }
+    if let Some(t) = n.text.as_deref().filter(|t| !t.is_empty() && *t != n.name) {
+        let _ = write!(s, " text={:?}", clip(t, LINE_TEXT));
+    }
+    if let Some(v) = n.value {
+        let _ = write!(s, " value={}", py_float(v.current));
+    }
+    if !n.actions.is_empty() {
+        let names: Vec<&str> = n.actions.iter().map(|a| a.name.as_str()).collect();
+        let _ = write!(s, " [{}]", names.join(", "));
+    }
+    if let Some([x, y, w, h]) = n.bounds {
+        let _ = write!(s, " @{x},{y} {w}x{h}");
+    }
+    s
+}
+
+fn clip(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
+}
+
+/// The change between two revisions' lines, within the line budget.
+fn diff(
+    from: u64,
+    old: &BTreeMap<u64, String>,
+    new: &BTreeMap<u64, String>,
+    budget: u32,
+) -> pb::TreeDiff {
+    let added: Vec<u64> = new
+        .keys()
+        .filter(|r| !old.contains_key(r))
+        .copied()
+        .collect();
+    let removed: Vec<u64> = old
+        .keys()
+        .filter(|r| !new.contains_key(r))
+        .copied()
+        .collect();
+    let changed: Vec<u64> = new
+        .iter()
+        .filter(|(r, l)| old.get(r).is_some_and(|o| o != *l))
+        .map(|(r, _)| *r)
+        .collect();
+    let mut lines: Vec<String> = Vec::new();
+    lines.extend(changed.iter().map(|r| format!("~ {}", new[r])));
+    lines.extend(added.iter().map(|r| format!("+ {}", new[r])));
+    if !removed.is_empty() {
+        let _ = lines.push(format!(
+            "- {} ({} removed)",
+            ranges(&removed),
+            removed.len()
+        ));
+    }
+    if lines.is_empty() {
+        lines.push("no change".into());
+    }
+    let truncated = lines.len() > budget as usize;
+    lines.truncate(budget as usize);
+    let mut text = lines.join("\n");
+    text.push('\n');
+    let refs = |v: &[u64]| v.iter().map(|r| format!("e{r}")).collect();
+    pb::TreeDiff {
+        from_revision: from,
+        added: refs(&added),
+        removed: refs(&removed),
+        changed: refs(&changed),
+        text,
+        truncated,
+    }
+}
+
+/// `e3, e5…e9` for sorted refs.
+fn ranges(refs: &[u64]) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < refs.len() {
+        let mut j = i;
+        while j + 1 < refs.len() && refs[j + 1] == refs[j] + 1 {
+            j += 1;
+        }
+        out.push(if j > i + 1 {
+            format!("e{}…e{}", refs[i], refs[j])
+        } else if j == i + 1 {
+            format!("e{}, e{}", refs[i], refs[j])
+        } else {
+            format!("e{}", refs[i])
+        });
+        i = j + 1;
+    }
+    out.join(", ")
+}
+
+fn elements(reading: &Reading<'_>, depths: &[u32]) -> Vec<pb::Element> {
+    let tree = reading.tree;
+    tree.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| pb::Element {
+            r#ref: format!("e{}", reading.refs[i]),
+            role: n.role.clone(),
+            name: n.name.clone(),
+            description: n.description.clone(),
+            text: n.text.clone().unwrap_or_default(),
+            states: n.states.clone(),
+            bounds: n.bounds.map(|[x, y, w, h]| pb::Rect {
+                x,
+                y,
+                width: w,
+                height: h,
+            }),
+            actions: n
+                .actions
+                .iter()
+                .map(|a| pb::ElementActionInfo {
+                    name: a.name.clone(),
+                    description: a.description.clone(),
+                    key_binding: a.key_binding.clone(),
+                })
+                .collect(),
+            value: n.value.map(|v| pb::ValueRange {
+                current: v.current,
+                min: v.min,
+                max: v.max,
+                step: v.step,
+            }),
+            parent: n
+                .parent
+                .map(|p| format!("e{}", reading.refs[p as usize]))
+                .unwrap_or_default(),
+            depth: depths[i],
+            editable: n.editable,
+            attributes: n.attributes.iter().cloned().collect(),
+        })
+        .collect()
+}
+
+/// Why an element query did not pick one element.
+#[derive(Debug, PartialEq)]
+pub(crate) enum QueryMiss {
+    /// No element matches.
+    None,
+    /// Several match equally well: their lines.
+    Many(Vec<String>),
+}
+
+/// Resolves `{role, name}` against a reading: exact name, then case-insensitive, then a
+/// case-insensitive substring; the first level with matches must have exactly one
+/// (preferring elements on screen when some are and some are not).
+pub(crate) fn resolve_query<'a>(
+    tree: &'a Tree,
+    role: &str,
+    name: &str,
+) -> Result<&'a Node, QueryMiss> {
+    let lname = name.to_lowercase();
+    let tests: [&dyn Fn(&Node) -> bool; 3] = [
+        &|n| n.name == name,
+        &|n| n.name.to_lowercase() == lname,
+        &|n| n.name.to_lowercase().contains(&lname),
+    ];
+    for test in tests {
+        let mut hits: Vec<&Node> = tree
+            .nodes
+            .iter()
+            .filter(|n| role.is_empty() || n.role.eq_ignore_ascii_case(role))
+            .filter(|n| test(n))
+            .collect();
+        if hits.len() > 1 {
+            let on_screen: Vec<&Node> = hits.iter().copied().filter(|n| shown(n)).collect();
+            if !on_screen.is_empty() {
+                hits = on_screen;
+            }
+        }
+        match hits.len() {
+            0 => continue,
+            1 => return Ok(hits[0]),
+            _ => {
+                return Err(QueryMiss::Many(
+                    hits.iter()
+                        .take(10)
+                        .map(|n| format!("{} {:?}", n.role, n.name))
+                        .collect(),
+                ));
+            }
+        }
+    }
+    Err(QueryMiss::None)
+}
+
+// ---------------------------------------------------------------------------
+// OSWorld's XML.
+// ---------------------------------------------------------------------------
+
+/// OSWorld's namespace map for Ubuntu (`desktop_env/server/main.py`).
+pub(crate) const OSWORLD_NS: &[(&str, &str)] = &[
+    ("st", "https://accessibility.ubuntu.example.org/ns/state"),
+    (
+        "attr",
+        "https://accessibility.ubuntu.example.org/ns/attributes",
+    ),
+    (
+        "cp",
+        "https://accessibility.ubuntu.example.org/ns/component",
+    ),
+    (
+        "doc",
+        "https://accessibility.ubuntu.example.org/ns/document",
+    ),
+    (
+        "docattr",
+        "https://accessibility.ubuntu.example.org/ns/document/attributes",
+    ),
+    ("txt", "https://accessibility.ubuntu.example.org/ns/text"),
+    ("val", "https://accessibility.ubuntu.example.org/ns/value"),
+    ("act", "https://accessibility.ubuntu.example.org/ns/action"),
+];
+
+/// The tree as OSWorld's in-VM server renders it for `/accessibility`: a
+/// `desktop-frame` root, one element per node named by its role (spaces as `-`), the
+/// name, states, attributes, position and size of visible showing nodes, values,
+/// actions, and the node's text as element text.
+pub(crate) fn osworld_xml(tree: &Tree) -> String {
+    let mut out = String::with_capacity(tree.nodes.len() * 160);
+    out.push_str("<desktop-frame");
+    for (p, uri) in OSWORLD_NS {
+        let _ = write!(out, " xmlns:{p}=\"{uri}\"");
+    }
+    out.push('>');
+    // Children lists, then a depth-first write with explicit closing tags.
+    let mut kids: Vec<Vec<usize>> = vec![Vec::new(); tree.nodes.len()];
+    let mut roots = Vec::new();
+    for (i, n) in tree.nodes.iter().enumerate() {
+        match n.parent {
+            Some(p) if (p as usize) < i => kids[p as usize].push(i),
+            _ => roots.push(i),
+        }
+    }
+    enum Step {
+        Open(usize),
+        Close(usize),
+    }
+    let mut stack: Vec<Step> = roots.iter().rev().map(|&i| Step::Open(i)).collect();
+    while let Some(step) = stack.pop() {
+        match step {
+            Step::Open(i) => {
+                let n = &tree.nodes[i];
+                let tag = xml_name(&n.role.replace(' ', "-"), "unknown");
+                open_tag(&mut out, &tag, n);
+                stack.push(Step::Close(i));
+                stack.extend(kids[i].iter().rev().map(|&c| Step::Open(c)));
+            }
+            Step::Close(i) => {
+                let n = &tree.nodes[i];
+                let _ = write!(out, "</{}>", xml_name(&n.role.replace(' ', "-"), "unknown"));
+            }
+        }
+    }
+    out.push_str("</desktop-frame>");
+    out
+}
+
+fn open_tag(out: &mut String, tag: &str, n: &Node) {
+    let _ = write!(out, "<{tag} name=\"{}\"", escape(&n.name));
+    let has = |s: &str| n.states.iter().any(|x| x == s);
+    for s in &n.states {
+        let _ = write!(out, " st:{}=\"true\"", xml_name(s, "state"));
+    }
+    let mut seen = HashSet::new();
+    for (k, v) in &n.attributes {
+        let k = xml_name(k, "attribute");
+        if !k.is_empty() && seen.insert(k.clone()) {
+            let _ = write!(out, " attr:{k}=\"{}\"", escape(v));
+        }
+    }
+    if has("visible")
+        && has("showing")
+        && let Some([x, y, w, h]) = n.bounds
+    {
+        let _ = write!(out, " cp:screencoord=\"({x}, {y})\" cp:size=\"({w}, {h})\"");
+    }
+    if n.image {
+        out.push_str(" image=\"true\"");
+    }
+    if n.selection {
+        out.push_str(" selection=\"true\"");
+    }
+    if let Some(v) = n.value {
+        for (k, x) in [
+            ("value", v.current),
+            ("min", v.min),
+            ("max", v.max),
+            ("step", v.step),
+        ] {
+            if !x.is_nan() {
+                let _ = write!(out, " val:{k}=\"{}\"", py_float(x));
+            }
+        }
+    }
+    let mut seen = HashSet::new();
+    for a in &n.actions {
+        let name = xml_name(&a.name.replace(' ', "-"), "action");
+        if seen.insert(name.clone()) {
+            let _ = write!(
+                out,
+                " act:{name}_desc=\"{}\" act:{name}_kb=\"{}\"",
+                escape(&a.description),
+                escape(&a.key_binding)
+            );
+        }
+    }
+    out.push('>');
+    if let Some(t) = n.text.as_deref().filter(|t| !t.is_empty()) {
+        out.push_str(&escape(t));
+    }
+}
+
+/// Python's `str(float)` for the values OSWorld writes (`1.0`, `0.5`, `inf`).
+fn py_float(x: f64) -> String {
+    if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e16 {
+        format!("{x:.1}")
+    } else if x.is_nan() {
+        "nan".into()
+    } else if x.is_infinite() {
+        if x > 0.0 { "inf" } else { "-inf" }.into()
+    } else {
+        format!("{x}")
+    }
+}
+
+/// A valid XML name from a toolkit's string: characters outside `[A-Za-z0-9_.-]`
+/// become `_`, and a name that cannot start an element gets a `_` in front.
+fn xml_name(s: &str, fallback: &str) -> String {
+    let s = s.trim();
+    if s.is_empty() {
+        return fallback.to_string();
+    }
+    let mut out: String = s
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if !out.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        out.insert(0, '_');
+    }
+    out
+}
+
+/// Escapes text and attribute values; drops characters XML 1.0 cannot carry.
+fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\n' => out.push_str("&#10;"),
+            '\r' => out.push_str("&#13;"),
+            '\t' => out.push_str("&#9;"),
+            c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deskgym_worker::a11y::{ElementAction, Node, Tree};
+
+    fn node(id: &str, parent: Option<u32>, role: &str, name: &str) -> Node {
+        Node {
+            id: id.into(),
+            parent,
+            role: role.into(),
+            name: name.into(),
+            states: vec!["showing".into(), "visible".into(), "enabled".into()],
+            bounds: Some([10, 20, 30, 40]),
+            ..Default::default()
+        }
+    }
+
+    fn tree(nodes: Vec<Node>) -> Tree {
+        Tree {
+            nodes,
+            ..Default::default()
+        }
+    }
+
+    fn opts() -> TreeOpts {
+        TreeOpts {
+            line_budget: 100,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn refs_stay_while_elements_live_and_are_never_reused() {
+        let mut refs = Refs::default();
+        let t1 = tree(vec![
+            node(":1.2/root", None, "application", "app"),
+            node(":1.2/a", Some(0), "push button", "OK"),
+            node(":1.2/b", Some(0), "push button", "Cancel"),
+        ]);
+        let r1 = refs.assign(&t1).refs;
+        assert_eq!(r1, [1, 2, 3]);
+        // b goes away, c appears: a keeps its ref, c gets a new number.
+        let t2 = tree(vec![
+            node(":1.2/root", None, "application", "app"),
+            node(":1.2/c", Some(0), "push button", "Help"),
+            node(":1.2/a", Some(0), "push button", "OK (renamed)"),
+        ]);
+        assert_eq!(refs.assign(&t2).refs, [1, 4, 2]);
+        assert_eq!(refs.identity(3), None);
+        // b comes back: a new ref, not 3.
+        let t3 = tree(vec![node(":1.2/b", None, "push button", "Cancel")]);
+        assert_eq!(refs.assign(&t3).refs, [5]);
+        // Same path, other role: another element.
+        let t4 = tree(vec![node(":1.2/b", None, "label", "Cancel")]);
+        assert_eq!(refs.assign(&t4).refs, [6]);
+    }
+
+    #[test]
+    fn a_partial_reading_forgets_nothing() {
+        let mut refs = Refs::default();
+        refs.assign(&tree(vec![node("x/a", None, "frame", "")]));
+        let mut t = tree(vec![]);
+        t.partial = true;
+        refs.assign(&t);
+        assert_eq!(refs.identity(1), Some("x/a"));
+    }
+
+    #[test]
+    fn text_has_one_indented_line_per_shown_element_within_the_budget() {
+        let mut refs = Refs::default();
+        let mut hidden = node("x/h", Some(0), "label", "hidden");
+        hidden.states.clear();
+        let mut ok = node("x/ok", Some(0), "push button", "OK");
+        ok.states.push("focused".into());
+        ok.actions.push(ElementAction {
+            name: "click".into(),
+            ..Default::default()
+        });
+        let t = tree(vec![node("x/root", None, "application", "app"), hidden, ok]);
+        let reading = refs.assign(&t);
+        let out = refs.render(&reading, &opts(), 1.0);
+        assert_eq!(
+            out.text,
+            "e1 application \"app\" @10,20 30x40\n  e3 push button \"OK\" (focused) [click] @10,20 30x40\nfocus: e3\n"
+        );
+        assert!(!out.truncated);
+        assert_eq!(out.node_count, 3);
+        assert_eq!(out.elements[2].parent, "e1");
+        let reading = refs.assign(&t);
+        let cut = refs.render(
+            &reading,
+            &TreeOpts {
+                line_budget: 1,
+                ..opts()
+            },
+            1.0,
+        );
+        assert_eq!(cut.text.lines().count(), 1);
+        assert!(cut.truncated);
+    }
+
+    #[test]
+    fn a_diff_names_added_removed_and_changed_elements() {
+        let mut refs = Refs::default();
+        let t1 = tree(vec![
+            node("x/r", None, "application", "app"),
+            node("x/a", Some(0), "text", "a"),
+            node("x/b", Some(0), "label", "b"),
+            node("x/c", Some(0), "label", "c"),
+        ]);
+        let reading = refs.assign(&t1);
+        let first = refs.render(&reading, &opts(), 1.0).revision;
+        let t2 = tree(vec![
+            node("x/r", None, "application", "app"),
+            node("x/a", Some(0), "text", "a changed"),
+            node("x/d", Some(0), "label", "d"),
+        ]);
+        let reading = refs.assign(&t2);
+        let out = refs.render(
+            &reading,
+            &TreeOpts {
+                diff_from: first,
+                ..opts()
+            },
+            1.0,
+        );
+        let d = out.diff.expect("diff against a kept revision");
+        assert_eq!(d.changed, ["e2"]);
+        assert_eq!(d.added, ["e5"]);
+        assert_eq!(d.removed, ["e3", "e4"]);
+        assert!(d.text.contains("- e3, e4 (2 removed)"), "{}", d.text);
+        // Against itself: no change.
+        let reading = refs.assign(&t2);
+        let same = refs.render(
+            &reading,
+            &TreeOpts {
+                diff_from: out.revision,
+                ..opts()
+            },
+            1.0,
+        );
+        assert_eq!(same.diff.unwrap().text, "no change\n");
+    }
+
+    #[test]
+    fn queries_prefer_exact_names_and_report_ambiguity() {
+        let t = tree(vec![
+            node("x/r", None, "application", "app"),
+            node("x/1", Some(0), "push button", "Save"),
+            node("x/2", Some(0), "push button", "Save As…"),
+            node("x/3", Some(0), "push button", "save copy"),
+        ]);
+        assert_eq!(resolve_query(&t, "push button", "Save").unwrap().id, "x/1");
+        assert_eq!(resolve_query(&t, "", "save as").unwrap().id, "x/2");
+        match resolve_query(&t, "push button", "sav") {
+            Err(QueryMiss::Many(c)) => assert_eq!(c.len(), 3),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(resolve_query(&t, "label", "Save"), Err(QueryMiss::None));
+    }
+
+    #[test]
+    fn refs_parse_strictly() {
+        assert_eq!(parse_ref("e12", "f").unwrap(), 12);
+        for bad in ["", "e", "12", "e-1", "e1x", "E1", "e99999999999999999999"] {
+            assert!(parse_ref(bad, "f").is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn osworld_xml_escapes_and_names_what_toolkits_send() {
+        let mut n = node("x/1", None, "push button", "a \"b\" & <c>");
+        n.attributes = vec![
+            ("xml-roles".into(), "x".into()),
+            ("bad name!".into(), "y".into()),
+        ];
+        n.actions = vec![ElementAction {
+            name: "press me".into(),
+            description: "d".into(),
+            key_binding: "<ctrl>p".into(),
+        }];
+        n.text = Some("line1\nline2 \u{1}".into());
+        let xml = osworld_xml(&tree(vec![n]));
+        assert!(xml.starts_with("<desktop-frame xmlns:st="), "{xml}");
+        assert!(xml.contains("<push-button name=\"a &quot;b&quot; &amp; &lt;c&gt;\""));
+        assert!(xml.contains("attr:bad_name_=\"y\""));
+        assert!(xml.contains("cp:screencoord=\"(10, 20)\" cp:size=\"(30, 40)\""));
+        assert!(xml.contains("act:press-me_kb=\"&lt;ctrl&gt;p\""));
+        assert!(xml.contains(">line1&#10;line2 </push-button></desktop-frame>"));
+    }
+
+    #[test]
+    fn python_floats() {
+        assert_eq!(py_float(1.0), "1.0");
+        assert_eq!(py_float(0.25), "0.25");
+        assert_eq!(py_float(f64::INFINITY), "inf");
+    }
+}
