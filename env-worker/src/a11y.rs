@@ -71,17 +71,18 @@ pub struct ElementAction {
     pub key_binding: String,
 }
 
-/// A numeric value and its range.
+/// A numeric value and its range (`None`: the application gave no finite number;
+/// JSON has no NaN).
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct ValueInfo {
     /// Current value.
     pub current: f64,
     /// Minimum.
-    pub min: f64,
+    pub min: Option<f64>,
     /// Maximum.
-    pub max: f64,
+    pub max: Option<f64>,
     /// Smallest step.
-    pub step: f64,
+    pub step: Option<f64>,
 }
 
 /// A walk's result.
@@ -119,7 +120,7 @@ impl Default for Limits {
             max_depth: 50,
             max_children: 1024,
             max_text: 4096,
-            timeout_ms: 3000,
+            timeout_ms: 5000,
         }
     }
 }
@@ -378,6 +379,7 @@ pub mod client {
             limits: &Limits,
         ) -> Option<(Node, Vec<(String, String)>)> {
             let acc: AccessibleProxy<'_> = self.proxy(bus, path).await.ok()?;
+            // The calls of one element go out together (they pipeline on the bus).
             let (role, name, description, states, ifaces, children, attrs) = futures_util::join!(
                 acc.get_role_name(),
                 acc.name(),
@@ -420,14 +422,17 @@ pub mod client {
                     let Ok(a) = self.proxy::<ActionProxy<'_>>(bus, path).await else {
                         return Vec::new();
                     };
-                    a.get_actions()
-                        .await
-                        .unwrap_or_default()
+                    // Names through GetName (what pyatspi's getName returns: "click");
+                    // GetActions carries localized names, often empty.
+                    let actions = a.get_actions().await.unwrap_or_default();
+                    let names = join_all((0..actions.len()).map(|i| a.get_name(i as i32))).await;
+                    actions
                         .into_iter()
-                        .map(|a| ElementAction {
-                            name: a.name,
-                            description: a.description,
-                            key_binding: a.keybinding,
+                        .zip(names)
+                        .map(|(act, name)| ElementAction {
+                            name: name.ok().filter(|n| !n.is_empty()).unwrap_or(act.name),
+                            description: act.description,
+                            key_binding: act.keybinding,
                         })
                         .collect()
                 },
@@ -442,11 +447,12 @@ pub mod client {
                         v.maximum_value(),
                         v.minimum_increment()
                     );
+                    let finite = |r: zbus::Result<f64>| r.ok().filter(|x| x.is_finite());
                     Some(ValueInfo {
-                        current: c.ok()?,
-                        min: lo.unwrap_or(f64::NAN),
-                        max: hi.unwrap_or(f64::NAN),
-                        step: st.unwrap_or(f64::NAN),
+                        current: finite(c)?,
+                        min: finite(lo),
+                        max: finite(hi),
+                        step: finite(st),
                     })
                 },
                 async {
@@ -468,14 +474,7 @@ pub mod client {
             node.actions = actions;
             node.value = value;
             node.text = text;
-            let children = children
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|c: &ObjectRefOwned| {
-                    Some((c.name_as_str()?.to_string(), c.path_as_str().to_string()))
-                })
-                .collect();
-            Some((node, children))
+            Some((node, children.map(|v| refs(&v)).unwrap_or_default()))
         }
 
         /// What an element is now (bounds and states), or [`Failure::Gone`].
@@ -516,7 +515,12 @@ pub mod client {
                         (Failure::Unsupported, "the element has no actions".into())
                     }
                 })?;
-                let names: Vec<&str> = actions.iter().map(|a| a.name.as_str()).collect();
+                let names: Vec<String> = join_all((0..actions.len()).map(|i| a.get_name(i as i32)))
+                    .await
+                    .into_iter()
+                    .zip(&actions)
+                    .map(|(n, act)| n.ok().filter(|n| !n.is_empty()).unwrap_or(act.name.clone()))
+                    .collect();
                 let index = if name.is_empty() {
                     (!names.is_empty()).then_some(0)
                 } else {
@@ -573,6 +577,12 @@ pub mod client {
                 ))
             })
         }
+    }
+
+    fn refs(v: &[ObjectRefOwned]) -> Vec<(String, String)> {
+        v.iter()
+            .filter_map(|c| Some((c.name_as_str()?.to_string(), c.path_as_str().to_string())))
+            .collect()
     }
 
     /// Cuts a string to at most `max` bytes on a character boundary.

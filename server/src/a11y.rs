@@ -22,7 +22,7 @@ pub(crate) const DEFAULT_LINES: u32 = 400;
 /// Largest line budget a request may ask for.
 pub(crate) const MAX_LINES: u32 = 10_000;
 /// Default and largest walk bound.
-const DEFAULT_TIMEOUT_MS: u32 = 3000;
+const DEFAULT_TIMEOUT_MS: u32 = 5000;
 const MAX_TIMEOUT_MS: u32 = 30_000;
 /// Revisions kept per env for diffs.
 const HISTORY: usize = 8;
@@ -512,9 +512,9 @@ fn elements(reading: &Reading<'_>, depths: &[u32]) -> Vec<pb::Element> {
                 .collect(),
             value: n.value.map(|v| pb::ValueRange {
                 current: v.current,
-                min: v.min,
-                max: v.max,
-                step: v.step,
+                min: v.min.unwrap_or(f64::NAN),
+                max: v.max.unwrap_or(f64::NAN),
+                step: v.step.unwrap_or(f64::NAN),
             }),
             parent: n
                 .parent
@@ -678,12 +678,12 @@ fn open_tag(out: &mut String, tag: &str, n: &Node) {
     }
     if let Some(v) = n.value {
         for (k, x) in [
-            ("value", v.current),
+            ("value", Some(v.current)),
             ("min", v.min),
             ("max", v.max),
             ("step", v.step),
         ] {
-            if !x.is_nan() {
+            if let Some(x) = x {
                 let _ = write!(out, " val:{k}=\"{}\"", py_float(x));
             }
         }
