@@ -1,0 +1,190 @@
+"""Structured observation: the accessibility tree of real applications (AT-SPI, read in
+each env's sandbox), element refs and element targets, and OSWorld's XML; and the
+bundled task app's widgets as a tree for the `tasks` profile."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from conftest import Server
+from gymnasium.utils.env_checker import check_env
+
+import deskgym
+from deskgym.a11y import Tree
+
+#: OSWorld's namespace map (desktop_env/server/main.py, Ubuntu).
+OSWORLD_NS = {
+    "st": "https://accessibility.ubuntu.example.org/ns/state",
+    "attr": "https://accessibility.ubuntu.example.org/ns/attributes",
+    "cp": "https://accessibility.ubuntu.example.org/ns/component",
+    "doc": "https://accessibility.ubuntu.example.org/ns/document",
+    "docattr": "https://accessibility.ubuntu.example.org/ns/document/attributes",
+    "txt": "https://accessibility.ubuntu.example.org/ns/text",
+    "val": "https://accessibility.ubuntu.example.org/ns/value",
+    "act": "https://accessibility.ubuntu.example.org/ns/action",
+}
+
+
+@pytest.fixture(scope="module")
+def desk_server(tmp_path_factory: pytest.TempPathFactory):
+    data = tmp_path_factory.mktemp("a11y-data")
+    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--allow-capabilities", "exec,files")
+    yield s
+    s.stop()
+
+
+def tree_until(env: deskgym.DeskgymEnv, pred: Callable[[Tree], Any], what: str, timeout: float = 30.0, **kw: Any) -> Tree:
+    """Observes the tree until ``pred`` holds (applications register and fill in over time)."""
+    t0 = time.monotonic()
+    t = env.observe(structured=True, timeout_ms=20000, **kw)
+    while not pred(t):
+        if time.monotonic() - t0 > timeout:
+            pytest.fail(f"timed out waiting for {what}; last tree:\n{t.text[:4000]}")
+        time.sleep(0.3)
+        t = env.observe(structured=True, timeout_ms=20000, **kw)
+    return t
+
+
+def one(t: Tree, role: str, name: str | None = None) -> deskgym.Element:
+    hits = [e for e in t.find(role=role, name=name) if e.showing]
+    assert hits, f"no showing {role} {name!r} in:\n{t.text[:4000]}"
+    return hits[0]
+
+
+def test_task_app_widgets_are_a_tree_with_element_targets(address: str) -> None:
+    env = deskgym.make("click-button", address=address, screen=(640, 480), obs_type="a11y")
+    try:
+        obs, info = env.reset(seed=3)
+        assert isinstance(obs, str) and obs == env.last_tree.text
+        t = env.last_tree
+        assert [e.role for e in t][:3] == ["application", "frame", "label"]
+        assert t[t.find(role="label")[0].ref].name == info["instruction"]
+        # A reset restarts numbering: the same seed gives the same refs and text.
+        again, _ = env.reset(seed=3)
+        assert again == obs
+        answer = info["instruction"].split('"')[1]
+        buttons = t.find(role="push button")
+        assert len(buttons) >= 3 and answer in {b.name for b in buttons}
+        # A ref that was never minted, and a query matching several buttons, are typed errors.
+        with pytest.raises(deskgym.DeskgymError) as e:
+            env.step({"verb": "click", "ref": "e99"})
+        assert e.value.code == "FAILED_PRECONDITION" and e.value.reason == "stale_element_ref"
+        with pytest.raises(deskgym.DeskgymError) as e:
+            env.step({"verb": "click", "element": {"role": "push button", "name": ""}})
+        assert e.value.code == "INVALID_ARGUMENT"
+        with pytest.raises(deskgym.DeskgymError) as e:
+            env.step({"verb": "click", "element": {"role": "label", "name": "no such label"}})
+        assert e.value.reason == "element_not_found"
+        # Clicking the answer's ref is the pixel click at its centre: reward 1.
+        obs, reward, terminated, _, _ = env.step({"verb": "click", "ref": one(t, "push button", answer).ref})
+        assert (reward, terminated) == (1.0, True)
+        # The query form resolves against the live tree.
+        env.reset(seed=4)
+        name = env.last_tree.find(role="push button")[0].name
+        _, _, terminated, _, _ = env.step({"verb": "invoke_action", "element": {"role": "push button", "name": name}})
+        assert terminated
+    finally:
+        env.close()
+
+
+def test_set_value_types_into_the_task_field_and_gym_checks_pass(address: str) -> None:
+    env = deskgym.make("type-word", address=address, screen=(640, 480), obs_type="rgb+a11y")
+    try:
+        obs, info = env.reset(seed=5)
+        assert set(obs) == {"pixels", "a11y"} and env.observation_space.contains(obs)
+        word = info["instruction"].split('"')[1]
+        field = one(env.last_tree, "text")
+        assert field.editable
+        env.step({"verb": "set_value", "ref": field.ref, "value": "wrong"})
+        obs, *_ = env.step({"verb": "set_value", "ref": field.ref, "value": word})
+        assert env.last_tree[field.ref].text == word, obs["a11y"]
+        _, reward, terminated, _, _ = env.step({"verb": "key", "keys": "Return"})
+        assert (reward, terminated) == (1.0, True)
+        check_env(env.unwrapped, skip_render_check=True)
+    finally:
+        env.close()
+
+
+def test_desktop_apps_trees_refs_set_value_and_stale_refs(desk_server: Server) -> None:
+    lxml = pytest.importorskip("lxml.etree")
+    env = deskgym.make(
+        "blank", address=desk_server.address, profile="desktop", screen=(1280, 800),
+        capabilities=["launch_app", "files", "windows"],
+    )
+    try:
+        env.reset(seed=0)
+        env.put_file("note.txt", "before\n")
+        env.launch_app("editor", ["/home/user/note.txt"])
+        env.launch_app("terminal")
+        env.launch_app("files")
+        t = tree_until(
+            env,
+            lambda t: t.find(role="terminal") and t.find(role="frame", name="note.txt") and t.find(role="push button", name="Home Folder"),
+            "the editor, terminal and file manager",
+        )
+        assert {"mousepad", "gnome-terminal-server", "pcmanfm"} <= {e.name for e in t.find(role="application")}
+        editor = one(t, "frame", "note.txt")
+        text = next(e for e in t if e.role == "text" and e.editable and e.text.startswith("before"))
+        # Refs are stable across observations, and after a change elsewhere.
+        t2 = env.observe(structured=True, diff_from=t, timeout_ms=20000)
+        assert t2[editor.ref].name == editor.name and t2[text.ref].role == "text"
+        assert t2.server_diff is not None
+        env.step({"verb": "key", "keys": "ctrl+alt+t"})  # another terminal window
+        t3 = tree_until(env, lambda t: len(t.find(role="terminal")) >= 2, "a second terminal")
+        assert t3[editor.ref].name == editor.name
+        assert t3.diff(t2).added, "the new terminal's elements are new refs"
+        # SetValue changes the text the editor then saves.
+        env.step({"verb": "set_value", "ref": text.ref, "value": "written through AT-SPI\n"})
+        assert env.observe(structured=True, timeout_ms=20000)[text.ref].text == "written through AT-SPI\n"
+        win = next(w for w in env.windows() if "note.txt" in w.title)
+        env.step({"verb": "activate_window", "window": win.id})
+        env.step({"verb": "key", "keys": "ctrl+s"})
+        t0 = time.monotonic()
+        while env.get_file("note.txt") != b"written through AT-SPI\n" and time.monotonic() - t0 < 20:
+            time.sleep(0.3)
+        assert env.get_file("note.txt") == b"written through AT-SPI\n"
+        # OSWorld's XML parses, and its namespace map finds showing nodes with positions.
+        t = env.observe(structured=True, osworld_xml=True, timeout_ms=20000)
+        root = lxml.fromstring(t.osworld_xml.encode())
+        assert root.tag == "desktop-frame"
+        placed = root.xpath('//*[@st:showing="true" and @cp:screencoord]', namespaces=OSWORLD_NS)
+        assert len(placed) > 20
+        assert root.xpath('//push-button[@name="Home Folder"]', namespaces=OSWORLD_NS)
+        # A ref to a window that closed is stale.
+        env.step({"verb": "close_window", "window": win.id})
+        tree_until(env, lambda t: not t.find(role="frame", name="note.txt"), "the editor to close")
+        with pytest.raises(deskgym.DeskgymError) as e:
+            env.step({"verb": "click", "ref": text.ref})
+        assert e.value.reason == "stale_element_ref", e.value
+    finally:
+        env.close()
+
+
+def test_chromium_page_and_writer_have_trees_and_a_ref_click_activates(desk_server: Server) -> None:
+    env = deskgym.make(
+        "blank", address=desk_server.address, profile="desktop", screen=(1280, 800),
+        capabilities=["launch_app", "files"],
+    )
+    try:
+        env.reset(seed=0)
+        env.put_file(
+            "page.html",
+            "<html><head><title>Local page</title></head><body><h1>Hello deskgym</h1>"
+            "<button onclick=\"document.title='clicked'\">Press me</button>"
+            "<input aria-label=Query></body></html>",
+        )
+        env.launch_app("chromium", ["/home/user/page.html"])
+        t = tree_until(env, lambda t: t.find(role="push button", name="Press me"), "the page's button")
+        assert one(t, "document web", "Local page")
+        assert one(t, "heading", "Hello deskgym")
+        assert "editable" in one(t, "entry", "Query").states
+        env.step({"verb": "click", "ref": one(t, "push button", "Press me").ref})
+        tree_until(env, lambda t: t.find(role="document web", name="clicked"), "the click's effect (title 'clicked')")
+        env.launch_app("writer")
+        t = tree_until(env, lambda t: t.find(role="document text", showing=True), "Writer's document", timeout=60)
+        assert any("LibreOffice Writer" in f.name for f in t.find(role="frame"))
+    finally:
+        env.close()
