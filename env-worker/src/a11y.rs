@@ -270,11 +270,9 @@ pub mod client {
         pub fn tree(&self, limits: &Limits) -> Result<Tree, Fail> {
             let deadline = Instant::now() + Duration::from_millis(limits.timeout_ms);
             zbus::block_on(async {
-                let root: AccessibleProxy<'_> = self
-                    .proxy(REGISTRY, ROOT)
-                    .await
-                    .map_err(|e| unavailable(e))?;
-                let apps = root.get_children().await.map_err(|e| unavailable(e))?;
+                let root: AccessibleProxy<'_> =
+                    self.proxy(REGISTRY, ROOT).await.map_err(unavailable)?;
+                let apps = root.get_children().await.map_err(unavailable)?;
                 let walks = apps
                     .iter()
                     .filter_map(|a| Some((a.name_as_str()?, a.path_as_str())))

@@ -144,7 +144,10 @@ pub(crate) fn parse_ref(s: &str, field: &str) -> Result<u64, Invalid> {
         .ok_or_else(|| {
             Invalid::new(
                 field,
-                format!("{s:?} is not an element ref (e<N>, from an observation's tree)"),
+                format!(
+                    "{} is not an element ref (e<N>, from an observation's tree)",
+                    crate::spec::quote(s)
+                ),
             )
         })
 }
@@ -438,7 +441,7 @@ fn diff(
     lines.extend(changed.iter().map(|r| format!("~ {}", new[r])));
     lines.extend(added.iter().map(|r| format!("+ {}", new[r])));
     if !removed.is_empty() {
-        let _ = lines.push(format!(
+        lines.push(format!(
             "- {} ({} removed)",
             ranges(&removed),
             removed.len()
@@ -570,7 +573,7 @@ pub(crate) fn resolve_query<'a>(
                 return Err(QueryMiss::Many(
                     hits.iter()
                         .take(10)
-                        .map(|n| format!("{} {:?}", n.role, n.name))
+                        .map(|n| format!("{} {:?}", n.role, clip(&n.name, LINE_TEXT)))
                         .collect(),
                 ));
             }

@@ -865,6 +865,8 @@ mod tests {
             Verb::ResizeWindow(Default::default()),
             Verb::KeyDown(Default::default()),
             Verb::KeyUp(Default::default()),
+            Verb::InvokeAction(Default::default()),
+            Verb::SetValue(Default::default()),
         ];
         assert_eq!(all.len(), VERBS.len());
         for (v, name) in all.iter().zip(VERBS) {
@@ -898,6 +900,12 @@ mod fuzz {
             })),
             (any::<f64>(), any::<f64>()).prop_map(|(x, y)| Some(pb::Target {
                 kind: Some(Kind::PointNorm(pb::PointNorm { x, y }))
+            })),
+            prop_oneof![".{0,4000}", "e[0-9]{0,25}"].prop_map(|r| Some(pb::Target {
+                kind: Some(Kind::ElementRef(r))
+            })),
+            (".{0,40}", ".{0,3000}").prop_map(|(role, name)| Some(pb::Target {
+                kind: Some(Kind::Element(pb::ElementQuery { role, name }))
             })),
         ]
     }
@@ -937,6 +945,11 @@ mod fuzz {
                 .prop_map(|(target, button)| Verb::MouseDown(pb::MouseDown { target, button })),
             (".{0,80}", proptest::collection::vec(".{0,80}", 0..100))
                 .prop_map(|(app, args)| Verb::LaunchApp(pb::LaunchApp { app, args })),
+            (any_target(), ".{0,2000}").prop_map(|(target, action)| Verb::InvokeAction(
+                pb::InvokeAction { target, action }
+            )),
+            (any_target(), ".{0,3000}")
+                .prop_map(|(target, value)| Verb::SetValue(pb::SetValue { target, value })),
             (any::<u32>(), any::<u32>(), any::<u32>()).prop_map(|(window, width, height)| {
                 Verb::ResizeWindow(pb::ResizeWindow {
                     window,
