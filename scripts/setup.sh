@@ -18,7 +18,7 @@ PKGS=(xvfb xfonts-base python3-venv python3-pip pkg-config
 DESKTOP_PKGS=(bubblewrap openbox dbus dbus-x11 at-spi2-core pulseaudio gnome-terminal pcmanfm
       mousepad chromium libreoffice-writer libreoffice-calc libreoffice-impress libreoffice-gtk3
       git unzip python-is-python3 python3-tk python3-dev wmctrl xdotool xdg-utils socat
-      libglib2.0-bin dconf-cli dconf-gsettings-backend locales)
+      libglib2.0-bin dconf-cli dconf-gsettings-backend locales python3-pyatspi)
 ((DESKTOP)) && PKGS+=("${DESKTOP_PKGS[@]}")
 missing=()
 for p in "${PKGS[@]}"; do

@@ -72,8 +72,10 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         capabilities: Sequence[str] = (),
         _pool: Pool | None = None,
     ) -> None:
-        if obs_type not in OBS_TYPES:
-            raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(OBS_TYPES)}")
+        pixel_types = [t for t in OBS_TYPES if "a11y" not in t]
+        if obs_type not in pixel_types:
+            why = " (tree observations are for single envs: deskgym.make)" if obs_type in OBS_TYPES else ""
+            raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(pixel_types)}{why}")
         mode = autoreset_mode if isinstance(autoreset_mode, AutoresetMode) else _MODES.get(autoreset_mode)
         if mode is None:
             raise DeskgymError("INVALID_ARGUMENT", f"autoreset_mode {autoreset_mode!r} is not one of next_step, same_step, disabled")
