@@ -174,6 +174,7 @@ def test_chromium_page_and_writer_have_trees_and_a_ref_click_activates(desk_serv
             "page.html",
             "<html><head><title>Local page</title></head><body><h1>Hello deskgym</h1>"
             "<button onclick=\"document.title='clicked'\">Press me</button>"
+            "<button onclick=\"document.title='invoked'\">Second</button>"
             "<input aria-label=Query></body></html>",
         )
         env.launch_app("chromium", ["/home/user/page.html"])
@@ -183,6 +184,9 @@ def test_chromium_page_and_writer_have_trees_and_a_ref_click_activates(desk_serv
         assert "editable" in one(t, "entry", "Query").states
         env.step({"verb": "click", "ref": one(t, "push button", "Press me").ref})
         tree_until(env, lambda t: t.find(role="document web", name="clicked"), "the click's effect (title 'clicked')")
+        # An AT-SPI action on an element found by role and name on the live tree.
+        env.step({"verb": "invoke_action", "element": {"role": "push button", "name": "second"}, "action": "press"})
+        tree_until(env, lambda t: t.find(role="document web", name="invoked"), "the invoked action's effect")
         env.launch_app("writer")
         t = tree_until(env, lambda t: t.find(role="document text", showing=True), "Writer's document", timeout=60)
         assert any("LibreOffice Writer" in f.name for f in t.find(role="frame"))

@@ -524,7 +524,7 @@ impl Env {
                     .ok_or_else(|| stale(sel, "is not in the tree (gone, or never seen)"))?
                     .to_string(),
                 Sel::Query { role, name } => {
-                    let tree = d.tree(&TreeOpts::default().limits())?;
+                    let tree = d.tree(&deskgym_worker::a11y::Limits::default())?;
                     match a11y::resolve_query(&tree, role, name) {
                         Ok(n) => {
                             refs.ref_of(n);
