@@ -343,9 +343,16 @@ pub mod client {
                     break;
                 };
                 let mut next = Vec::new();
+                let mut silent = 0;
                 for ((parent, _, _), r) in level.iter().zip(read) {
-                    let Some((node, children)) = r else {
-                        continue;
+                    let (node, children) = match r {
+                        Ok(r) => r,
+                        // Gone between its parent's reading and its own: not in the tree.
+                        Err(Failure::Gone) => continue,
+                        Err(_) => {
+                            silent += 1;
+                            continue;
+                        }
                     };
                     let i = nodes.len();
                     nodes.push(node);
@@ -362,21 +369,28 @@ pub mod client {
                         );
                     }
                 }
+                if silent > 0 {
+                    notes.push(format!(
+                        "{bus}: {silent} element(s) at depth {depth} did not answer (is the application busy or stopped?)"
+                    ));
+                }
                 level = next;
                 depth += 1;
             }
             (depth_first(nodes, &kids), notes)
         }
 
-        /// Reads one element: its node and its children's identities. `None` when it
-        /// vanished or did not answer (the walk goes on without it).
+        /// Reads one element: its node and its children's identities, or why not
+        /// ([`Failure::Gone`]: it vanished; otherwise it did not answer). The walk goes on
+        /// without it.
         async fn read(
             &self,
             bus: &str,
             path: &str,
             limits: &Limits,
-        ) -> Option<(Node, Vec<(String, String)>)> {
-            let acc: AccessibleProxy<'_> = self.proxy(bus, path).await.ok()?;
+        ) -> Result<(Node, Vec<(String, String)>), Failure> {
+            let acc: AccessibleProxy<'_> =
+                self.proxy(bus, path).await.map_err(|e| call_failed(e).0)?;
             // The calls of one element go out together (they pipeline on the bus).
             let (role, name, description, states, ifaces, children, attrs) = futures_util::join!(
                 acc.get_role_name(),
@@ -387,10 +401,10 @@ pub mod client {
                 acc.get_children(),
                 acc.get_attributes(),
             );
-            let ifaces = ifaces.ok()?;
+            let ifaces = ifaces.map_err(|e| call_failed(e).0)?;
             let mut node = Node {
                 id: format!("{bus}{path}"),
-                role: role.ok()?,
+                role: role.map_err(|e| call_failed(e).0)?,
                 name: name.unwrap_or_default(),
                 description: description.unwrap_or_default(),
                 states: states
@@ -472,7 +486,7 @@ pub mod client {
             node.actions = actions;
             node.value = value;
             node.text = text;
-            Some((node, children.map(|v| refs(&v)).unwrap_or_default()))
+            Ok((node, children.map(|v| refs(&v)).unwrap_or_default()))
         }
 
         /// What an element is now (bounds and states), or [`Failure::Gone`].

@@ -192,3 +192,29 @@ def test_chromium_page_and_writer_have_trees_and_a_ref_click_activates(desk_serv
         assert any("LibreOffice Writer" in f.name for f in t.find(role="frame"))
     finally:
         env.close()
+
+
+def test_a_stopped_application_leaves_a_partial_tree_not_a_hung_env(desk_server: Server) -> None:
+    env = deskgym.make(
+        "blank", address=desk_server.address, profile="desktop", screen=(1024, 768),
+        capabilities=["launch_app", "exec"],
+    )
+    try:
+        env.reset(seed=0)
+        env.launch_app("terminal")
+        env.launch_app("editor")
+        tree_until(env, lambda t: t.find(role="terminal") and t.find(role="application", name="mousepad"), "both apps")
+        assert env.exec(["pkill", "-STOP", "mousepad"]).ok
+        try:
+            t = env.observe(structured=True, timeout_ms=4000)
+            assert t.partial, t.text
+            assert any("did not answer" in r or "deadline" in r for r in t.partial_reasons), t.partial_reasons
+            assert t.find(role="terminal"), "the other application is still read"
+            # The env itself goes on.
+            env.step({"verb": "key", "keys": "ctrl+alt+t"})
+        finally:
+            env.exec(["pkill", "-CONT", "mousepad"])
+        t = tree_until(env, lambda t: not t.partial and t.find(role="application", name="mousepad"), "mousepad again")
+        assert not t.partial_reasons
+    finally:
+        env.close()
