@@ -64,6 +64,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--address", required=True)
     ap.add_argument("-n", type=int, default=5)
+    ap.add_argument("--apps", default="writer,chromium,terminal",
+                    help="apps of the desktop profile to open (the lighter figure: editor,terminal)")
     args = ap.parse_args()
     env = deskgym.make(
         "blank", address=args.address, profile="desktop", screen=(1280, 720),
@@ -72,15 +74,22 @@ def main() -> None:
     try:
         env.reset(seed=0)
         env.put_file("bench.html", PAGE)
-        env.launch_app("writer")
-        env.launch_app("chromium", ["/home/user/bench.html"])
-        env.launch_app("terminal")
+        apps = args.apps.split(",")
+        for app in apps:
+            env.launch_app(app, ["/home/user/bench.html"] if app == "chromium" else [])
+        wanted = {
+            "writer": lambda t: t.find(role="document text"),
+            "chromium": lambda t: t.find(role="document web", name="Bench page"),
+            "terminal": lambda t: t.find(role="terminal"),
+            "editor": lambda t: t.find(role="application", name="mousepad"),
+            "files": lambda t: t.find(role="application", name="pcmanfm"),
+        }
         # Let every application register and lay out: the three are in the tree and it
         # stopped growing.
         last, t0 = -1, time.monotonic()
         while time.monotonic() - t0 < 120:
             t = env.observe(structured=True, timeout_ms=30000)
-            ready = t.find(role="document text") and t.find(role="document web", name="Bench page") and t.find(role="terminal")
+            ready = all(wanted[a](t) for a in apps if a in wanted)
             if ready and t.node_count == last:
                 break
             last = t.node_count
