@@ -474,22 +474,21 @@ impl Sandbox {
 
     /// Performs an element's action.
     pub fn a11y_invoke(&self, id: &str, action: &str) -> Result<()> {
-        let req = Request::A11yInvoke {
+        self.element_call(Request::A11yInvoke {
             id: id.into(),
             action: action.into(),
-        };
-        match self.call(&req, &[], ELEMENT_TIMEOUT)?.0 {
-            Reply::Done => Ok(()),
-            other => Err(element_error(other)),
-        }
+        })
     }
 
     /// Sets an element's text or number.
     pub fn a11y_set_value(&self, id: &str, value: &str) -> Result<()> {
-        let req = Request::A11ySetValue {
+        self.element_call(Request::A11ySetValue {
             id: id.into(),
             value: value.into(),
-        };
+        })
+    }
+
+    fn element_call(&self, req: Request) -> Result<()> {
         match self.call(&req, &[], ELEMENT_TIMEOUT)?.0 {
             Reply::Done => Ok(()),
             other => Err(element_error(other)),
