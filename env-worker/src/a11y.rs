@@ -173,6 +173,8 @@ pub mod client {
 
     /// How long one D-Bus call to an application may take.
     const CALL_TIMEOUT: Duration = Duration::from_millis(1500);
+    /// How long connecting to the buses may take.
+    const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
     const ROOT: &str = "/org/a11y/atspi/accessible/root";
     const REGISTRY: &str = "org.a11y.atspi.Registry";
 
@@ -231,9 +233,9 @@ pub mod client {
 
     impl Client {
         /// Connects through the session bus at `session_address` (asks it for the
-        /// accessibility bus's address).
+        /// accessibility bus's address). Bounded: a bus that does not answer fails it.
         pub fn connect(session_address: &str) -> Result<Self, Fail> {
-            zbus::block_on(async {
+            let connect = async {
                 let session = zbus::connection::Builder::address(session_address)
                     .map_err(unavailable)?
                     .method_timeout(CALL_TIMEOUT)
@@ -251,6 +253,19 @@ pub mod client {
                     .await
                     .map_err(unavailable)?;
                 Ok(Self { conn })
+            };
+            zbus::block_on(async {
+                match futures_util::future::select(
+                    Box::pin(connect),
+                    Box::pin(async_io::Timer::after(CONNECT_TIMEOUT)),
+                )
+                .await
+                {
+                    futures_util::future::Either::Left((r, _)) => r,
+                    futures_util::future::Either::Right(_) => {
+                        Err(unavailable("the session bus did not answer in time"))
+                    }
+                }
             })
         }
 
