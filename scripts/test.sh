@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 # static checkers; the main job's setup stays without them.
 DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,lint" scripts/setup.sh --desktop
 scripts/setup-lerobot.sh
+# OSWorld's wheel without its dependencies: the a11y tests run its agents' own tree
+# filter (mm_agents) on deskgym's XML; importing it needs only Pillow.
+.venv/bin/pip install -q --disable-pip-version-check --no-deps desktop-env==1.0.2
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # Binaries first: the tests spawn deskgym-task-app, deskgym-sandbox-agent and

@@ -5,6 +5,7 @@ bundled task app's widgets as a tree for the `tasks` profile."""
 from __future__ import annotations
 
 import time
+import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Any
 
@@ -153,6 +154,16 @@ def test_desktop_apps_trees_refs_set_value_and_stale_refs(desk_server: Server) -
         placed = root.xpath('//*[@st:showing="true" and @cp:screencoord]', namespaces=OSWORLD_NS)
         assert len(placed) > 20
         assert root.xpath('//push-button[@name="Home Folder"]', namespaces=OSWORLD_NS)
+        # OSWorld's own agent code (mm_agents, from the desktop-env wheel) reads it: the
+        # node filter its agents linearize for prompts, and its set-of-marks drawing.
+        from mm_agents.accessibility_tree_wrap.heuristic_retrieve import draw_bounding_boxes, filter_nodes
+
+        kept = filter_nodes(ET.fromstring(t.osworld_xml))
+        assert any(n.tag == "push-button" and n.get("name") == "Home Folder" for n in kept), [n.tag for n in kept]
+        assert any(n.tag == "menu" and n.get("name") == "File" for n in kept)
+        marks, drawn, table, image = draw_bounding_boxes(kept, env.screenshot(encoding="png").frame)
+        assert marks and len(marks) == len(drawn) and image
+        assert "Home Folder" in table, table
         # A ref to a window that closed is stale.
         env.step({"verb": "close_window", "window": win.id})
         tree_until(env, lambda t: not t.find(role="frame", name="note.txt"), "the editor to close")
