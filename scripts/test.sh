@@ -4,10 +4,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # The tests also need the SB3 extra (torch, ~2 min to install the first time) and the
 # static checkers; the main job's setup stays without them.
-DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,lint" scripts/setup.sh --desktop
+DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,lint,osworld" scripts/setup.sh --desktop
 scripts/setup-lerobot.sh
-# OSWorld's wheel without its dependencies: the a11y tests run its agents' own tree
-# filter (mm_agents) on deskgym's XML; importing it needs only Pillow.
+# OSWorld's wheel without its dependencies (the osworld extra brings the light ones):
+# the OSWorld shim's tests run its controllers, getters and metrics, and the a11y tests
+# its agents' own tree filter (mm_agents) on deskgym's XML.
 .venv/bin/pip install -q --disable-pip-version-check --no-deps desktop-env==1.0.2
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --quiet -- -D warnings

@@ -1,0 +1,187 @@
+"""OSWorld's ``DesktopEnv`` on deskgym desktops: change one import line of a harness.
+
+    # from desktop_env.desktop_env import DesktopEnv
+    from deskgym.osworld import DesktopEnv
+
+It is a subclass of ``desktop_env.desktop_env.DesktopEnv`` (PyPI ``desktop-env`` 1.0.2,
+installed without its dependencies, plus the ``deskgym[osworld]`` extra), with the same
+keyword arguments, methods and attributes; OSWorld's own controllers, setup steps,
+getters and metric functions run unchanged. Instead of booting a VM it takes a desktop of
+a deskgym server (``address=`` or ``DESKGYM_ADDRESS``, ``token=``; the server must allow
+the ``exec`` and ``files`` capabilities) and serves OSWorld's in-VM HTTP interface for it
+on the harness's machine (:mod:`deskgym.osworld.bridge`); a reset reverts by starting the
+desktop's session afresh, not by restoring a VM snapshot.
+
+Metric and getter modules are imported when a task first uses them
+(:mod:`deskgym.osworld._lazy`), so a task never pays for torch or librosa it does not use.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import uuid
+from typing import Any
+
+import deskgym
+from deskgym.errors import DeskgymError
+from deskgym.osworld import _lazy
+
+_lazy.install()
+
+from desktop_env.controllers.python import PythonController  # type: ignore[import-untyped]  # noqa: E402
+from desktop_env.controllers.setup import SetupController  # type: ignore[import-untyped]  # noqa: E402
+from desktop_env.desktop_env import DesktopEnv as _OSWorldEnv  # type: ignore[import-untyped]  # noqa: E402
+
+from deskgym.osworld.bridge import HOME, Bridge  # noqa: E402
+
+__all__ = ["DesktopEnv", "OSWORLD_DIRS"]
+
+logger = logging.getLogger("deskgym.osworld")
+
+#: Directories OSWorld's task files expect in the home.
+OSWORLD_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos")
+#: What the bridge needs of the env.
+CAPABILITIES = ("exec", "files", "windows", "launch_app", "clipboard")
+
+
+class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
+    """OSWorld's environment over one deskgym desktop (profile ``desktop``).
+
+    Takes OSWorld's arguments (``provider_name``, ``path_to_vm``, ``snapshot_name``,
+    ``region``, ``headless`` and ``enable_proxy`` are accepted and have no effect) plus
+    ``address``, ``token`` and ``profile``.
+    """
+
+    def __init__(
+        self,
+        provider_name: str = "deskgym",
+        region: str | None = None,
+        path_to_vm: str | None = None,
+        snapshot_name: str = "init_state",
+        action_space: str = "pyautogui",
+        cache_dir: str = "cache",
+        screen_size: tuple[int, int] = (1920, 1080),
+        headless: bool = True,
+        require_a11y_tree: bool = True,
+        require_terminal: bool = False,
+        os_type: str = "Ubuntu",
+        enable_proxy: bool = False,
+        client_password: str = "",
+        *,
+        address: str | None = None,
+        token: str | None = None,
+        profile: str = "desktop",
+    ) -> None:
+        # OSWorld's __init__ starts a VM provider; this one sets the same attributes.
+        self.region = region
+        self.provider_name = provider_name
+        self.enable_proxy = enable_proxy
+        self.client_password = client_password or "password"
+        self.screen_width, self.screen_height = int(screen_size[0]), int(screen_size[1])
+        self.server_port = 5000
+        self.chromium_port = 9222
+        self.vnc_port = 8006
+        self.vlc_port = 8080
+        self.current_use_proxy = False
+        self.manager = None
+        self.provider = None
+        self.os_type = os_type
+        self.is_environment_used = False
+        self.path_to_vm = path_to_vm or "deskgym"
+        self.snapshot_name = snapshot_name
+        self.cache_dir_base = cache_dir
+        self.headless = headless
+        self.require_a11y_tree = require_a11y_tree
+        self.require_terminal = require_terminal
+        self.instruction = None
+        if action_space not in ("computer_13", "pyautogui", "claude_computer_use"):
+            raise DeskgymError("INVALID_ARGUMENT", f"action_space {action_space!r} is not computer_13 or pyautogui")
+        self.action_space = action_space
+        self._traj_no = -1
+        self._step_no = 0
+        self.action_history: list[Any] = []
+        self._address = address or os.environ.get("DESKGYM_ADDRESS", deskgym.DEFAULT_ADDRESS)
+        self._token = token
+        self._profile = profile
+        self._env: deskgym.DeskgymEnv | None = None
+        self._bridge: Bridge | None = None
+        self._start_emulator()
+
+    # -- the "VM" ----------------------------------------------------------------------
+
+    def _start_emulator(self) -> None:
+        if self._env is None:
+            self._env = deskgym.make(
+                "blank", address=self._address, token=self._token, profile=self._profile,
+                screen=(self.screen_width, self.screen_height), capabilities=CAPABILITIES,
+            )
+            self._fresh_desktop()
+            self._bridge = Bridge(self._env, (self.screen_width, self.screen_height))
+        self.vm_ip = "127.0.0.1"
+        assert self._bridge is not None
+        self.server_port = self._bridge.port
+        self.controller = PythonController(vm_ip=self.vm_ip, server_port=self.server_port)
+        self.setup_controller = SetupController(
+            vm_ip=self.vm_ip, server_port=self.server_port, chromium_port=self.chromium_port,
+            vlc_port=self.vlc_port, cache_dir=self.cache_dir_base, client_password=self.client_password,
+            screen_width=self.screen_width, screen_height=self.screen_height,
+        )
+
+    def _fresh_desktop(self) -> None:
+        assert self._env is not None
+        self._env.reset(seed=0)
+        r = self._env.exec(["mkdir", "-p", *(f"{HOME}/{d}" for d in OSWORLD_DIRS)])
+        if not r.ok:
+            raise DeskgymError("INTERNAL", f"cannot prepare the home: {r.stderr}")
+
+    def _revert_to_snapshot(self) -> None:
+        # A deskgym reset restarts the sandbox's session from its template: the state a
+        # snapshot revert gives a VM.
+        self._fresh_desktop()
+
+    def _save_state(self, snapshot_name: str | None = None) -> None:
+        raise DeskgymError("UNIMPLEMENTED", "use deskgym's Save/Fork (env.deskgym.save()) instead of VM snapshots")
+
+    @property
+    def deskgym(self) -> deskgym.DeskgymEnv:
+        """The deskgym env under this one (pixels, tree, exec, save/fork)."""
+        assert self._env is not None
+        return self._env
+
+    def close(self) -> None:
+        if self._bridge is not None:
+            self._bridge.close()
+            self._bridge = None
+        if self._env is not None:
+            self._env.close()
+            self._env = None
+
+    # -- tasks ---------------------------------------------------------------------------
+
+    def _set_task_info(self, task_config: dict[str, Any]) -> None:
+        super()._set_task_info(task_config)
+        self._check_downloads(self.config)
+
+    def _check_downloads(self, config: list[dict[str, Any]]) -> None:
+        """A download that is not in OSWorld's cache and cannot be fetched is a clear error
+        naming the URL and where to put the file (OSWorld's own step retries, then fails
+        with neither)."""
+        for step in config:
+            if step.get("type") != "download":
+                continue
+            for f in step["parameters"]["files"]:
+                url, path = f["url"], f["path"]
+                cached = os.path.join(self.cache_dir, f"{uuid.uuid5(uuid.NAMESPACE_URL, url)}_{os.path.basename(path)}")
+                if os.path.exists(cached):
+                    continue
+                try:
+                    import requests
+
+                    requests.head(url, timeout=5, allow_redirects=True).raise_for_status()
+                except Exception as e:
+                    raise DeskgymError(
+                        "FAILED_PRECONDITION",
+                        f"task {self.task_id}: {url} is not cached and cannot be fetched ({type(e).__name__}); "
+                        f"put the file at {cached}",
+                    ) from None

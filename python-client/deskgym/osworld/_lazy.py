@@ -1,0 +1,81 @@
+"""OSWorld's metric and getter packages, loaded one module at a time.
+
+``desktop_env.evaluators.metrics`` and ``...getters`` import every module of theirs in
+their ``__init__`` (and with them easyocr, torch, librosa...). These stand-ins read the
+real ``__init__``'s ``from .module import (names)`` lines without running them and
+import a module only when one of its names is first used, so a task whose metric needs
+none of the heavy packages never imports them.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import pathlib
+import sys
+import types
+from typing import Any
+
+__all__ = ["install", "module_of"]
+
+_PACKAGES = ("desktop_env.evaluators.metrics", "desktop_env.evaluators.getters")
+
+
+def _names(init: pathlib.Path) -> tuple[dict[str, str], ast.Module]:
+    """name -> submodule, from the package's ``from .x import a, b`` statements; and
+    the functions the ``__init__`` defines itself (``metrics.infeasible``), without
+    its imports."""
+    tree = ast.parse(init.read_text(encoding="utf-8"))
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
+            for alias in node.names:
+                out[alias.asname or alias.name] = node.module
+    own = ast.Module(body=[n for n in tree.body if isinstance(n, ast.FunctionDef)], type_ignores=[])
+    return out, own
+
+
+class _LazyPackage(types.ModuleType):
+    """A package whose attributes are imported from their submodule on first access."""
+
+    def __init__(self, name: str, path: pathlib.Path) -> None:
+        super().__init__(name)
+        self.__path__ = [str(path)]
+        self.__file__ = str(path / "__init__.py")
+        self.__package__ = name
+        self._where, own = _names(path / "__init__.py")
+        exec(compile(own, self.__file__, "exec"), self.__dict__)
+
+    def __getattr__(self, attr: str) -> Any:
+        where = self.__dict__.get("_where", {})
+        if attr not in where:
+            raise AttributeError(f"{self.__name__} has no {attr!r}")
+        module = importlib.import_module(f"{self.__name__}.{where[attr]}")
+        value = getattr(module, attr)
+        setattr(self, attr, value)
+        return value
+
+
+def install() -> None:
+    """Puts the lazy packages in place before ``desktop_env`` imports them (idempotent)."""
+    spec = importlib.util.find_spec("desktop_env")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            "deskgym.osworld needs OSWorld's package: pip install --no-deps desktop-env==1.0.2 "
+            "and the extra deskgym[osworld] (see the README)"
+        )
+    root = pathlib.Path(list(spec.submodule_search_locations)[0])
+    importlib.import_module("desktop_env.evaluators")
+    for name in _PACKAGES:
+        if isinstance(sys.modules.get(name), _LazyPackage):
+            continue
+        pkg = _LazyPackage(name, root / "evaluators" / name.rsplit(".", 1)[1])
+        sys.modules[name] = pkg
+        setattr(sys.modules["desktop_env.evaluators"], name.rsplit(".", 1)[1], pkg)
+
+
+def module_of(package: str, name: str) -> str | None:
+    """The submodule of ``package`` (``"metrics"`` or ``"getters"``) that defines ``name``."""
+    mod = sys.modules.get(f"desktop_env.evaluators.{package}")
+    return mod._where.get(name) if isinstance(mod, _LazyPackage) else None

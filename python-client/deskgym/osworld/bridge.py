@@ -1,0 +1,273 @@
+"""The HTTP interface OSWorld's controllers and getters call inside its VM, served next
+to the harness for one deskgym env and backed by deskgym RPCs.
+
+OSWorld's `PythonController`, `SetupController` and getters talk to
+``http://{vm_ip}:{server_port}``; here that is ``127.0.0.1:<port of this bridge>`` on the
+harness's machine, and every request becomes a gRPC call to the deskgym server (which may
+be on another machine). Answers follow OSWorld's in-VM server (`desktop_env/server/main.py`):
+the same paths, JSON shapes and status codes.
+"""
+
+from __future__ import annotations
+
+import email.parser
+import email.policy
+import io
+import json
+import logging
+import posixpath
+import shlex
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs
+
+from deskgym.errors import DeskgymError
+
+logger = logging.getLogger("deskgym.osworld")
+
+HOME = "/home/user"
+#: How long `/execute` commands may run (OSWorld's server uses 120 s).
+EXEC_TIMEOUT_S = 120.0
+#: How long `/setup/open_file` waits for the file's window.
+OPEN_WAIT_S = 30.0
+
+
+def expand(arg: str) -> str:
+    """``~/x`` -> ``/home/user/x`` (OSWorld's server expands ``~`` in argv)."""
+    return HOME + arg[1:] if arg == "~" or arg.startswith("~/") else arg
+
+
+def cursor_png(png: bytes, x: int, y: int) -> bytes:
+    """Draws the pointer into a PNG (OSWorld's `/screenshot` shows it; deskgym frames do not)."""
+    from PIL import Image, ImageDraw
+
+    img = Image.open(io.BytesIO(png)).convert("RGB")
+    d = ImageDraw.Draw(img)
+    arrow = [(x, y), (x, y + 17), (x + 4, y + 13), (x + 7, y + 20), (x + 9, y + 19), (x + 6, y + 12), (x + 12, y + 12)]
+    d.polygon(arrow, fill=(255, 255, 255), outline=(0, 0, 0))
+    out = io.BytesIO()
+    img.save(out, format="PNG")
+    return out.getvalue()
+
+
+class Bridge:
+    """One env's OSWorld HTTP interface on ``127.0.0.1:port`` (``port`` 0: a free one)."""
+
+    def __init__(self, env: Any, screen: tuple[int, int], host: str = "127.0.0.1", port: int = 0) -> None:
+        self.env = env
+        self.screen = screen
+        bridge = self
+
+        class Handler(_Handler):
+            owner = bridge
+
+        self.server = ThreadingHTTPServer((host, port), Handler)
+        self.server.daemon_threads = True
+        self.port: int = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, name="osworld-bridge", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    # -- what the handlers call ---------------------------------------------------
+
+    def execute(self, command: Any, shell: bool, timeout: float = EXEC_TIMEOUT_S) -> dict[str, Any]:
+        if shell:
+            if not isinstance(command, str):
+                command = " ".join(shlex.quote(str(c)) for c in command)
+            r = self.env.exec(command, shell=True, timeout=timeout)
+        else:
+            argv = shlex.split(command) if isinstance(command, str) else [str(c) for c in command]
+            r = self.env.exec([expand(a) for a in argv], timeout=timeout)
+        code = r.exit_code if r.exit_code is not None else -9
+        return {"status": "success", "output": r.stdout, "error": r.stderr, "returncode": code}
+
+    def launch(self, command: Any, shell: bool) -> None:
+        """Starts a program detached (OSWorld's server `Popen`s it and returns)."""
+        if shell or isinstance(command, str):
+            line = command if isinstance(command, str) else " ".join(shlex.quote(str(c)) for c in command)
+            argv = ["sh", "-c", line]
+        else:
+            argv = [expand(str(c)) for c in command]
+        # setsid -f: its own session, so it outlives this exec; no pipes left open.
+        r = self.env.exec(["sh", "-c", 'exec setsid -f "$@" >/dev/null 2>&1 </dev/null', "sh", *argv], timeout=10)
+        if not r.ok:
+            raise DeskgymError("FAILED_PRECONDITION", f"cannot launch {argv!r}: {r.stderr.strip()}")
+
+    def tree(self, path: str) -> dict[str, Any]:
+        listing = self.env.list_directory(expand(path), depth=8)
+        root: dict[str, Any] = {"type": "directory", "name": posixpath.basename(listing.path.rstrip("/")), "children": []}
+        dirs = {"": root}
+        for e in listing.entries:
+            parent = dirs.get(posixpath.dirname(e.path))
+            if parent is None:
+                continue
+            node: dict[str, Any] = {"type": "directory" if e.kind == "dir" else "file", "name": posixpath.basename(e.path)}
+            if e.kind == "dir":
+                node["children"] = []
+                dirs[e.path] = node
+            parent["children"].append(node)
+        return root
+
+    def terminal_text(self) -> str | None:
+        t = self.env.observe(structured=True)
+        terms = [e for e in t if e.role == "terminal"]
+        return terms[0].text if terms else None
+
+    def open_file(self, path: str) -> None:
+        path = expand(path)
+        if not self.env.exec(["test", "-e", path]).ok:
+            raise FileNotFoundError(path)
+        self.launch(["xdg-open", path], False)
+        name = posixpath.basename(path)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < OPEN_WAIT_S:
+            if any(name in w.title for w in self.env.windows()):
+                return
+            time.sleep(0.3)
+        raise TimeoutError(f"no window showed {name!r} within {OPEN_WAIT_S:.0f} s")
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: Bridge
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def log_message(self, fmt: str, *args: Any) -> None:
+        logger.debug("bridge: " + fmt, *args)
+
+    # -- plumbing --------------------------------------------------------------------
+
+    def _body(self) -> bytes:
+        n = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(n) if n > 0 else b""
+
+    def _json_in(self) -> dict[str, Any]:
+        body = self._body()
+        ctype = self.headers.get("Content-Type", "")
+        if "application/x-www-form-urlencoded" in ctype:
+            return {k: v[0] for k, v in parse_qs(body.decode()).items()}
+        d: dict[str, Any] = json.loads(body or b"{}")
+        return d
+
+    def _send(self, code: int, body: bytes, ctype: str) -> None:
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _json(self, obj: Any, code: int = 200) -> None:
+        self._send(code, json.dumps(obj).encode(), "application/json")
+
+    def _text(self, text: str, code: int = 200) -> None:
+        self._send(code, text.encode(), "text/plain; charset=utf-8")
+
+    def _multipart(self) -> dict[str, tuple[str | None, bytes]]:
+        raw = b"Content-Type: " + self.headers.get("Content-Type", "").encode() + b"\r\n\r\n" + self._body()
+        msg = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(raw)
+        out: dict[str, tuple[str | None, bytes]] = {}
+        for part in msg.iter_parts():
+            name = part.get_param("name", header="content-disposition")
+            if isinstance(name, str):
+                payload = part.get_payload(decode=True)
+                out[name] = (part.get_filename(), payload if isinstance(payload, bytes) else b"")
+        return out
+
+    # -- routes ----------------------------------------------------------------------
+
+    def do_GET(self) -> None:
+        self._route("GET")
+
+    def do_POST(self) -> None:
+        self._route("POST")
+
+    def _route(self, method: str) -> None:
+        b = self.owner
+        path = self.path.split("?", 1)[0].rstrip("/")
+        try:
+            if path == "/screenshot":
+                shot = b.env.screenshot(encoding="png")
+                self._send(200, cursor_png(shot.frame, shot.pointer.x, shot.pointer.y), "image/png")
+            elif path == "/accessibility":
+                t = b.env.observe(structured=True, osworld_xml=True)
+                self._json({"AT": t.osworld_xml})
+            elif path == "/terminal":
+                self._json({"output": b.terminal_text()})
+            elif path in ("/execute", "/setup/execute") and method == "POST":
+                d = self._json_in()
+                shell = bool(d.get("shell", False))
+                self._json(b.execute(d.get("command", "" if shell else []), shell))
+            elif path == "/setup/launch" and method == "POST":
+                d = self._json_in()
+                b.launch(d.get("command", ""), bool(d.get("shell", False)))
+                self._text("Application launched successfully")
+            elif path == "/setup/upload" and method == "POST":
+                form = self._multipart()
+                target = form.get("file_path", (None, b""))[1].decode()
+                data = form.get("file_data", (None, b""))[1]
+                if not target:
+                    self._text("file_path is missing", 400)
+                    return
+                target = expand(target)
+                b.env.exec(["mkdir", "-p", posixpath.dirname(target)])
+                b.env.put_file(target, data)
+                self._text("File Uploaded")
+            elif path == "/setup/open_file" and method == "POST":
+                b.open_file(self._json_in()["path"])
+                self._text("File opened successfully")
+            elif path in ("/setup/activate_window", "/setup/close_window") and method == "POST":
+                d = self._json_in()
+                flag = "-a" if path.endswith("activate_window") else "-c"
+                argv = ["wmctrl", *(["-x"] if d.get("by_class") else []), *(["-F"] if d.get("strict") else []), flag, d["window_name"]]
+                r = b.env.exec(argv)
+                self._text("Window activated" if r.ok else f"Window {d['window_name']!r} not found", 200 if r.ok else 404)
+            elif path == "/file" and method == "POST":
+                fp = expand(self._json_in().get("file_path", ""))
+                try:
+                    self._send(200, b.env.get_file(fp), "application/octet-stream")
+                except DeskgymError as e:
+                    self._text(f"File not found: {e.message}", 404)
+            elif path == "/list_directory" and method == "POST":
+                self._json({"directory_tree": b.tree(self._json_in()["path"])})
+            elif path == "/screen_size":
+                w, h = b.screen
+                self._json({"width": w, "height": h})
+            elif path == "/window_size" and method == "POST":
+                cls = self._json_in().get("app_class_name", "")
+                ws = [w for w in b.env.windows() if cls.lower() in w.wm_class.lower()]
+                if not ws:
+                    self._text(f"no window of class {cls!r}", 404)
+                else:
+                    self._json({"width": ws[0].width, "height": ws[0].height})
+            elif path == "/desktop_path":
+                self._json({"desktop_path": f"{HOME}/Desktop"})
+            elif path == "/platform":
+                self._text("Linux")
+            elif path == "/cursor_position":
+                p = b.env.screenshot(encoding="jpeg", max_long_edge=16).pointer
+                self._json([p.x, p.y])
+            elif path == "/run_python" and method == "POST":
+                r = b.execute(["python3", "-c", self._json_in().get("code", "")], False)
+                ok = r["returncode"] == 0
+                self._json({"status": "success" if ok else "error", "message": "" if ok else r["error"],
+                            "output": r["output"], "error": r["error"], "return_code": r["returncode"]})
+            elif path == "/run_bash_script" and method == "POST":
+                d = self._json_in()
+                script = d.get("script", "")
+                cwd = d.get("working_dir")
+                line = (f"cd {shlex.quote(expand(cwd))} && " if cwd else "") + script
+                r = b.execute(["bash", "-c", line], False, timeout=float(d.get("timeout", 30)))
+                self._json({"status": "success" if r["returncode"] == 0 else "error", "output": r["output"],
+                            "error": r["error"], "returncode": r["returncode"]})
+            else:
+                self._text(f"{method} {path} is not served by deskgym's OSWorld bridge", 404)
+        except FileNotFoundError as e:
+            self._text(f"not found: {e}", 404)
+        except Exception as e:  # an answer, never a dropped connection: OSWorld retries on 5xx
+            logger.warning("bridge %s %s failed: %s", method, path, e)
+            self._json({"status": "error", "message": str(e)}, 500)

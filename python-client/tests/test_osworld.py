@@ -1,0 +1,160 @@
+"""Real OSWorld task files (../shared/osworld/tasks) on deskgym through the DesktopEnv
+shim: OSWorld's own setup controller, getters and metric functions (desktop-env 1.0.2),
+oracles that act only through ``env.step`` as an agent would."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pathlib
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import Server
+
+from deskgym import osworld  # scripts/test.sh installs desktop-env and the osworld extra
+
+TASKS = pathlib.Path(__file__).parent / "osworld_tasks"
+
+
+def task(rel: str) -> dict[str, Any]:
+    return json.loads((TASKS / rel).read_text())
+
+
+@pytest.fixture(scope="module")
+def osw_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data = tmp_path_factory.mktemp("osw-data")
+    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--allow-capabilities", "exec,files")
+    yield s
+    s.stop()
+
+
+@pytest.fixture()
+def make_env(osw_server: Server, tmp_path: pathlib.Path) -> Iterator[Any]:
+    envs = []
+
+    def make(**kw: Any) -> Any:
+        kw.setdefault("cache_dir", str(tmp_path / "cache"))
+        kw.setdefault("screen_size", (1280, 720))
+        env = osworld.DesktopEnv(address=osw_server.address, **kw)
+        envs.append(env)
+        return env
+
+    yield make
+    for e in envs:
+        e.close()
+
+
+def fill_cache(cache_dir: str, t: dict[str, Any]) -> None:
+    """Stand-ins for a task's downloads, where OSWorld's SetupController looks first."""
+    from PIL import Image
+
+    for step in t.get("config", []):
+        if step["type"] != "download":
+            continue
+        for f in step["parameters"]["files"]:
+            name = os.path.basename(f["path"])
+            path = pathlib.Path(cache_dir) / t["id"] / f"{uuid.uuid5(uuid.NAMESPACE_URL, f['url'])}_{name}"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            buf = io.BytesIO()
+            Image.new("RGB", (32, 24), (200, 30, 30)).save(buf, format="PNG" if name.endswith(".png") else "JPEG")
+            path.write_bytes(buf.getvalue())
+
+
+def terminal(env: Any, pause: float = 0.3) -> None:
+    """Opens a terminal the way a user does (Ctrl+Alt+T) and waits for its window."""
+    env.step("pyautogui.hotkey('ctrl', 'alt', 't')", pause=pause)
+    t0 = time.monotonic()
+    while not any(w.title == "Terminal" for w in env.deskgym.windows()):
+        assert time.monotonic() - t0 < 20, "no Terminal window"
+        time.sleep(0.2)
+    env.step("WAIT", pause=1.0)
+
+
+def type_line(env: Any, line: str) -> None:
+    env.step(f"pyautogui.typewrite({line + chr(10)!r}, interval=0.01)", pause=1.0)
+
+
+def test_rename_folder_with_sudo_setup(make_env: Any) -> None:
+    t = task("os/e0df059f-28a6-4169-924f-b9623e7184cc.json")
+    env = make_env()
+    obs = env.reset(task_config=t)
+    assert obs["instruction"] == t["instruction"] and obs["screenshot"][:8] == b"\x89PNG\r\n\x1a\n"
+    assert obs["accessibility_tree"].startswith("<desktop-frame")
+    assert env.evaluate() == 0
+    terminal(env)
+    type_line(env, "mv ~/Desktop/todo_list_Jan_1 ~/Desktop/todo_list_Jan_2")
+    assert env.evaluate() == 1
+
+
+def test_copy_jpgs_with_cached_downloads(make_env: Any) -> None:
+    t = task("os/23393935-50c7-4a86-aeea-2b78fd089c5c.json")
+    env = make_env(require_a11y_tree=False)
+    fill_cache(env.cache_dir_base, t)
+    env.reset(task_config=t)
+    assert env.evaluate() == 0
+    terminal(env)
+    type_line(env, "find ~/Desktop/photos -name '*.jpg' -exec cp {} ~/Desktop/cpjpg/ \\;")
+    assert env.evaluate() == 1
+
+
+def test_a_missing_download_names_the_url_and_the_cache_path(make_env: Any) -> None:
+    t = task("os/23393935-50c7-4a86-aeea-2b78fd089c5c.json")
+    env = make_env(require_a11y_tree=False)
+    with pytest.raises(Exception) as e:
+        env.reset(task_config=t)
+    msg = str(e.value)
+    assert "huggingface.co" in msg and env.cache_dir_base in msg, msg
+
+
+def test_gsettings_lock_with_computer_13_actions(make_env: Any) -> None:
+    t = task("os/a4d98375-215b-4a4d-aee9-3d4370fccc41.json")
+    env = make_env(action_space="computer_13", require_a11y_tree=False)
+    env.reset(task_config=t)
+    assert env.evaluate() == 0
+    env.step({"action_type": "HOTKEY", "parameters": {"keys": ["ctrl", "alt", "t"]}}, pause=2.0)
+    env.step({"action_type": "TYPING", "parameters": {"text": "gsettings set org.gnome.desktop.screensaver lock-enabled true"}}, pause=0.3)
+    env.step({"action_type": "PRESS", "parameters": {"key": "enter"}}, pause=1.0)
+    assert env.evaluate() == 1
+
+
+def test_infeasible_task_scores_only_fail(make_env: Any) -> None:
+    t = task("os/b3d4a89c-53f2-4d6b-8b6a-541fb5d205fa.json")
+    env = make_env(require_a11y_tree=False)
+    env.reset(task_config=t)
+    _, _, done, info = env.step("FAIL", pause=0)
+    assert done and info == {"fail": True}
+    assert env.evaluate() == 1
+    env.reset(task_config=t)
+    _, _, done, _ = env.step("DONE", pause=0)
+    assert done and env.evaluate() == 0
+
+
+def test_run_single_example_loop(make_env: Any, tmp_path: pathlib.Path) -> None:
+    """The shape of OSWorld's lib_run_single.run_single_example with a scripted agent."""
+    t = task("os/e0df059f-28a6-4169-924f-b9623e7184cc.json")
+    env = make_env()
+    env.reset(task_config=t)
+    time.sleep(0.5)
+    obs = env._get_obs()
+    assert obs["screenshot"] and obs["instruction"] == t["instruction"]
+    env.controller.start_recording()
+    actions = [
+        "pyautogui.hotkey('ctrl', 'alt', 't')",
+        "WAIT",
+        "pyautogui.typewrite('mv ~/Desktop/todo_list_Jan_1 ~/Desktop/todo_list_Jan_2\\n', interval=0.01)",
+        "DONE",
+    ]
+    done = False
+    for step_idx, action in enumerate(actions):
+        obs, reward, done, info = env.step(action, pause=1.5)
+        (tmp_path / f"step_{step_idx}.png").write_bytes(obs["screenshot"])
+        if done:
+            break
+    assert done
+    assert env.evaluate() == 1
+    env.controller.end_recording(str(tmp_path / "recording.mp4"))
