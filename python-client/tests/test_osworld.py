@@ -10,6 +10,7 @@ import os
 import pathlib
 import time
 import uuid
+import zipfile
 from collections.abc import Iterator
 from typing import Any
 
@@ -60,6 +61,12 @@ def fill_cache(cache_dir: str, t: dict[str, Any]) -> None:
             name = os.path.basename(f["path"])
             path = pathlib.Path(cache_dir) / t["id"] / f"{uuid.uuid5(uuid.NAMESPACE_URL, f['url'])}_{name}"
             path.parent.mkdir(parents=True, exist_ok=True)
+            if name.endswith(".zip"):
+                # A small project: the folder the zip is named after, with two files.
+                with zipfile.ZipFile(path, "w") as z:
+                    z.writestr(f"{name[:-4]}/README.md", "# stand-in project\n")
+                    z.writestr(f"{name[:-4]}/environment.yml", "name: stand-in\n")
+                continue
             buf = io.BytesIO()
             Image.new("RGB", (32, 24), (200, 30, 30)).save(buf, format="PNG" if name.endswith(".png") else "JPEG")
             path.write_bytes(buf.getvalue())
@@ -119,6 +126,23 @@ def test_gsettings_lock_with_computer_13_actions(make_env: Any) -> None:
     env.step({"action_type": "HOTKEY", "parameters": {"keys": ["ctrl", "alt", "t"]}}, pause=2.0)
     env.step({"action_type": "TYPING", "parameters": {"text": "gsettings set org.gnome.desktop.screensaver lock-enabled true"}}, pause=0.3)
     env.step({"action_type": "PRESS", "parameters": {"key": "enter"}}, pause=1.0)
+    assert env.evaluate() == 1
+
+
+def test_git_push_from_the_terminal_the_task_opened(make_env: Any) -> None:
+    t = task("multi_apps/2c9fc0de-3ee7-45e1-a5df-c86206ad78b5.json")
+    env = make_env(require_a11y_tree=False)
+    fill_cache(env.cache_dir_base, t)
+    env.reset(task_config=t)
+    assert env.evaluate() == 0
+    # The task's setup opened gnome-terminal in the project (through the session bus).
+    t0 = time.monotonic()
+    while not any("terminal" in w.wm_class.lower() for w in env.deskgym.windows()):
+        assert time.monotonic() - t0 < 20, "the setup's terminal did not open"
+        time.sleep(0.2)
+    env.step("WAIT", pause=1.0)
+    type_line(env, 'git add -A && git commit -q -m "daily update" && git push -q origin main')
+    env.step("WAIT", pause=1.0)
     assert env.evaluate() == 1
 
 
