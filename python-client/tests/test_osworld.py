@@ -96,6 +96,7 @@ def test_rename_folder_with_sudo_setup(make_env: Any) -> None:
     terminal(env)
     type_line(env, "mv ~/Desktop/todo_list_Jan_1 ~/Desktop/todo_list_Jan_2")
     assert env.evaluate() == 1
+    assert env.controller.native_actions >= 2, "pure pyautogui ran as deskgym actions"
 
 
 def test_copy_jpgs_with_cached_downloads(make_env: Any) -> None:
@@ -159,9 +160,10 @@ def test_infeasible_task_scores_only_fail(make_env: Any) -> None:
 
 
 def test_run_single_example_loop(make_env: Any, tmp_path: pathlib.Path) -> None:
-    """The shape of OSWorld's lib_run_single.run_single_example with a scripted agent."""
+    """The shape of OSWorld's lib_run_single.run_single_example with a scripted agent,
+    every command run inside the desktop as OSWorld runs it (``python -c``)."""
     t = task("os/e0df059f-28a6-4169-924f-b9623e7184cc.json")
-    env = make_env()
+    env = make_env(native_actions=False)
     env.reset(task_config=t)
     time.sleep(0.5)
     obs = env._get_obs()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 from typing import Any
 
@@ -33,9 +34,10 @@ from desktop_env.controllers.python import PythonController  # type: ignore[impo
 from desktop_env.controllers.setup import SetupController  # type: ignore[import-untyped]  # noqa: E402
 from desktop_env.desktop_env import DesktopEnv as _OSWorldEnv  # type: ignore[import-untyped]  # noqa: E402
 
+from deskgym.osworld.actions import Sleep, translate  # noqa: E402
 from deskgym.osworld.bridge import HOME, Bridge  # noqa: E402
 
-__all__ = ["DesktopEnv", "OSWORLD_DIRS"]
+__all__ = ["DesktopEnv", "NativeController", "OSWORLD_DIRS"]
 
 logger = logging.getLogger("deskgym.osworld")
 
@@ -45,12 +47,43 @@ OSWORLD_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Video
 CAPABILITIES = ("exec", "files", "windows", "launch_app", "clipboard")
 
 
+class NativeController(PythonController):  # type: ignore[misc]
+    """OSWorld's controller, with pure pyautogui code run as deskgym actions
+    (:mod:`deskgym.osworld.actions`) instead of ``python -c`` inside the desktop.
+    ``native_actions`` counts the commands that went the fast way."""
+
+    def __init__(self, env: deskgym.DeskgymEnv, vm_ip: str, server_port: int) -> None:
+        super().__init__(vm_ip=vm_ip, server_port=server_port)
+        self._deskgym = env
+        self.native_actions = 0
+
+    def execute_python_command(self, command: str) -> dict[str, Any] | None:
+        plan = translate(command)
+        if plan is None:
+            result: dict[str, Any] | None = super().execute_python_command(command)
+            return result
+        self.native_actions += 1
+        for a in plan:
+            if isinstance(a, Sleep):
+                time.sleep(a)
+                continue
+            try:
+                self._deskgym.step(a)
+            except DeskgymError as e:
+                # OSWorld logs a failed command and goes on; so does this.
+                logger.error("action %r of %r failed: %s", a, command, e)
+                return {"status": "error", "output": "", "error": str(e), "returncode": 1}
+        return {"status": "success", "output": "", "error": "", "returncode": 0}
+
+
 class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
     """OSWorld's environment over one deskgym desktop (profile ``desktop``).
 
     Takes OSWorld's arguments (``provider_name``, ``path_to_vm``, ``snapshot_name``,
     ``region``, ``headless`` and ``enable_proxy`` are accepted and have no effect) plus
-    ``address``, ``token`` and ``profile``.
+    ``address``, ``token``, ``profile`` and ``native_actions`` (default on: pure
+    pyautogui code runs as deskgym actions; off: everything runs as ``python -c`` inside
+    the desktop, as OSWorld does).
     """
 
     def __init__(
@@ -72,6 +105,7 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
         address: str | None = None,
         token: str | None = None,
         profile: str = "desktop",
+        native_actions: bool = True,
     ) -> None:
         # OSWorld's __init__ starts a VM provider; this one sets the same attributes.
         self.region = region
@@ -104,6 +138,7 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
         self._address = address or os.environ.get("DESKGYM_ADDRESS", deskgym.DEFAULT_ADDRESS)
         self._token = token
         self._profile = profile
+        self._native = native_actions
         self._env: deskgym.DeskgymEnv | None = None
         self._bridge: Bridge | None = None
         self._start_emulator()
@@ -115,13 +150,20 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
             self._env = deskgym.make(
                 "blank", address=self._address, token=self._token, profile=self._profile,
                 screen=(self.screen_width, self.screen_height), capabilities=CAPABILITIES,
+                # The observation OSWorld shows comes from /screenshot; a step's own frame
+                # is only a cheap JPEG. Episodes end when the harness says, not by count.
+                obs_type="jpeg", max_steps=1_000_000,
             )
             self._fresh_desktop()
             self._bridge = Bridge(self._env, (self.screen_width, self.screen_height))
         self.vm_ip = "127.0.0.1"
         assert self._bridge is not None
         self.server_port = self._bridge.port
-        self.controller = PythonController(vm_ip=self.vm_ip, server_port=self.server_port)
+        self.controller = (
+            NativeController(self._env, self.vm_ip, self.server_port)
+            if self._native
+            else PythonController(vm_ip=self.vm_ip, server_port=self.server_port)
+        )
         self.setup_controller = SetupController(
             vm_ip=self.vm_ip, server_port=self.server_port, chromium_port=self.chromium_port,
             vlc_port=self.vlc_port, cache_dir=self.cache_dir_base, client_password=self.client_password,
