@@ -1,0 +1,87 @@
+"""OSWorld's DesktopEnv on deskgym (deskgym.osworld), against baselines in the same run.
+
+- A step (``pyautogui.click`` + OSWorld's observation: the screenshot PNG through the
+  shim's HTTP interface), with the click run as a deskgym action (the shim's default)
+  vs run as OSWorld runs it: ``python -c "import pyautogui; ..."`` inside the desktop
+  (``native_actions=False``), same machine, same kind of desktop, ``pause=0``.
+- ``reset(task_config)`` of an os-domain task (e0df059f: revert + two setup commands).
+- Four shim envs stepping in parallel threads vs one.
+
+    source scripts/start-server.sh && start_server target/release/deskgym-server --allow-capabilities exec,files
+    .venv/bin/python benches/osworld_shim_bench.py --address "$DESKGYM_ADDRESS"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import statistics
+import threading
+import time
+
+from deskgym.osworld import DesktopEnv
+
+TASK = pathlib.Path(__file__).resolve().parents[1] / "python-client/tests/osworld_tasks/os/e0df059f-28a6-4169-924f-b9623e7184cc.json"
+
+
+def steps(env: DesktopEnv, n: int) -> list[float]:
+    ts = []
+    for i in range(n):
+        t0 = time.perf_counter()
+        env.step(f"pyautogui.click({300 + i % 50}, 300)", pause=0)
+        ts.append(time.perf_counter() - t0)
+    return ts
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--address", required=True)
+    ap.add_argument("-n", type=int, default=30)
+    args = ap.parse_args()
+    kw = {"address": args.address, "screen_size": (1280, 720), "require_a11y_tree": False, "cache_dir": "/tmp/osw-bench"}
+    task = json.loads(TASK.read_text())
+    med = statistics.median
+    native = DesktopEnv(**kw)
+    python = DesktopEnv(native_actions=False, **kw)
+    try:
+        for e in (native, python):
+            e.reset(task_config=task)
+            steps(e, 3)
+        a = steps(native, args.n)
+        b = steps(python, args.n)
+        print(f"step (click + screenshot), p50 of {args.n}: native {med(a) * 1e3:.0f} ms, "
+              f"python -c inside the desktop (OSWorld's way) {med(b) * 1e3:.0f} ms: {med(b) / med(a):.1f}x")
+        r = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            native.reset(task_config=task)
+            r.append(time.perf_counter() - t0)
+        print(f"reset(task_config) of os/e0df059f, p50 of 5: {med(r) * 1e3:.0f} ms")
+    finally:
+        python.close()
+    envs = [native] + [DesktopEnv(**kw) for _ in range(3)]
+    try:
+        for e in envs[1:]:
+            e.reset(task_config=task)
+        one = args.n / sum(steps(native, args.n))
+        done = [0.0] * 4
+
+        def run(i: int) -> None:
+            done[i] = sum(steps(envs[i], args.n))
+
+        th = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+        t0 = time.perf_counter()
+        for t in th:
+            t.start()
+        for t in th:
+            t.join()
+        four = 4 * args.n / (time.perf_counter() - t0)
+        print(f"throughput: 1 env {one:.1f} steps/s, 4 envs in threads {four:.1f} steps/s ({four / one:.1f}x)")
+    finally:
+        for e in envs:
+            e.close()
+
+
+if __name__ == "__main__":
+    main()
