@@ -4,6 +4,7 @@ each failed by a near miss that the task's own checker must not accept."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -21,7 +22,9 @@ def key(keys: str) -> dict[str, Any]:
     return {"verb": "key", "keys": keys}
 
 
-PAUSE = {"verb": "wait", "ms": 800}
+#: Not an action: the oracle waits until the application shows a dialog (read from the
+#: accessibility tree), as a user would, so a loaded machine cannot make it type too early.
+DIALOG: dict[str, Any] = {"until": "dialog"}
 
 #: task -> (oracle actions, near-miss actions)
 CASES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
@@ -34,12 +37,12 @@ CASES: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]] = {
         [WAIT, typed("gsettings set org.gnome.desktop.interface clock-format 24h\n")],
     ),
     "desktop/create-folder": (
-        [WAIT, key("ctrl+shift+n"), PAUSE, key("ctrl+a"), typed("reports\n")],
-        [WAIT, key("ctrl+shift+n"), PAUSE, key("ctrl+a"), typed("report\n")],
+        [WAIT, key("ctrl+shift+n"), DIALOG, key("ctrl+a"), typed("reports\n")],
+        [WAIT, key("ctrl+shift+n"), DIALOG, key("ctrl+a"), typed("report\n")],
     ),
     "desktop/rename-file": (
-        [WAIT, key("ctrl+a"), key("F2"), PAUSE, key("ctrl+a"), typed("final.txt\n")],
-        [WAIT, key("ctrl+a"), key("F2"), PAUSE, key("ctrl+a"), typed("final.md\n")],
+        [WAIT, key("ctrl+a"), key("F2"), DIALOG, key("ctrl+a"), typed("final.txt\n")],
+        [WAIT, key("ctrl+a"), key("F2"), DIALOG, key("ctrl+a"), typed("final.md\n")],
     ),
     "desktop/editor-save": (
         [WAIT, typed("hello deskgym"), key("ctrl+s")],
@@ -58,6 +61,12 @@ def play(address: str, task: str, actions: list[dict[str, Any]], max_steps: int)
         while not (terminated or truncated):
             # Then wait for the application to finish (a command running, a save).
             a = queue.pop(0) if queue else {"verb": "wait", "ms": 300}
+            if a is DIALOG:
+                t0 = time.monotonic()
+                while not env.observe(structured=True).find(role="dialog", showing=True):
+                    assert time.monotonic() - t0 < 30, f"{task}: no dialog opened"
+                    time.sleep(0.2)
+                continue
             _, r, terminated, truncated, _ = env.step(a)
             total += float(r)
         return total, terminated, truncated

@@ -25,7 +25,7 @@ pub(crate) const TASKS_PROFILE: &str = "tasks";
 #[serde(deny_unknown_fields)]
 struct CatalogFile {
     #[serde(default)]
-    profiles: BTreeMap<String, ProfileDef>,
+    profiles: BTreeMap<String, toml::Table>,
 }
 
 /// A file put into every new home of a profile.
@@ -79,6 +79,9 @@ struct ProfileDef {
     requires: BTreeMap<String, String>,
     #[serde(default)]
     files: Vec<SeedFile>,
+    /// Directories created in every new home (relative paths).
+    #[serde(default)]
+    dirs: Vec<String>,
 }
 
 /// A profile of the catalog, checked against this host.
@@ -144,12 +147,15 @@ impl Drop for Catalog {
 impl Catalog {
     /// The bundled catalog, extended or overridden by `extra` (a TOML file).
     pub(crate) fn load(extra: Option<&Path>) -> Result<Self, String> {
-        let mut defs = parse(BUNDLED, "the bundled catalog")?;
+        let mut tables = tables(BUNDLED, "the bundled catalog")?;
+        let mut what = "the bundled catalog".to_string();
         if let Some(path) = extra {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            defs.extend(parse(&text, &path.display().to_string())?);
+            what = path.display().to_string();
+            tables.extend(self::tables(&text, &what)?);
         }
+        let defs = parse(extend(tables)?, &what)?;
         if defs.get(TASKS_PROFILE).is_none_or(|d| d.sandbox) {
             return Err(format!(
                 "the catalog must keep profile `{TASKS_PROFILE}` without a sandbox"
@@ -182,10 +188,74 @@ impl Catalog {
     }
 }
 
-fn parse(text: &str, what: &str) -> Result<BTreeMap<String, ProfileDef>, String> {
+fn tables(text: &str, what: &str) -> Result<BTreeMap<String, toml::Table>, String> {
     let file: CatalogFile =
         toml::from_str(text).map_err(|e| format!("{what} is not a valid profile catalog: {e}"))?;
-    for (name, def) in &file.profiles {
+    Ok(file.profiles)
+}
+
+/// A relative path that stays inside the home (no `..`, not absolute).
+fn inside_home(path: &str) -> bool {
+    let p = Path::new(path);
+    !path.is_empty()
+        && !p.is_absolute()
+        && p.components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
+/// Resolves `extends = "base"`: the base's fields, then the profile's own on top (its
+/// tables `env`, `apps`, `requires` merge key by key; its lists `session`, `files`,
+/// `dirs` come after the base's; anything else replaces). Bases may extend in turn.
+fn extend(
+    mut tables: BTreeMap<String, toml::Table>,
+) -> Result<BTreeMap<String, toml::Table>, String> {
+    fn resolve(
+        name: &str,
+        raw: &BTreeMap<String, toml::Table>,
+        depth: usize,
+    ) -> Result<toml::Table, String> {
+        let mut own = raw[name].clone();
+        let Some(base) = own.remove("extends") else {
+            return Ok(own);
+        };
+        let base = base
+            .as_str()
+            .filter(|b| raw.contains_key(*b) && *b != name)
+            .ok_or_else(|| format!("profile {name}: `extends` must name another profile"))?;
+        if depth > 8 {
+            return Err(format!("profile {name}: `extends` goes in a circle"));
+        }
+        let mut merged = resolve(base, raw, depth + 1)?;
+        for (k, v) in own {
+            match (merged.get_mut(&k), v) {
+                (Some(toml::Value::Table(b)), toml::Value::Table(o)) => b.extend(o),
+                (Some(toml::Value::Array(b)), toml::Value::Array(o)) => b.extend(o),
+                (_, v) => {
+                    merged.insert(k, v);
+                }
+            }
+        }
+        Ok(merged)
+    }
+    let raw = tables.clone();
+    for (name, t) in tables.iter_mut() {
+        *t = resolve(name, &raw, 0)?;
+    }
+    Ok(tables)
+}
+
+fn parse(
+    tables: BTreeMap<String, toml::Table>,
+    what: &str,
+) -> Result<BTreeMap<String, ProfileDef>, String> {
+    let mut defs = BTreeMap::new();
+    for (name, t) in tables {
+        let def: ProfileDef = toml::Value::Table(t)
+            .try_into()
+            .map_err(|e| format!("{what}: profile {name}: {e}"))?;
+        defs.insert(name, def);
+    }
+    for (name, def) in &defs {
         let ok_name = !name.is_empty()
             && name
                 .bytes()
@@ -206,12 +276,15 @@ fn parse(text: &str, what: &str) -> Result<BTreeMap<String, ProfileDef>, String>
                 "{what}: profile {name}: session, apps and files need `sandbox = true`"
             ));
         }
+        for d in &def.dirs {
+            if !inside_home(d) {
+                return Err(format!(
+                    "{what}: profile {name}: dir {d:?} needs a relative path inside the home"
+                ));
+            }
+        }
         for f in &def.files {
-            let p = Path::new(&f.path);
-            let escapes = p.is_absolute()
-                || p.components()
-                    .any(|c| !matches!(c, std::path::Component::Normal(_)));
-            if escapes || f.content.is_some() == f.copy.is_some() {
+            if !inside_home(&f.path) || f.content.is_some() == f.copy.is_some() {
                 return Err(format!(
                     "{what}: profile {name}: file {:?} needs a relative path inside the home \
                      and exactly one of `content` and `copy`",
@@ -227,7 +300,7 @@ fn parse(text: &str, what: &str) -> Result<BTreeMap<String, ProfileDef>, String>
             ));
         }
     }
-    Ok(file.profiles)
+    Ok(defs)
 }
 
 /// Checks a profile against this host and writes its home template.
@@ -259,7 +332,8 @@ fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, Strin
     let sandbox = if def.sandbox {
         let dir = templates.join(name);
         if missing.is_empty() {
-            write_template(&dir, &def.files).map_err(|e| format!("profile {name}: {e}"))?;
+            write_template(&dir, &def.files, &def.dirs)
+                .map_err(|e| format!("profile {name}: {e}"))?;
         }
         Some(SandboxConfig {
             session: def.session.clone(),
@@ -287,10 +361,14 @@ fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, Strin
     })
 }
 
-fn write_template(dir: &Path, files: &[SeedFile]) -> Result<(), String> {
+fn write_template(dir: &Path, files: &[SeedFile], dirs: &[String]) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for d in dirs {
+        let path = dir.join(d);
+        std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     for f in files {
         let path = dir.join(&f.path);
         let text = match (&f.content, &f.copy) {
@@ -362,6 +440,56 @@ requires = { deskgym-no-such-program = "deskgym-ghost-pkg" }
         // Bundled profiles are still there.
         assert!(c.get("desktop").is_some());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_profile_extends_another_and_cycles_are_refused() {
+        let raw = tables(
+            r#"
+            [profiles.base]
+            description = "b"
+            sandbox = true
+            session = [{ argv = ["a"] }]
+            env = { X = "1", Y = "2" }
+            [profiles.child]
+            extends = "base"
+            description = "c"
+            session = [{ argv = ["b"] }]
+            env = { Y = "3" }
+            dirs = ["Desktop"]
+            "#,
+            "t",
+        )
+        .unwrap();
+        let defs = parse(extend(raw).unwrap(), "t").unwrap();
+        let c = &defs["child"];
+        assert_eq!(c.description, "c");
+        assert!(c.sandbox);
+        let argv: Vec<_> = c.session.iter().map(|p| p.argv[0].as_str()).collect();
+        assert_eq!(argv, ["a", "b"]);
+        assert_eq!(c.env["X"], "1");
+        assert_eq!(c.env["Y"], "3");
+        assert_eq!(c.dirs, ["Desktop"]);
+        for text in [
+            "[profiles.a]\nextends = \"b\"\ndescription = \"\"\n[profiles.b]\nextends = \"a\"\ndescription = \"\"",
+            "[profiles.a]\nextends = \"nope\"\ndescription = \"\"",
+        ] {
+            let e = extend(tables(text, "t").unwrap()).unwrap_err();
+            assert!(e.contains("extends"), "{e}");
+        }
+        let e = parse(
+            extend(
+                tables(
+                    "[profiles.a]\ndescription = \"\"\nsandbox = true\ndirs = [\"../x\"]",
+                    "t",
+                )
+                .unwrap(),
+            )
+            .unwrap(),
+            "t",
+        )
+        .unwrap_err();
+        assert!(e.contains("dir"), "{e}");
     }
 
     #[test]

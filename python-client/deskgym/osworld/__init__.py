@@ -35,14 +35,12 @@ from desktop_env.controllers.setup import SetupController  # type: ignore[import
 from desktop_env.desktop_env import DesktopEnv as _OSWorldEnv  # type: ignore[import-untyped]  # noqa: E402
 
 from deskgym.osworld.actions import Sleep, translate  # noqa: E402
-from deskgym.osworld.bridge import HOME, Bridge  # noqa: E402
+from deskgym.osworld.bridge import Bridge  # noqa: E402
 
-__all__ = ["DesktopEnv", "NativeController", "OSWORLD_DIRS"]
+__all__ = ["DesktopEnv", "NativeController"]
 
 logger = logging.getLogger("deskgym.osworld")
 
-#: Directories OSWorld's task files expect in the home.
-OSWORLD_DIRS = ("Desktop", "Documents", "Downloads", "Music", "Pictures", "Videos")
 #: What the bridge needs of the env.
 CAPABILITIES = ("exec", "files", "windows", "launch_app", "clipboard")
 
@@ -77,7 +75,8 @@ class NativeController(PythonController):  # type: ignore[misc]
 
 
 class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
-    """OSWorld's environment over one deskgym desktop (profile ``desktop``).
+    """OSWorld's environment over one deskgym desktop (profile ``osworld``: ``desktop``
+    with the home folders OSWorld's task files expect).
 
     Takes OSWorld's arguments (``provider_name``, ``path_to_vm``, ``snapshot_name``,
     ``region``, ``headless`` and ``enable_proxy`` are accepted and have no effect) plus
@@ -104,7 +103,7 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
         *,
         address: str | None = None,
         token: str | None = None,
-        profile: str = "desktop",
+        profile: str = "osworld",
         native_actions: bool = True,
     ) -> None:
         # OSWorld's __init__ starts a VM provider; this one sets the same attributes.
@@ -173,9 +172,6 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
     def _fresh_desktop(self) -> None:
         assert self._env is not None
         self._env.reset(seed=0)
-        r = self._env.exec(["mkdir", "-p", *(f"{HOME}/{d}" for d in OSWORLD_DIRS)])
-        if not r.ok:
-            raise DeskgymError("INTERNAL", f"cannot prepare the home: {r.stderr}")
 
     def _revert_to_snapshot(self) -> None:
         # A deskgym reset restarts the sandbox's session from its template: the state a
