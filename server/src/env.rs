@@ -809,7 +809,13 @@ impl Env {
         // A new episode's elements are new elements.
         s.refs.clear();
         if let (Some(t), Some(d)) = (&opts.tree, s.desktop.as_mut()) {
-            observation.tree = Some(Self::read_tree(d, &mut s.refs, t)?);
+            match Self::read_tree(d, &mut s.refs, t) {
+                Ok(tree) => observation.tree = Some(tree),
+                Err(e) => {
+                    self.on_error(s, &e);
+                    return Err(e);
+                }
+            }
         }
         let info = self.info(&ep, started, s.desktop.as_ref().map(|d| d.display()));
         s.episode = Some(ep);
@@ -919,7 +925,14 @@ impl Env {
             &planned.action
         } else {
             let screen = (self.pool.spec.screen.width, self.pool.spec.screen.height);
-            resolved = Self::resolve(d, &mut s.refs, planned, screen)?;
+            resolved = match Self::resolve(d, &mut s.refs, planned, screen) {
+                Ok(a) => a,
+                Err(e) => {
+                    // A desktop that died while its tree was read is let go as usual.
+                    self.on_error(s, &e);
+                    return Err(e);
+                }
+            };
             &resolved
         };
         let t_start = deskgym_datasets::writer::now_ms();
@@ -998,7 +1011,13 @@ impl Env {
             Some(&episode_id),
         )?;
         if let Some(t) = &opts.tree {
-            observation.tree = Some(Self::read_tree(d, &mut s.refs, t)?);
+            match Self::read_tree(d, &mut s.refs, t) {
+                Ok(tree) => observation.tree = Some(tree),
+                Err(e) => {
+                    self.on_error(s, &e);
+                    return Err(e);
+                }
+            }
         }
         let mut info = self.info(ep, started, Some(display));
         self.pool.record(|| {
@@ -1069,7 +1088,13 @@ impl Env {
                         .desktop
                         .as_mut()
                         .ok_or(EnvError::Bug("desktop vanished"))?;
-                    obs.tree = Some(Self::read_tree(d, &mut s.refs, t)?);
+                    match Self::read_tree(d, &mut s.refs, t) {
+                        Ok(tree) => obs.tree = Some(tree),
+                        Err(e) => {
+                            self.on_error(s, &e);
+                            return Err(e);
+                        }
+                    }
                 }
                 Ok(obs)
             }
