@@ -14,6 +14,25 @@ use crate::script;
 use crate::script::{ScriptSpec, SetupStep};
 use crate::windows::WindowInfo;
 
+/// The task app's widget `id` as the app shows it now.
+fn widget(app: &mut TaskApp, id: &str) -> Result<crate::a11y::Node> {
+    app.tree()?
+        .nodes
+        .into_iter()
+        .find(|n| n.id == id)
+        .ok_or_else(|| DesktopError::element(Failure::Gone, "the element no longer exists"))
+}
+
+/// Where a pointer action on a widget lands (its centre), if it shows.
+fn showing_target(n: &crate::a11y::Node) -> Result<Point> {
+    let live = Live {
+        bounds: n.bounds,
+        states: n.states.clone(),
+    };
+    live.target()
+        .ok_or_else(|| DesktopError::element(Failure::Gone, "the element is not showing"))
+}
+
 fn no_tree() -> DesktopError {
     DesktopError::element(
         Failure::Unavailable,
@@ -301,16 +320,10 @@ impl Desktop {
     pub fn live(&mut self, id: &str) -> Result<Live> {
         self.check_alive()?;
         match (&mut self.app, &self.sandbox) {
-            (Some(app), _) => {
-                let tree = app.tree()?;
-                let n = tree.nodes.into_iter().find(|n| n.id == id).ok_or_else(|| {
-                    DesktopError::element(Failure::Gone, "the element no longer exists")
-                })?;
-                Ok(Live {
-                    bounds: n.bounds,
-                    states: n.states,
-                })
-            }
+            (Some(app), _) => widget(app, id).map(|n| Live {
+                bounds: n.bounds,
+                states: n.states,
+            }),
             (None, Some(sb)) => sb.a11y_live(id),
             (None, None) => Err(no_tree()),
         }
@@ -319,16 +332,16 @@ impl Desktop {
     /// Performs an element's action. The task app's widgets have one, `click`, done
     /// with the pointer (the app reads only X input).
     fn invoke(&mut self, id: &str, action: &str) -> Result<()> {
-        if self.app.is_none() {
+        let Some(app) = self.app.as_mut() else {
             return self.sandbox()?.a11y_invoke(id, action);
-        }
+        };
         if !(action.is_empty() || action.eq_ignore_ascii_case("click")) {
             return Err(DesktopError::element(
                 Failure::Unsupported,
                 format!("the element has no action {action:?}; it offers [\"click\"]"),
             ));
         }
-        let at = self.widget_target(id)?;
+        let at = showing_target(&widget(app, id)?)?;
         self.x.perform(&Action::Click {
             at,
             button: crate::Button::Left,
@@ -342,11 +355,7 @@ impl Desktop {
         let Some(app) = self.app.as_mut() else {
             return self.sandbox()?.a11y_set_value(id, value);
         };
-        let tree = app.tree()?;
-        let node =
-            tree.nodes.iter().find(|n| n.id == id).ok_or_else(|| {
-                DesktopError::element(Failure::Gone, "the element no longer exists")
-            })?;
+        let node = widget(app, id)?;
         if !node.editable {
             return Err(DesktopError::element(
                 Failure::Unsupported,
@@ -354,7 +363,7 @@ impl Desktop {
             ));
         }
         let old = node.text.as_deref().unwrap_or("").chars().count();
-        let at = self.widget_target(id)?;
+        let at = showing_target(&node)?;
         self.x.perform(&Action::Click {
             at,
             button: crate::Button::Left,
@@ -367,12 +376,6 @@ impl Desktop {
             self.x.perform(&Action::TypeText(value.into()))?;
         }
         Ok(())
-    }
-
-    fn widget_target(&mut self, id: &str) -> Result<crate::Point> {
-        self.live(id)?
-            .target()
-            .ok_or_else(|| DesktopError::element(Failure::Gone, "the element is not showing"))
     }
 
     /// Captures the screen.

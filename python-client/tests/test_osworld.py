@@ -11,7 +11,7 @@ import pathlib
 import time
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -72,14 +72,19 @@ def fill_cache(cache_dir: str, t: dict[str, Any]) -> None:
             path.write_bytes(buf.getvalue())
 
 
+def wait_window(env: Any, pred: Callable[[Any], bool], what: str) -> None:
+    """Waits (20 s at most) for a window the predicate accepts, then a moment for input."""
+    t0 = time.monotonic()
+    while not any(pred(w) for w in env.deskgym.windows()):
+        assert time.monotonic() - t0 < 20, f"no {what} window"
+        time.sleep(0.2)
+    env.step("WAIT", pause=1.0)
+
+
 def terminal(env: Any, pause: float = 0.3) -> None:
     """Opens a terminal the way a user does (Ctrl+Alt+T) and waits for its window."""
     env.step("pyautogui.hotkey('ctrl', 'alt', 't')", pause=pause)
-    t0 = time.monotonic()
-    while not any(w.title == "Terminal" for w in env.deskgym.windows()):
-        assert time.monotonic() - t0 < 20, "no Terminal window"
-        time.sleep(0.2)
-    env.step("WAIT", pause=1.0)
+    wait_window(env, lambda w: w.title == "Terminal", "Terminal")
 
 
 def type_line(env: Any, line: str) -> None:
@@ -137,11 +142,7 @@ def test_git_push_from_the_terminal_the_task_opened(make_env: Any) -> None:
     env.reset(task_config=t)
     assert env.evaluate() == 0
     # The task's setup opened gnome-terminal in the project (through the session bus).
-    t0 = time.monotonic()
-    while not any("terminal" in w.wm_class.lower() for w in env.deskgym.windows()):
-        assert time.monotonic() - t0 < 20, "the setup's terminal did not open"
-        time.sleep(0.2)
-    env.step("WAIT", pause=1.0)
+    wait_window(env, lambda w: "terminal" in w.wm_class.lower(), "the setup's terminal")
     type_line(env, 'git add -A && git commit -q -m "daily update" && git push -q origin main')
     env.step("WAIT", pause=1.0)
     assert env.evaluate() == 1
