@@ -13,6 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         // Frames are shared `Bytes` from the server's frame cache: no copy on the way out.
         .bytes(".deskgym.v1.Observation.frame")
         .bytes(".deskgym.v1.FileChunk.data")
+        .bytes(".deskgym.v1.TunnelData.data")
         // Undecodable requests are INVALID_ARGUMENT, not INTERNAL (see `codec`).
         .codec_path("crate::codec::Codec")
         .compile_fds(fds)?;

@@ -126,6 +126,12 @@ pub enum Request {
         /// New value.
         value: String,
     },
+    /// Connects to a TCP port on the sandbox's own loopback; after a `Connected` reply
+    /// the connection carries that socket's bytes both ways until either side closes.
+    Connect {
+        /// The port (a browser's remote debugging, say).
+        port: u16,
+    },
 }
 
 /// Why a file request failed.
@@ -237,6 +243,8 @@ pub enum Reply {
     Live(crate::a11y::Live),
     /// An element request succeeded.
     Done,
+    /// Answer to `Connect`: raw bytes follow, both ways.
+    Connected,
     /// An accessibility request failed.
     ElementError {
         /// Why.
@@ -262,6 +270,7 @@ impl Reply {
             Self::Live(_) => "an element",
             Self::Done => "a done reply",
             Self::ElementError { .. } => "an element error",
+            Self::Connected => "a connected reply",
         }
     }
 }
@@ -475,6 +484,7 @@ fn serve(conn: UnixStream, env: &[(String, String)], children: &Children) -> std
             };
             reply_line(&mut conn, &r)
         }
+        Request::Connect { port } => connect(reader, conn, port),
         Request::Exec(spec) => {
             let mut stdin = vec![0; spec.stdin_len];
             reader.read_exact(&mut stdin)?;
@@ -488,6 +498,42 @@ fn serve(conn: UnixStream, env: &[(String, String)], children: &Children) -> std
             }
         }
     }
+}
+
+/// How long a `Connect` waits for the port to accept.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Serves a `Connect`: the port's bytes both ways, each way on its own thread, each
+/// closing its write side at the other's end of stream (so either end hanging up ends
+/// both).
+fn connect(reader: BufReader<UnixStream>, mut conn: UnixStream, port: u16) -> std::io::Result<()> {
+    let addr = std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port));
+    let tcp = match std::net::TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
+        Ok(t) => t,
+        Err(e) => {
+            let message =
+                format!("nothing accepts connections on port {port} in this desktop ({e})");
+            return reply_line(&mut conn, &Reply::Failed { message });
+        }
+    };
+    tcp.set_nodelay(true)?;
+    reply_line(&mut conn, &Reply::Connected)?;
+    let (mut tcp_in, mut tcp_out) = (tcp.try_clone()?, tcp);
+    let mut conn_out = conn;
+    let spawned = helper(move || {
+        let _ = std::io::copy(&mut tcp_in, &mut conn_out);
+        let _ = conn_out.shutdown(std::net::Shutdown::Write);
+    });
+    if let Err(message) = spawned {
+        // The reply went out already: closing is the only answer left.
+        eprintln!("connect to port {port}: {message}");
+        return Ok(());
+    }
+    // Bytes the worker sent right behind its request line sit in the reader's buffer.
+    let mut reader = reader;
+    let _ = std::io::copy(&mut reader, &mut tcp_out);
+    let _ = tcp_out.shutdown(std::net::Shutdown::Write);
+    Ok(())
 }
 
 /// What a pipe gave so far: the first `max` bytes, and whether there was more.

@@ -274,7 +274,8 @@ impl Sandbox {
         Ok(sb)
     }
 
-    fn socket(&self) -> PathBuf {
+    /// The agent's socket (one request per connection; see [`crate::agent`]).
+    pub fn socket(&self) -> PathBuf {
         self.dir.join("ctl/agent.sock")
     }
 

@@ -6,6 +6,7 @@
 - ``env.save()`` / ``env.restore(cp)`` / :func:`fork` — checkpoints and replicas.
 - ``action_mode=`` / ``obs_format=`` — spaces SB3, RLlib and CleanRL accept
   (:mod:`deskgym.modes`); :mod:`deskgym.seeding` — the episode-seed scheme.
+- ``env.forward(port)`` / :class:`PortForward` — a port inside an env's sandbox, locally.
 - :mod:`deskgym.datasets` — read and export ``.skn`` recordings (extra ``[datasets]``).
 """
 
@@ -19,6 +20,7 @@ from deskgym.errors import DeskgymError
 from deskgym.modes import ACTION_MODES, OBS_FORMATS
 from deskgym.seeding import episode_seed
 from deskgym.registration import TASKS, register_envs
+from deskgym.tunnel import PortForward
 from deskgym.vector import DeskgymVectorEnv, fork, make_vec
 
 register_envs()
@@ -38,6 +40,7 @@ __all__ = [
     "Element",
     "ExecResult",
     "Pool",
+    "PortForward",
     "Tree",
     "TreeDiff",
     "action_space",

@@ -16,6 +16,7 @@ from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, ExecResult, Pool
 from deskgym.errors import DeskgymError
 from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
 from deskgym.observation import info, observation_space, stats
+from deskgym.tunnel import PortForward
 from deskgym.v1 import deskgym_pb2 as pb
 
 OBS_TYPES = ("rgb", "png", "jpeg", "a11y", "rgb+a11y")
@@ -225,6 +226,12 @@ class DeskgymEnv(gym.Env[Any, Any]):
     def list_directory(self, path: str = ".", depth: int = 1) -> pb.ListDirectoryResponse:
         """Lists a directory of this env's sandbox (needs the ``files`` capability)."""
         return self.client.list_directory(self.env_id, path, depth)
+
+    def forward(self, port: int, local_port: int = 0) -> PortForward:
+        """A local TCP port (``.port``) reaching ``port`` on this env's own loopback, inside
+        its sandbox (a browser's debugging port, say); needs the ``exec`` capability.
+        Close it (or use it as a context manager) when done."""
+        return PortForward(self.client, self.env_id, port, local_port=local_port)
 
     def screenshot(self, **options: Any) -> pb.Observation:
         """A screenshot of this env (see :meth:`deskgym.client.Client.screenshot`)."""

@@ -32,6 +32,10 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
     fn restarts_to_reset(&self) -> bool {
         false
     }
+    /// The sandbox agent's socket (port tunnels); `None` without a sandbox.
+    fn agent_socket(&self) -> Option<std::path::PathBuf> {
+        None
+    }
     /// The top-level windows, through the window manager.
     fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>>;
     /// The CLIPBOARD as text.
@@ -90,6 +94,9 @@ impl Desktop for deskgym_worker::Desktop {
     }
     fn restarts_to_reset(&self) -> bool {
         deskgym_worker::Desktop::restarts_to_reset(self)
+    }
+    fn agent_socket(&self) -> Option<std::path::PathBuf> {
+        deskgym_worker::Desktop::agent_socket(self)
     }
     fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>> {
         deskgym_worker::Desktop::windows(self)

@@ -380,6 +380,9 @@ pub(crate) struct Env {
     /// lock so a deadline can kill a stalled desktop while a thread is stuck on it.
     xvfb_pid: AtomicU32,
     app_pid: AtomicU32,
+    /// The sandbox agent's socket for tunnels, kept beside the state so opening a
+    /// tunnel never waits for the call in flight (held only to copy a path).
+    agent_socket: Mutex<Option<std::path::PathBuf>>,
     /// Test hook: the next capture after an action fails (as an X error would).
     #[cfg(test)]
     pub(crate) fail_next_capture: std::sync::atomic::AtomicBool,
@@ -589,6 +592,7 @@ impl Env {
             running: AtomicBool::new(false),
             xvfb_pid: AtomicU32::new(0),
             app_pid: AtomicU32::new(0),
+            agent_socket: Mutex::new(None),
             #[cfg(test)]
             fail_next_capture: Default::default(),
         };
@@ -622,13 +626,31 @@ impl Env {
             .store(pids.first().copied().unwrap_or(0), Ordering::Release);
         self.app_pid
             .store(pids.get(1).copied().unwrap_or(0), Ordering::Release);
+        self.note_socket(Some(&*d));
         s.desktop.insert(d)
+    }
+
+    /// Remembers where the desktop's agent listens (it moves when a reset restarts
+    /// the sandbox).
+    fn note_socket(&self, d: Option<&dyn Desktop>) {
+        *lock(&self.agent_socket) = d.and_then(|d| d.agent_socket());
+    }
+
+    /// Blocking (a short lock): where a tunnel into this env connects.
+    pub(crate) fn agent_socket(&self) -> Result<std::path::PathBuf, EnvError> {
+        lock(&self.agent_socket).clone().ok_or_else(|| {
+            EnvError::Refused(format!(
+                "env {:?} has no sandbox (profile {:?}): tunnels reach sandboxed desktops only",
+                self.id, self.pool.spec.profile.name
+            ))
+        })
     }
 
     fn drop_desktop(&self, s: &mut EnvState) -> Option<Box<dyn Desktop>> {
         // Forget the pids first: once the desktop is reaped they may be reused.
         self.xvfb_pid.store(0, Ordering::Release);
         self.app_pid.store(0, Ordering::Release);
+        self.note_socket(None);
         s.desktop.take()
     }
 
@@ -768,6 +790,7 @@ impl Env {
         let result = (|| {
             let d = self.live_desktop(s, true)?;
             let out = d.reset(seed)?;
+            self.note_socket(Some(&**d));
             let frame = d.capture()?;
             Ok::<_, EnvError>((out, frame, d.pointer()))
         })();
@@ -1343,6 +1366,7 @@ impl Env {
         let result = (|| {
             let d = self.live_desktop(s, true)?;
             let mut out = d.reset(cp.episode.seed)?;
+            self.note_socket(Some(&**d));
             for a in cp.episode.actions.iter() {
                 out = d.step(a)?;
             }

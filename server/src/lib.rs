@@ -20,6 +20,7 @@
 //! - `a11y`: element refs over a desktop's accessibility tree, element targets, and the
 //!   tree's renderings (elements, prompt text and diffs, OSWorld's XML).
 //! - `frame_cache`: the fleet-wide content-addressed frame cache; `encode`: RAW/PNG/JPEG.
+//! - `tunnel`: a port on an env's own loopback carried over a gRPC stream.
 //! - `service`: the RPC handlers; `auth`: tokens, principals and quotas.
 //!
 //! [`run`] takes an already-bound listener and a shutdown future, so tests bind port 0
@@ -42,6 +43,7 @@ mod service;
 mod spec;
 mod sync;
 mod tasks;
+mod tunnel;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -180,7 +182,8 @@ pub async fn run(
 
     let auth = auth::Auth::new(&config.principals, &config.limits);
     let auth_required = auth.required();
-    let svc = DeskgymServer::new(DeskgymService::new(mgr.clone()))
+    let (closing, closing_rx) = tokio::sync::watch::channel(false);
+    let svc = DeskgymServer::new(DeskgymService::new(mgr.clone(), closing_rx))
         .max_decoding_message_size(MAX_REQUEST_BYTES)
         .max_encoding_message_size(usize::MAX);
     let svc = tonic::service::interceptor::InterceptedService::new(svc, move |r| auth.check(r));
@@ -205,6 +208,8 @@ pub async fn run(
         .serve_with_incoming_shutdown(incoming, async move {
             shutdown.await;
             tracing::info!("shutting down: draining in-flight calls");
+            // Tunnels stay open as long as their peers do: end them now.
+            let _ = closing.send(true);
             health_down
                 .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
                 .await;

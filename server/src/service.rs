@@ -24,17 +24,22 @@ const FILE_CHUNK: usize = 1 << 20;
 /// Time an Exec's deadline allows beyond the command's own bound (the agent kills the
 /// command at its bound, then reports).
 const EXEC_MARGIN: Duration = Duration::from_secs(10);
+/// How long a streaming call may wait for its first message (which names its target).
+const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The gRPC service over a [`PoolManager`].
 #[derive(Debug, Clone)]
 pub(crate) struct DeskgymService {
     mgr: Arc<PoolManager>,
+    /// Turns true when the server starts shutting down: long-lived streams (tunnels)
+    /// end then, so draining in-flight calls is bounded.
+    closing: tokio::sync::watch::Receiver<bool>,
 }
 
 impl DeskgymService {
-    /// Wraps a manager.
-    pub(crate) fn new(mgr: Arc<PoolManager>) -> Self {
-        Self { mgr }
+    /// Wraps a manager; `closing` says when the server shuts down.
+    pub(crate) fn new(mgr: Arc<PoolManager>, closing: tokio::sync::watch::Receiver<bool>) -> Self {
+        Self { mgr, closing }
     }
 
     fn opts(
@@ -713,6 +718,54 @@ impl Deskgym for DeskgymService {
             })
             .collect();
         Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+    }
+
+    type TunnelStream = crate::tunnel::Outbound;
+
+    async fn tunnel(
+        &self,
+        req: Request<tonic::Streaming<pb::TunnelData>>,
+    ) -> Result<Response<Self::TunnelStream>, Status> {
+        let who = principal(&req)?;
+        let mut inbound = req.into_inner();
+        let first = tokio::time::timeout(FIRST_MESSAGE_TIMEOUT, inbound.message())
+            .await
+            .map_err(|_| {
+                Status::from(Invalid::new(
+                    "env_id",
+                    format!("no first message within {FIRST_MESSAGE_TIMEOUT:?}"),
+                ))
+            })??
+            .ok_or_else(|| {
+                Status::from(Invalid::new(
+                    "env_id",
+                    "no message: the first names the env and the port",
+                ))
+            })?;
+        let port = u16::try_from(first.port)
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| {
+                Invalid::new(
+                    "port",
+                    format!("{} is not a TCP port (1-65535)", first.port),
+                )
+            })?;
+        let env = self.granted(&first.env_id, &who, "exec")?;
+        let at = env.clone();
+        let socket = tokio::task::spawn_blocking(move || at.agent_socket())
+            .await
+            .map_err(|e| PoolError::Internal(format!("tunnel lookup: {e}")))?
+            .map_err(PoolError::from)?;
+        let open = crate::tunnel::open(&env.id, &socket, port)
+            .await
+            .map_err(PoolError::from)?;
+        Ok(Response::new(crate::tunnel::relay(
+            open,
+            first.data,
+            inbound,
+            self.closing.clone(),
+        )))
     }
 
     async fn list_directory(

@@ -628,3 +628,144 @@ async fn file_limits_and_grants() {
     server.stop().await;
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// Opens a tunnel; the sender carries the client's bytes, the first message the port.
+async fn tunnel(
+    c: &mut Client,
+    env: &str,
+    port: u32,
+) -> Result<
+    (
+        tokio::sync::mpsc::Sender<pb::TunnelData>,
+        tonic::Streaming<pb::TunnelData>,
+    ),
+    tonic::Status,
+> {
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(pb::TunnelData {
+        env_id: env.into(),
+        port,
+        data: Default::default(),
+    })
+    .await
+    .unwrap();
+    let inbound = c
+        .tunnel(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    Ok((tx, inbound))
+}
+
+/// Sends `msg` through a fresh tunnel and reads the answer to its end.
+async fn ask(c: &mut Client, env: &str, port: u32, msg: &[u8]) -> Result<Vec<u8>, tonic::Status> {
+    let (tx, mut inbound) = tunnel(c, env, port).await?;
+    let first = inbound.message().await?.expect("the port accepted");
+    assert!(
+        first.data.is_empty(),
+        "the first answer only says it connected"
+    );
+    tx.send(pb::TunnelData {
+        data: msg.to_vec().into(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let mut out = Vec::new();
+    while let Some(m) = tokio::time::timeout(Duration::from_secs(20), inbound.message())
+        .await
+        .expect("an answer within 20 s")?
+    {
+        out.extend_from_slice(&m.data);
+    }
+    Ok(out)
+}
+
+/// [`ask`] port 7000, retrying while the server started there is not listening yet.
+async fn ask_when_up(c: &mut Client, env: &str, msg: &[u8]) -> Vec<u8> {
+    let t0 = Instant::now();
+    loop {
+        match ask(c, env, 7000, msg).await {
+            Ok(v) => return v,
+            Err(e)
+                if e.code() == Code::FailedPrecondition
+                    && t0.elapsed() < Duration::from_secs(20) =>
+            {
+                assert!(e.message().contains("port 7000"), "{e:?}");
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("{e:?}"),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tunnels_reach_a_port_inside_one_env_only() {
+    let Setup {
+        server,
+        mut c,
+        data,
+        ..
+    } = setup("tunnel").await;
+    let p = desktop_pool(&mut c, 2, &["exec"]).await;
+    let (a, b) = (p.env_ids[0].clone(), p.env_ids[1].clone());
+    for (env, tag) in [(&a, "A"), (&b, "B")] {
+        reset(&mut c, env, 1).await;
+        // The same port in both envs: each sandbox has its own loopback.
+        let server_line = format!(
+            "setsid -f python3 -c \"import socket\ns = socket.create_server(('127.0.0.1', 7000))\n\
+             while True:\n    c, _ = s.accept(); c.sendall(b'{tag}:' + c.recv(100)); c.close()\" \
+             >/dev/null 2>&1"
+        );
+        let r = run(&mut c, sh(env, &server_line)).await;
+        assert_eq!(r.exit_code, Some(0), "{r:?}");
+    }
+    assert_eq!(ask_when_up(&mut c, &a, b"hello").await, b"A:hello");
+    assert_eq!(ask_when_up(&mut c, &b, b"hi").await, b"B:hi");
+
+    // A tunnel holds no flight: the env steps while one is open, and a reset (which
+    // restarts the used sandbox) ends it.
+    // (`_still_open` keeps the client's side open: the server ends the call itself.)
+    let (_still_open, mut open) = tunnel(&mut c, &a, 7000).await.unwrap();
+    assert!(open.message().await.unwrap().unwrap().data.is_empty());
+    c.step(step_req(&a, click(5, 5))).await.unwrap();
+    reset(&mut c, &a, 2).await;
+    let end = tokio::time::timeout(Duration::from_secs(20), async {
+        loop {
+            match open.message().await {
+                Ok(Some(_)) => continue,
+                other => break other.map(|_| ()),
+            }
+        }
+    })
+    .await
+    .expect("a reset ends the env's tunnels");
+    drop(end);
+    let err = ask(&mut c, &a, 7000, b"x").await.unwrap_err();
+    assert_eq!(
+        err.code(),
+        Code::FailedPrecondition,
+        "nothing listens after the reset: {err:?}"
+    );
+
+    // Bad input, each with its code.
+    for (port, field) in [(0, "port"), (70_000, "port")] {
+        let err = tunnel(&mut c, &a, port).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+        assert!(err.message().starts_with(field), "{err:?}");
+    }
+    let err = tunnel(&mut c, "no-such-env", 7000).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let q = desktop_pool(&mut c, 1, &[]).await;
+    let err = tunnel(&mut c, &q.env_ids[0], 7000).await.unwrap_err();
+    assert_eq!(err.code(), Code::PermissionDenied, "{err:?}");
+    // A tunnel both of whose ends wait (B's server waits for bytes that never come)
+    // does not hold the server's shutdown.
+    let (_quiet, mut waiting) = tunnel(&mut c, &b, 7000).await.unwrap();
+    assert!(waiting.message().await.unwrap().unwrap().data.is_empty());
+    tokio::time::timeout(Duration::from_secs(30), server.stop())
+        .await
+        .expect("shutdown ends open tunnels");
+    let end = waiting.message().await;
+    assert!(!matches!(end, Ok(Some(_))), "{end:?}");
+    let _ = std::fs::remove_dir_all(&data);
+}
