@@ -185,3 +185,77 @@ def test_run_single_example_loop(make_env: Any, tmp_path: pathlib.Path) -> None:
     assert done
     assert env.evaluate() == 1
     env.controller.end_recording(str(tmp_path / "recording.mp4"))
+    video = (tmp_path / "recording.mp4").read_bytes()
+    # A finished MP4: the file type box first, and the index (moov) written at the end.
+    assert video[4:8] == b"ftyp" and b"moov" in video, video[:64]
+    running = env.deskgym.exec(["pgrep", "-f", "location=/tmp/deskgym-recording.mp4"])
+    assert running.exit_code == 1, f"the recorder stopped: {running.stdout}"
+
+
+def element_center(env: Any, role: str, name: str) -> tuple[int, int]:
+    """Where an element is on screen, read from the accessibility tree as an agent that
+    reads ``obs["accessibility_tree"]`` would (waits 10 s at most for it to show)."""
+    t0 = time.monotonic()
+    while True:
+        found = [e.center for e in env.deskgym.observe(structured=True, line_budget=5000).find(role, name, showing=True) if e.center]
+        if found:
+            return found[-1]
+        assert time.monotonic() - t0 < 10, f"no {role} {name!r} on screen"
+        time.sleep(0.3)
+
+
+def test_chrome_bookmark_folder_through_the_bookmark_manager(make_env: Any) -> None:
+    """google-chrome with remote debugging, socat, pkill and a relaunch at postconfig,
+    and the `bookmarks` getter reading Chrome's profile."""
+    t = task("chrome/2ad9387a-65d8-4e33-ad5b-7580065a27ca.json")
+    env = make_env()
+    env.reset(task_config=t)
+    wait_window(env, lambda w: "chromium" in w.wm_class.lower(), "Chromium")
+    assert env.evaluate() == 0
+    wait_window(env, lambda w: "chromium" in w.wm_class.lower(), "the relaunched Chromium")
+    env.step("pyautogui.hotkey('ctrl', 'shift', 'o')", pause=1.0)
+    x, y = element_center(env, "push button", "Organize")
+    env.step(f"pyautogui.click({x}, {y})", pause=0.5)
+    x, y = element_center(env, "menu item", "Add new folder")
+    env.step(f"pyautogui.click({x}, {y})", pause=1.0)
+    env.step("pyautogui.typewrite('Favorites\\n', interval=0.02)", pause=3.0)
+    assert env.evaluate() == 1
+
+
+def test_chromium_port_reaches_this_envs_browser_over_cdp(make_env: Any) -> None:
+    """OSWorld's own playwright paths (the `chrome_open_tabs` setup step, the
+    `open_tabs_info` getter) reach the env's Chromium at (vm_ip, chromium_port): a
+    port tunnelled into this env's sandbox, not a host port shared between envs."""
+    from desktop_env.evaluators import getters
+
+    t = task("chrome/2ad9387a-65d8-4e33-ad5b-7580065a27ca.json")
+    env, other = make_env(require_a11y_tree=False), make_env(require_a11y_tree=False)
+    env.reset(task_config=t)
+    other.reset(task_config=t)
+    assert env.chromium_port != other.chromium_port
+    env.setup_controller.setup([{"type": "chrome_open_tabs", "parameters": {
+        "urls_to_open": ["data:text/html,<title>deskgym-tab</title>tunnelled"]}}])
+    titles = [tab["title"] for tab in getters.get_open_tabs_info(env, {})]
+    assert "deskgym-tab" in titles, titles
+    assert "deskgym-tab" not in [tab["title"] for tab in getters.get_open_tabs_info(other, {})]
+
+
+def test_wallpaper_setup_and_getter(make_env: Any) -> None:
+    """OSWorld's `change_wallpaper` setup step and `vm_wallpaper` getter agree through
+    GNOME's background setting (dconf in the desktop's session)."""
+    from desktop_env.evaluators import getters
+    from PIL import Image
+
+    env = make_env(require_a11y_tree=False)
+    env.reset(task_config=task("os/b3d4a89c-53f2-4d6b-8b6a-541fb5d205fa.json"))
+    import requests
+
+    nothing = requests.post(f"http://{env.vm_ip}:{env.server_port}/wallpaper", timeout=30)
+    assert nothing.status_code == 404, "no wallpaper set yet: 404, as OSWorld's server answers"
+    buf = io.BytesIO()
+    Image.new("RGB", (40, 30), (10, 120, 200)).save(buf, format="PNG")
+    env.deskgym.put_file("/home/user/Pictures/my wall.png", buf.getvalue())
+    env.setup_controller.setup([{"type": "change_wallpaper", "parameters": {"path": "~/Pictures/my wall.png"}}])
+    os.makedirs(env.cache_dir, exist_ok=True)
+    got = getters.get_vm_wallpaper(env, {"dest": "wallpaper.png"})
+    assert pathlib.Path(got).read_bytes() == buf.getvalue()

@@ -140,6 +140,7 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
         self._native = native_actions
         self._env: deskgym.DeskgymEnv | None = None
         self._bridge: Bridge | None = None
+        self._forwards: list[deskgym.PortForward] = []
         self._start_emulator()
 
     # -- the "VM" ----------------------------------------------------------------------
@@ -155,9 +156,13 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
             )
             self._fresh_desktop()
             self._bridge = Bridge(self._env, (self.screen_width, self.screen_height))
+            # OSWorld reaches the VM's Chrome (socat 9222 -> 1337) and VLC (8080) at
+            # vm_ip; here each is a local port tunnelled into this env's own sandbox.
+            self._forwards = [self._env.forward(9222), self._env.forward(8080)]
         self.vm_ip = "127.0.0.1"
         assert self._bridge is not None
         self.server_port = self._bridge.port
+        self.chromium_port, self.vlc_port = (f.port for f in self._forwards)
         self.controller = (
             NativeController(self._env, self.vm_ip, self.server_port)
             if self._native
@@ -188,6 +193,9 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
         return self._env
 
     def close(self) -> None:
+        for f in self._forwards:
+            f.close()
+        self._forwards = []
         if self._bridge is not None:
             self._bridge.close()
             self._bridge = None

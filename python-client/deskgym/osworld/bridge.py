@@ -21,7 +21,7 @@ import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, quote, unquote
 
 from deskgym.errors import DeskgymError
 
@@ -32,6 +32,18 @@ HOME = "/home/user"
 EXEC_TIMEOUT_S = 120.0
 #: How long `/setup/open_file` waits for the file's window.
 OPEN_WAIT_S = 30.0
+#: Where `/start_recording` writes inside the desktop.
+RECORDING = "/tmp/deskgym-recording.mp4"
+#: The recorder: the screen with the pointer, real time at 10 fps, H.264 in MP4; `-e`
+#: finishes the file on SIGINT (OSWorld's server runs ffmpeg the same way at 30 fps).
+RECORDER = [
+    "gst-launch-1.0", "-q", "-e", "ximagesrc", "use-damage=false", "show-pointer=true",
+    "!", "video/x-raw,framerate=10/1", "!", "videoconvert", "!",
+    "x264enc", "speed-preset=ultrafast", "tune=zerolatency", "!", "video/x-h264,profile=high", "!",
+    "mp4mux", "!", "filesink", f"location={RECORDING}",
+]
+#: How long `/end_recording` waits for the recorder to finish its file.
+RECORDING_FINISH_S = 15.0
 
 
 def expand(arg: str) -> str:
@@ -118,6 +130,63 @@ class Bridge:
         t = self.env.observe(structured=True)
         terms = [e for e in t if e.role == "terminal"]
         return terms[0].text if terms else None
+
+    def recording(self) -> bool:
+        return bool(self.env.exec(["pgrep", "-f", f"location={RECORDING}"]).ok)
+
+    def start_recording(self) -> bool:
+        """Starts the recorder; False when one runs already (OSWorld answers 400)."""
+        if self.recording():
+            return False
+        self.env.exec(["rm", "-f", RECORDING])
+        self.launch(RECORDER, False)
+        return True
+
+    def end_recording(self) -> bytes | None:
+        """Stops the recorder and returns its MP4; None when none was running."""
+        if not self.env.exec(["pkill", "-INT", "-f", f"location={RECORDING}"]).ok:
+            return None
+        t0 = time.monotonic()
+        while self.recording():
+            if time.monotonic() - t0 > RECORDING_FINISH_S:
+                self.env.exec(["pkill", "-KILL", "-f", f"location={RECORDING}"])
+                raise TimeoutError(f"the recorder did not finish its file within {RECORDING_FINISH_S:.0f} s")
+            time.sleep(0.1)
+        data: bytes = self.env.get_file(RECORDING)
+        return data
+
+    def wallpaper(self) -> bytes | None:
+        """The file GNOME's background setting names (what OSWorld's server reads on
+        Linux); None when it names none."""
+        r = self.env.exec(["gsettings", "get", "org.gnome.desktop.background", "picture-uri"])
+        uri = r.stdout.strip().strip("'") if r.ok else ""
+        if not uri.startswith("file://"):
+            return None
+        path = unquote(uri[len("file://"):])
+        # Files are read from the home and /tmp only: a system wallpaper goes by /tmp.
+        if not path.startswith((HOME + "/", "/tmp/")):
+            if not self.env.exec(["cp", "--", path, "/tmp/deskgym-wallpaper"]).ok:
+                return None
+            path = "/tmp/deskgym-wallpaper"
+        try:
+            data: bytes = self.env.get_file(path)
+        except DeskgymError as e:
+            if e.code == "NOT_FOUND":
+                return None
+            raise
+        return data
+
+    def change_wallpaper(self, path: str) -> None:
+        """Points GNOME's background setting at ``path`` (light and dark), as OSWorld's
+        server does; openbox paints no wallpaper, so the screen does not change."""
+        path = expand(path)
+        if not self.env.exec(["test", "-f", path]).ok:
+            raise FileNotFoundError(path)
+        uri = "file://" + quote(path)
+        for key in ("picture-uri", "picture-uri-dark"):
+            r = self.env.exec(["gsettings", "set", "org.gnome.desktop.background", key, uri])
+            if not r.ok:
+                raise DeskgymError("FAILED_PRECONDITION", f"gsettings set {key}: {r.stderr.strip()}")
 
     def open_file(self, path: str) -> None:
         path = expand(path)
@@ -246,6 +315,26 @@ class _Handler(BaseHTTPRequestHandler):
                     self._text(f"no window of class {cls!r}", 404)
                 else:
                     self._json({"width": ws[0].width, "height": ws[0].height})
+            elif path == "/start_recording" and method == "POST":
+                if b.start_recording():
+                    self._text("Started recording.")
+                else:
+                    self._text("Recording is already in progress.", 400)
+            elif path == "/end_recording" and method == "POST":
+                video = b.end_recording()
+                if video is None:
+                    self._text("No recording in progress to stop.", 400)
+                else:
+                    self._send(200, video, "video/mp4")
+            elif path == "/wallpaper" and method == "POST":
+                image = b.wallpaper()
+                if image is None:
+                    self._text("Wallpaper file not found.", 404)
+                else:
+                    self._send(200, image, "application/octet-stream")
+            elif path == "/setup/change_wallpaper" and method == "POST":
+                b.change_wallpaper(self._json_in().get("path", ""))
+                self._text("Wallpaper changed successfully")
             elif path == "/desktop_path":
                 self._json({"desktop_path": f"{HOME}/Desktop"})
             elif path == "/platform":
