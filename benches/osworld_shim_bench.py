@@ -76,8 +76,8 @@ def cdp(kw: dict, n: int) -> None:
         env.reset(task_config=json.loads(CHROME_TASK.read_text()))
         tunnel = cdp_gets(env.chromium_port, n)
         host = subprocess.Popen(
-            ["chromium", "--headless", "--remote-debugging-port=19333", f"--user-data-dir={profile}", "about:blank"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            ["chromium", "--headless", "--no-sandbox", "--remote-debugging-port=19333", f"--user-data-dir={profile}", "about:blank"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # --no-sandbox: benches may run as root
         direct = cdp_gets(19333, n)
         print(f"CDP GET /json/version, fresh connection, p50 of {n}: through the tunnel "
               f"{med(tunnel) * 1e3:.2f} ms, host loopback {med(direct) * 1e3:.2f} ms "

@@ -164,6 +164,31 @@ async fn element_targets_resolve_on_the_live_tree_and_replay_by_pixels() {
         .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument);
     assert!(e.message().contains("tree.line_budget"), "{e:?}");
+    // So does a walk deadline over 30 s, on every call that carries a tree.
+    let long = Some(pb::TreeRequest {
+        enabled: true,
+        timeout_ms: u32::MAX,
+        ..Default::default()
+    });
+    let e = c
+        .step(pb::StepRequest {
+            tree: long.clone(),
+            ..step_req(env.clone(), click(1, 1))
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("tree.timeout_ms"), "{e:?}");
+    let e = c
+        .reset(pb::ResetRequest {
+            env_id: env.clone(),
+            tree: long,
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("tree.timeout_ms"), "{e:?}");
 
     // The answer's ref: the click lands on its centre and wins; the checkpoint holds
     // the resolved click, so a fork rebuilds the same screen without any refs.
