@@ -172,7 +172,7 @@ async fn element_targets_resolve_on_the_live_tree_and_replay_by_pixels() {
     });
     let e = c
         .step(pb::StepRequest {
-            tree: long.clone(),
+            tree: long,
             ..step_req(env.clone(), click(1, 1))
         })
         .await
