@@ -47,6 +47,12 @@ class PortForward:
     def close(self) -> None:
         """Stops listening and ends every open tunnel."""
         self._closed = True
+        # shutdown, not only close: a thread blocked in accept() keeps a closed
+        # listening socket alive (and accepting) on Linux.
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self._listener.close()
         with self._lock:
             calls, self._calls = self._calls, set()
