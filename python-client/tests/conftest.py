@@ -47,6 +47,16 @@ class Server:
         return self.proc.wait(timeout=30)
 
 
+@pytest.fixture(scope="module")
+def exec_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server of its own per module that allows the `exec` and `files` grants (sandboxed
+    desktops with commands and files; off by default)."""
+    data = tmp_path_factory.mktemp("exec-data")
+    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--allow-capabilities", "exec,files")
+    yield s
+    s.stop()
+
+
 @pytest.fixture(scope="session")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> pathlib.Path:
     return tmp_path_factory.mktemp("deskgym-data")

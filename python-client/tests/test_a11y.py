@@ -29,14 +29,6 @@ OSWORLD_NS = {
 }
 
 
-@pytest.fixture(scope="module")
-def desk_server(tmp_path_factory: pytest.TempPathFactory):
-    data = tmp_path_factory.mktemp("a11y-data")
-    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--allow-capabilities", "exec,files")
-    yield s
-    s.stop()
-
-
 def tree_until(env: deskgym.DeskgymEnv, pred: Callable[[Tree], Any], what: str, timeout: float = 30.0, **kw: Any) -> Tree:
     """Observes the tree until ``pred`` holds (applications register and fill in over time)."""
     t0 = time.monotonic()
@@ -109,10 +101,10 @@ def test_set_value_types_into_the_task_field_and_gym_checks_pass(address: str) -
         env.close()
 
 
-def test_desktop_apps_trees_refs_set_value_and_stale_refs(desk_server: Server) -> None:
+def test_desktop_apps_trees_refs_set_value_and_stale_refs(exec_server: Server) -> None:
     lxml = pytest.importorskip("lxml.etree")
     env = deskgym.make(
-        "blank", address=desk_server.address, profile="desktop", screen=(1280, 800),
+        "blank", address=exec_server.address, profile="desktop", screen=(1280, 800),
         capabilities=["launch_app", "files", "windows"],
     )
     try:
@@ -174,9 +166,9 @@ def test_desktop_apps_trees_refs_set_value_and_stale_refs(desk_server: Server) -
         env.close()
 
 
-def test_chromium_page_and_writer_have_trees_and_a_ref_click_activates(desk_server: Server) -> None:
+def test_chromium_page_and_writer_have_trees_and_a_ref_click_activates(exec_server: Server) -> None:
     env = deskgym.make(
-        "blank", address=desk_server.address, profile="desktop", screen=(1280, 800),
+        "blank", address=exec_server.address, profile="desktop", screen=(1280, 800),
         capabilities=["launch_app", "files"],
     )
     try:
@@ -205,9 +197,9 @@ def test_chromium_page_and_writer_have_trees_and_a_ref_click_activates(desk_serv
         env.close()
 
 
-def test_a_stopped_application_leaves_a_partial_tree_not_a_hung_env(desk_server: Server) -> None:
+def test_a_stopped_application_leaves_a_partial_tree_not_a_hung_env(exec_server: Server) -> None:
     env = deskgym.make(
-        "blank", address=desk_server.address, profile="desktop", screen=(1024, 768),
+        "blank", address=exec_server.address, profile="desktop", screen=(1024, 768),
         capabilities=["launch_app", "exec"],
     )
     try:

@@ -14,14 +14,6 @@ from conftest import Server
 import deskgym
 
 
-@pytest.fixture(scope="module")
-def exec_server(tmp_path_factory: pytest.TempPathFactory):
-    data = tmp_path_factory.mktemp("desk-data")
-    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--allow-capabilities", "exec,files")
-    yield s
-    s.stop()
-
-
 def wait_for(pred, timeout: float = 20.0, what: str = "condition"):
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:

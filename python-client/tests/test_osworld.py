@@ -26,22 +26,14 @@ def task(rel: str) -> dict[str, Any]:
     return json.loads((TASKS / rel).read_text())
 
 
-@pytest.fixture(scope="module")
-def osw_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data = tmp_path_factory.mktemp("osw-data")
-    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--allow-capabilities", "exec,files")
-    yield s
-    s.stop()
-
-
 @pytest.fixture()
-def make_env(osw_server: Server, tmp_path: pathlib.Path) -> Iterator[Any]:
+def make_env(exec_server: Server, tmp_path: pathlib.Path) -> Iterator[Any]:
     envs = []
 
     def make(**kw: Any) -> Any:
         kw.setdefault("cache_dir", str(tmp_path / "cache"))
         kw.setdefault("screen_size", (1280, 720))
-        env = osworld.DesktopEnv(address=osw_server.address, **kw)
+        env = osworld.DesktopEnv(address=exec_server.address, **kw)
         envs.append(env)
         return env
 

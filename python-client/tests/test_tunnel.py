@@ -7,21 +7,12 @@ import concurrent.futures
 import socket
 import time
 import urllib.request
-from collections.abc import Iterator
 
 import pytest
 from conftest import Server
 
 import deskgym
 from deskgym.errors import DeskgymError
-
-
-@pytest.fixture(scope="module")
-def exec_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    data = tmp_path_factory.mktemp("tunnel-data")
-    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--allow-capabilities", "exec")
-    yield s
-    s.stop()
 
 
 def get(port: int, path: str) -> bytes:

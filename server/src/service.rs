@@ -143,6 +143,25 @@ fn check_grant(env: &crate::env::Env, capability: &'static str) -> Result<(), Po
     }
 }
 
+/// The first message of a client stream (it names the call's target), waited for at
+/// most [`FIRST_MESSAGE_TIMEOUT`]; none (or none in time) is INVALID_ARGUMENT on `field`.
+async fn first_message<T>(
+    stream: &mut tonic::Streaming<T>,
+    field: &str,
+    what: &str,
+) -> Result<T, Status> {
+    match tokio::time::timeout(FIRST_MESSAGE_TIMEOUT, stream.message()).await {
+        Ok(Ok(Some(m))) => Ok(m),
+        Ok(Ok(None)) => Err(Invalid::new(field, format!("no message: {what}")).into()),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Invalid::new(
+            field,
+            format!("no first message within {FIRST_MESSAGE_TIMEOUT:?}: {what}"),
+        )
+        .into()),
+    }
+}
+
 async fn finish<T>(started: Result<EnvJob<T>, PoolError>) -> Result<T, PoolError> {
     started?.finish().await
 }
@@ -642,9 +661,7 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::PutFileResponse>, Status> {
         let who = principal(&req)?;
         let mut stream = req.into_inner();
-        let first = stream.message().await?.ok_or_else(|| {
-            Status::from(Invalid::new("path", "no message: the first names the file"))
-        })?;
+        let first = first_message(&mut stream, "path", "the first names the file").await?;
         let env = self.granted(&first.env_id, &who, "files")?;
         if first.path.is_empty() {
             return Err(Invalid::new("path", "the first message must name the file").into());
@@ -728,20 +745,12 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<Self::TunnelStream>, Status> {
         let who = principal(&req)?;
         let mut inbound = req.into_inner();
-        let first = tokio::time::timeout(FIRST_MESSAGE_TIMEOUT, inbound.message())
-            .await
-            .map_err(|_| {
-                Status::from(Invalid::new(
-                    "env_id",
-                    format!("no first message within {FIRST_MESSAGE_TIMEOUT:?}"),
-                ))
-            })??
-            .ok_or_else(|| {
-                Status::from(Invalid::new(
-                    "env_id",
-                    "no message: the first names the env and the port",
-                ))
-            })?;
+        let first = first_message(
+            &mut inbound,
+            "env_id",
+            "the first names the env and the port",
+        )
+        .await?;
         let port = u16::try_from(first.port)
             .ok()
             .filter(|p| *p != 0)

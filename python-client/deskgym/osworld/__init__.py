@@ -112,10 +112,7 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
         self.enable_proxy = enable_proxy
         self.client_password = client_password or "password"
         self.screen_width, self.screen_height = int(screen_size[0]), int(screen_size[1])
-        self.server_port = 5000
-        self.chromium_port = 9222
         self.vnc_port = 8006
-        self.vlc_port = 8080
         self.current_use_proxy = False
         self.manager = None
         self.provider = None

@@ -34,13 +34,15 @@ EXEC_TIMEOUT_S = 120.0
 OPEN_WAIT_S = 30.0
 #: Where `/start_recording` writes inside the desktop.
 RECORDING = "/tmp/deskgym-recording.mp4"
+#: The recorder's sink argument, which also finds its process (`pgrep -f` / `pkill -f`).
+RECORDER_MATCH = "location=" + RECORDING
 #: The recorder: the screen with the pointer, real time at 10 fps, H.264 in MP4; `-e`
 #: finishes the file on SIGINT (OSWorld's server runs ffmpeg the same way at 30 fps).
 RECORDER = [
     "gst-launch-1.0", "-q", "-e", "ximagesrc", "use-damage=false", "show-pointer=true",
     "!", "video/x-raw,framerate=10/1", "!", "videoconvert", "!",
     "x264enc", "speed-preset=ultrafast", "tune=zerolatency", "!", "video/x-h264,profile=high", "!",
-    "mp4mux", "!", "filesink", f"location={RECORDING}",
+    "mp4mux", "!", "filesink", RECORDER_MATCH,
 ]
 #: How long `/end_recording` waits for the recorder to finish its file.
 RECORDING_FINISH_S = 15.0
@@ -132,7 +134,7 @@ class Bridge:
         return terms[0].text if terms else None
 
     def recording(self) -> bool:
-        return bool(self.env.exec(["pgrep", "-f", f"location={RECORDING}"]).ok)
+        return bool(self.env.exec(["pgrep", "-f", RECORDER_MATCH]).ok)
 
     def start_recording(self) -> bool:
         """Starts the recorder; False when one runs already (OSWorld answers 400)."""
@@ -144,12 +146,12 @@ class Bridge:
 
     def end_recording(self) -> bytes | None:
         """Stops the recorder and returns its MP4; None when none was running."""
-        if not self.env.exec(["pkill", "-INT", "-f", f"location={RECORDING}"]).ok:
+        if not self.env.exec(["pkill", "-INT", "-f", RECORDER_MATCH]).ok:
             return None
         t0 = time.monotonic()
         while self.recording():
             if time.monotonic() - t0 > RECORDING_FINISH_S:
-                self.env.exec(["pkill", "-KILL", "-f", f"location={RECORDING}"])
+                self.env.exec(["pkill", "-KILL", "-f", RECORDER_MATCH])
                 raise TimeoutError(f"the recorder did not finish its file within {RECORDING_FINISH_S:.0f} s")
             time.sleep(0.1)
         data: bytes = self.env.get_file(RECORDING)
