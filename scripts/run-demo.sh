@@ -2,12 +2,19 @@
 # The main job: install what is needed, build in release, start deskgym-server on
 # loopback, run the random and the scripted pixel agent on every bundled task through
 # make_vec, print what happened, write the records, stop the server.
-# Extra arguments go to `python -m deskgym.demo` (e.g. --num-envs 8 --episodes 32).
+# Extra arguments go to `python -m deskgym.demo` (e.g. --num-envs 8 --episodes 32, or
+# --tasks miniwob/click-button,miniwob/enter-text for MiniWoB++ pages in Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
+case " $* " in
+  *miniwob/*) scripts/setup.sh --web ;;
+  *) scripts/setup.sh ;;
+esac
 echo "build: cargo build --release (first time: several minutes)"
 cargo build --release --bins -q
 source scripts/start-server.sh
+# The server lists the installed miniwob package's pages as tasks miniwob/<name>.
+DESKGYM_MINIWOB_DIR="$(.venv/bin/python -c 'from deskgym.registration import miniwob_dir; print(miniwob_dir() or "")')"
+export DESKGYM_MINIWOB_DIR
 start_server target/release/deskgym-server
 .venv/bin/python -m deskgym.demo --address "$DESKGYM_ADDRESS" "$@"

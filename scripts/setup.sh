@@ -2,11 +2,15 @@
 # Installs what deskgym needs on Debian 12: system packages (as root, or through sudo),
 # then the Python client with its test extras into ./.venv. Safe to run again.
 # `--desktop` also installs what the bundled `desktop` profile runs (bubblewrap,
-# openbox, D-Bus, AT-SPI, terminal, file manager, editor, Chromium, LibreOffice...).
+# openbox, D-Bus, AT-SPI, terminal, file manager, editor, Chromium, LibreOffice...);
+# `--web` what the `web` profile (MiniWoB++ tasks) runs: bubblewrap and Chromium, and
+# the `miniwob` package whose pages the server lists as tasks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DESKTOP=0
-[ "${1:-}" = "--desktop" ] && DESKTOP=1
+WEB=0
+[ "${1:-}" = "--desktop" ] && DESKTOP=1 && WEB=1
+[ "${1:-}" = "--web" ] && WEB=1
 
 # xvfb: the displays; xfonts-base: the task app's 10x20 font; python3-venv: .venv;
 # GStreamer: headers to build, plugins for per-episode H.264 video (x264enc is in
@@ -18,8 +22,10 @@ PKGS=(xvfb xfonts-base python3-venv python3-pip pkg-config
 DESKTOP_PKGS=(bubblewrap openbox dbus dbus-x11 at-spi2-core pulseaudio gnome-terminal pcmanfm
       mousepad chromium libreoffice-writer libreoffice-calc libreoffice-impress libreoffice-gtk3
       git unzip python-is-python3 python3-tk python3-dev wmctrl xdotool xdg-utils socat
-      libglib2.0-bin dconf-cli dconf-gsettings-backend locales python3-pyatspi)
+      libglib2.0-bin dconf-cli dconf-gsettings-backend locales python3-pyatspi chromium-driver)
 ((DESKTOP)) && PKGS+=("${DESKTOP_PKGS[@]}")
+((WEB)) && PKGS+=(bubblewrap chromium chromium-driver)
+((WEB)) && DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}miniwob"
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -2,7 +2,8 @@
 # Every test, Rust and Python, against real Xvfb and a real server. `.ci/run` calls this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The tests also need the SB3 extra (torch, ~2 min to install the first time) and the
+# (`--desktop` brings the web profile's too: Chromium, chromium-driver, the miniwob
+# package.) The tests also need the SB3 extra (torch, ~2 min to install the first time) and the
 # static checkers; the main job's setup stays without them.
 DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,lint,osworld" scripts/setup.sh --desktop
 scripts/setup-lerobot.sh

@@ -139,6 +139,7 @@ fn step(c: &mut Criterion) {
             },
             sandbox: None,
             script: None,
+            web: None,
         })
         .expect("desktop");
         d.reset(1).expect("reset");

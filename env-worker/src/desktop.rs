@@ -67,6 +67,8 @@ pub struct DesktopConfig {
     /// A declarative task on that session: setup at reset, a checker after each step.
     /// Shared: the step path takes a reference count, not a copy of the setup.
     pub script: Option<std::sync::Arc<ScriptSpec>>,
+    /// A web task on that session: a page in the browser, scored by the page.
+    pub web: Option<std::sync::Arc<crate::web::WebSpec>>,
 }
 
 /// The outcome of a reset or step, before capture.
@@ -81,6 +83,8 @@ pub struct Outcome {
 /// A running desktop. Fields drop in declaration order: app or sandbox, X session,
 /// then Xvfb.
 pub struct Desktop {
+    /// The web task's page (dropped before the sandbox that runs its browser).
+    page: Option<crate::web::Page>,
     app: Option<TaskApp>,
     sandbox: Option<Sandbox>,
     /// The sandbox is as started: nothing ran in it since (a reset need not restart it).
@@ -120,7 +124,17 @@ impl Desktop {
             ),
             Some(cfg) => (None, Some(Sandbox::start(xvfb.display(), cfg)?)),
         };
+        let page = match (&config.web, &sandbox) {
+            (Some(spec), Some(sb)) => Some(crate::web::Page::open(
+                sb,
+                spec.clone(),
+                config.width,
+                config.height,
+            )?),
+            _ => None,
+        };
         Ok(Self {
+            page,
             app,
             fresh: true,
             seed: 0,
@@ -171,7 +185,10 @@ impl Desktop {
 
     /// Pointer position as placed by the last action.
     pub fn pointer(&self) -> Point {
-        self.x.pointer()
+        match &self.page {
+            Some(page) => page.pointer(),
+            None => self.x.pointer(),
+        }
     }
 
     /// Fails with [`DesktopError::DisplayGone`] or [`DesktopError::App`] when a part died.
@@ -206,6 +223,28 @@ impl Desktop {
             Point::default()
         };
         self.x.release_all(park)?;
+        if let (Some(spec), Some(cfg)) = (self.config.web.clone(), &self.config.sandbox) {
+            // The page is loaded afresh; the browser and its sandbox stay up unless
+            // something else ran in the sandbox (exec, files): then both start anew.
+            if !self.fresh || self.page.is_none() {
+                self.page = None;
+                self.clipboard = None;
+                self.sandbox = None;
+                let sb = Sandbox::start(self.xvfb.display(), cfg)?;
+                let (w, h) = (self.config.width, self.config.height);
+                self.page = Some(crate::web::Page::open(&sb, spec, w, h)?);
+                self.sandbox = Some(sb);
+                self.fresh = true;
+            }
+            self.seed = seed;
+            let page = self
+                .page
+                .as_mut()
+                .ok_or(DesktopError::App("no page".into()))?;
+            let app = page.reset(seed)?;
+            let settle = self.x.settle(self.config.settle)?;
+            return Ok(Outcome { app, settle });
+        }
         let app = match (&mut self.app, &self.config.sandbox) {
             (Some(a), _) => a.reset(seed)?,
             (None, Some(cfg)) => {
@@ -244,6 +283,11 @@ impl Desktop {
             return Err(DesktopError::invalid("type_text.text", "text is empty"));
         }
         self.check_alive()?;
+        if let Some(page) = self.page.as_mut() {
+            let app = page.step(action)?;
+            let settle = self.x.settle(self.config.settle)?;
+            return Ok(Outcome { app, settle });
+        }
         self.fresh = false;
         match action {
             Action::LaunchApp(argv) => self.launch_and_wait(argv)?,
@@ -309,6 +353,7 @@ impl Desktop {
             reward,
             done,
             instruction: script.instruction.clone(),
+            extra: Vec::new(),
         })
     }
 
@@ -316,6 +361,9 @@ impl Desktop {
     /// otherwise.
     pub fn tree(&mut self, limits: &Limits) -> Result<Tree> {
         self.check_alive()?;
+        if let Some(page) = self.page.as_mut() {
+            return page.tree();
+        }
         match (&mut self.app, &self.sandbox) {
             (Some(app), _) => app.tree(),
             (None, Some(sb)) => sb.a11y_tree(limits),
@@ -326,6 +374,16 @@ impl Desktop {
     /// What an element is now: where it is and whether it shows.
     pub fn live(&mut self, id: &str) -> Result<Live> {
         self.check_alive()?;
+        if let Some(page) = self.page.as_mut() {
+            let tree = page.tree()?;
+            let n = tree.nodes.into_iter().find(|n| n.id == id).ok_or_else(|| {
+                DesktopError::element(Failure::Gone, "the element no longer exists")
+            })?;
+            return Ok(Live {
+                bounds: n.bounds,
+                states: n.states,
+            });
+        }
         match (&mut self.app, &self.sandbox) {
             (Some(app), _) => widget(app, id).map(|n| Live {
                 bounds: n.bounds,

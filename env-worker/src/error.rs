@@ -52,6 +52,9 @@ pub enum DesktopError {
         /// What, for the user.
         message: String,
     },
+    /// A page did not become ready in time (a web task); the desktop is restarted.
+    #[error("{0}")]
+    NotReady(String),
     /// An X protocol request failed in a way that does not mean the display is gone.
     #[error("X request failed: {0}")]
     X11(String),
@@ -81,7 +84,7 @@ impl DesktopError {
     pub fn is_fatal(&self) -> bool {
         matches!(
             self,
-            Self::DisplayGone { .. } | Self::App(_) | Self::XvfbStart(_)
+            Self::DisplayGone { .. } | Self::App(_) | Self::XvfbStart(_) | Self::NotReady(_)
         )
     }
 }

@@ -17,12 +17,14 @@
 //! - [`clipboard`]: the CLIPBOARD selection as text (read, and owned by a thread of ours).
 //! - [`script`]: declarative tasks (setup steps, a checker command for the reward).
 //! - [`windows`]: top-level windows through the window manager (EWMH).
+//! - [`web`]: web tasks (MiniWoB++ pages) in Chromium, driven over DevTools ([`cdp`]).
 //! - [`desktop`]: Xvfb + session + app (or sandbox) as one unit.
 
 pub mod a11y;
 pub mod action;
 pub mod agent;
 pub mod app;
+pub mod cdp;
 pub mod clipboard;
 pub mod desktop;
 pub mod error;
@@ -32,6 +34,7 @@ pub mod sandbox;
 pub mod script;
 pub mod task_app;
 pub mod tasks;
+pub mod web;
 pub mod windows;
 pub mod x11;
 pub mod xvfb;

@@ -47,6 +47,9 @@ pub struct SandboxConfig {
     pub password: String,
     /// Most processes `user` may run at once in this sandbox (fork bombs stop there).
     pub max_processes: u32,
+    /// Host directories shown read-only inside, each at a path under `/run` (a web
+    /// task's pages, wherever the host keeps them: its home and `/tmp` are masked).
+    pub shares: Vec<(PathBuf, String)>,
 }
 
 /// A running sandbox.
@@ -191,6 +194,9 @@ impl Sandbox {
             } else if h.exists() {
                 cmd.args(["--ro-bind", "/dev/null"]).arg(h);
             }
+        }
+        for (host, inside) in &cfg.shares {
+            cmd.arg("--ro-bind").arg(host).arg(inside);
         }
         cmd.arg("--bind")
             .arg(dir.join("home"))
@@ -363,6 +369,37 @@ impl Sandbox {
             }
             Reply::Failed { message } => Err(DesktopError::Exec(message)),
             other => Err(untrusted(other.kind())),
+        }
+    }
+
+    /// A byte stream to TCP `port` on the sandbox's own loopback (the agent's
+    /// `Connect`), with `bound` as its read and write timeout. `Exec` when nothing
+    /// accepts on the port (yet).
+    pub fn connect(&self, port: u16, bound: Duration) -> Result<UnixStream> {
+        let mut conn = UnixStream::connect(self.socket())?;
+        conn.set_read_timeout(Some(bound))?;
+        conn.set_write_timeout(Some(bound))?;
+        let mut line =
+            serde_json::to_vec(&Request::Connect { port }).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        conn.write_all(&line)?;
+        // Byte by byte: what follows the reply line is the port's, not ours to buffer.
+        let mut reply = Vec::with_capacity(64);
+        let mut byte = [0u8; 1];
+        while reply.len() < 4096 {
+            if conn.read(&mut byte)? == 0 {
+                break;
+            }
+            if byte[0] == b'\n' {
+                break;
+            }
+            reply.push(byte[0]);
+        }
+        match serde_json::from_slice::<Reply>(&reply) {
+            Ok(Reply::Connected) => Ok(conn),
+            Ok(Reply::Failed { message }) => Err(DesktopError::Exec(message)),
+            Ok(other) => Err(untrusted(other.kind())),
+            Err(_) => Err(untrusted("a cut Connect reply")),
         }
     }
 

@@ -27,6 +27,9 @@ pub struct AppState {
     pub done: bool,
     /// The episode's instruction.
     pub instruction: String,
+    /// What the task reports beside the reward (a web page's raw reward and reason),
+    /// carried into `info`.
+    pub extra: Vec<(String, String)>,
 }
 
 impl AppState {
@@ -36,6 +39,7 @@ impl AppState {
             reward: 0.0,
             done: false,
             instruction: String::new(),
+            extra: Vec::new(),
         }
     }
 }
@@ -199,6 +203,7 @@ fn parse_reply(reply: &str) -> Result<AppState> {
         reward,
         done,
         instruction,
+        extra: Vec::new(),
     })
 }
 
@@ -230,7 +235,8 @@ mod tests {
             AppState {
                 reward: 1.0,
                 done: true,
-                instruction: "Click the red circle.".into()
+                instruction: "Click the red circle.".into(),
+                extra: Vec::new(),
             }
         );
         assert!(parse_reply("err boom").is_err());

@@ -31,6 +31,9 @@ pub enum SettlePolicy {
     /// `settle_max_ms`). For apps that cannot acknowledge.
     #[default]
     Damage,
+    /// A web page acknowledges the input (DevTools) and two animation frames pass, so
+    /// the frame showing its answer is drawn; then as `Sync`. Web tasks only.
+    Browser,
 }
 
 impl SettlePolicy {
@@ -39,6 +42,7 @@ impl SettlePolicy {
         match self {
             Self::Sync => "sync",
             Self::Damage => "damage",
+            Self::Browser => "browser",
         }
     }
 }
@@ -575,7 +579,7 @@ impl XSession {
     pub fn settle(&mut self, settle: Settle) -> Result<SettleReport> {
         let start = Instant::now();
         let quiet_ms = match settle.policy {
-            SettlePolicy::Sync => 0,
+            SettlePolicy::Sync | SettlePolicy::Browser => 0,
             SettlePolicy::Damage => settle.settle_ms,
         };
         let quiet = Duration::from_millis(u64::from(quiet_ms));

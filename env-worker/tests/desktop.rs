@@ -18,6 +18,7 @@ fn desktop(task: &str, w: u32, h: u32) -> Desktop {
         },
         sandbox: None,
         script: None,
+        web: None,
     })
     .expect("desktop starts (needs the Debian package `xvfb`)")
 }
@@ -153,6 +154,7 @@ fn settle_reports_quiet_window() {
         },
         sandbox: None,
         script: None,
+        web: None,
     })
     .unwrap();
     let out = d.reset(0).unwrap();

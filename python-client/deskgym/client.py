@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -262,10 +262,13 @@ class Client:
         record: str | None = None,
         profile: str | None = None,
         capabilities: Sequence[str] = (),
+        task_options: Mapping[str, Any] | None = None,
     ) -> Pool:
         """Starts ``num_envs`` desktops running ``task`` on ``profile`` (default: the
         task's own), granted ``capabilities`` (e.g. ``["exec"]``; the server's policy
-        must allow each)."""
+        must allow each). ``task_options`` are the task family's (``miniwob/...``:
+        ``reward``, ``clock``, ``step_ms``, ``ready_ms``, ``data_mode``); a screen of
+        ``(0, 0)`` is the task's own size."""
         settle = pb.SettleConfig(settle_max_ms=settle_max_ms)
         if settle_ms is not None:
             settle.settle_ms = settle_ms
@@ -285,6 +288,7 @@ class Client:
                 lease_ttl_ms=int(self.lease_ttl_s * 1000) if self.lease_ttl_s else 0,
                 profile=profile or "",
                 capabilities=list(capabilities),
+                task_options={str(k): str(v) for k, v in (task_options or {}).items()},
             ),
             pb.CreatePoolResponse,
         )

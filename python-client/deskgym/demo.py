@@ -1,5 +1,7 @@
 """The main job: every bundled task, a random and a scripted pixel agent, N desktops
-stepped through ``make_vec``; prints throughput and success rates. Each run is recorded
+stepped through ``make_vec``; prints throughput and success rates. MiniWoB++ tasks run
+too (``--tasks miniwob/click-button,miniwob/enter-text``), their scripted agent the
+DOM-reading oracle of :mod:`deskgym.miniwob`. Each run is recorded
 by the server as a ``.skn`` dataset (Parquet tables and per-episode H.264) in its data
 directory; a summary, the episode list and a screenshot per task go to ``--out``.
 
@@ -19,6 +21,7 @@ import numpy as np
 
 import deskgym
 from deskgym.agents import PixelAgent, RandomAgent
+from deskgym.miniwob import OracleAgent
 
 
 _last_draw = 0.0
@@ -45,15 +48,22 @@ def env_info(infos: dict[str, Any], i: int) -> dict[str, Any]:
     return {k: v[i] for k, v in infos.items() if not k.startswith("_") and isinstance(v, np.ndarray)}
 
 
+def screen_of(task: str, args: argparse.Namespace) -> tuple[int, int] | None:
+    """``--screen``, except for a MiniWoB++ page: its own task area."""
+    return None if task.startswith("miniwob/") else args.screen
+
+
 def run(task: str, agent_name: str, args: argparse.Namespace, records: list[dict[str, Any]]) -> dict[str, Any]:
     env = deskgym.make_vec(
         task, args.num_envs, address=args.address, token=args.token, seed=args.seed,
-        screen=args.screen, autoreset_mode="next_step", settle_ms=args.settle_ms,
+        screen=screen_of(task, args), autoreset_mode="next_step", settle_ms=args.settle_ms,
         record=f"{args.run_prefix}-{task}-{agent_name}" if args.record else None,
     )
     try:
         agents = [
-            RandomAgent(env.single_action_space, seed=args.seed + i) if agent_name == "random" else PixelAgent()
+            RandomAgent(env.single_action_space, seed=args.seed + i) if agent_name == "random"
+            else OracleAgent(env.client, env.env_ids[i], task) if task.startswith("miniwob/")
+            else PixelAgent()
             for i in range(args.num_envs)
         ]
         obs, infos = env.reset(seed=args.seed)
@@ -102,10 +112,10 @@ def run(task: str, agent_name: str, args: argparse.Namespace, records: list[dict
 
 def screenshot(task: str, args: argparse.Namespace, out: pathlib.Path) -> pathlib.Path:
     c = deskgym.Client(args.address, args.token)
-    pool = c.create_pool(task, 1, screen=args.screen, settle_ms=args.settle_ms)
+    pool = c.create_pool(task, 1, screen=screen_of(task, args) or (0, 0), settle_ms=args.settle_ms)
     try:
         r = c.reset(pool.env_ids[0], seed=args.seed, encoding="png")
-        path = out / f"{task}.png"
+        path = out / f"{task.replace('/', '_')}.png"
         path.write_bytes(r.observation.frame)
         return path
     finally:
@@ -145,9 +155,9 @@ def main(argv: list[str] | None = None) -> int:
             summary.append(run(task, agent, args, records))
 
     print()
-    print(f"{'task':<14} {'agent':<9} {'episodes':>8} {'success':>8} {'mean len':>9} {'env-steps/s':>12}")
+    print(f"{'task':<24} {'agent':<9} {'episodes':>8} {'success':>8} {'mean len':>9} {'env-steps/s':>12}")
     for s in summary:
-        print(f"{s['task']:<14} {s['agent']:<9} {s['episodes']:>8} {s['success_rate']:>8.0%} {s['mean_length']:>9.1f} {s['steps_per_s']:>12.1f}")
+        print(f"{s['task']:<24} {s['agent']:<9} {s['episodes']:>8} {s['success_rate']:>8.0%} {s['mean_length']:>9.1f} {s['steps_per_s']:>12.1f}")
     total_steps = sum(s["env_steps"] for s in summary)
     total_s = sum(s["seconds"] for s in summary)
     print(f"\nall runs: {total_steps} env-steps in {total_s:.1f} s = {total_steps / total_s:.1f} env-steps/s")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -58,7 +58,7 @@ class DeskgymEnv(gym.Env[Any, Any]):
         address: str = DEFAULT_ADDRESS,
         token: str | None = None,
         seed: int | None = None,
-        screen: tuple[int, int] = (1280, 720),
+        screen: tuple[int, int] | None = None,
         obs_type: str = "rgb",
         max_steps: int | None = None,
         settle_ms: int | None = None,
@@ -71,6 +71,7 @@ class DeskgymEnv(gym.Env[Any, Any]):
         obs_format: str = "uint8_hwc",
         profile: str | None = None,
         capabilities: Sequence[str] = (),
+        task_options: Mapping[str, Any] | None = None,
     ) -> None:
         if obs_type not in OBS_TYPES:
             raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(OBS_TYPES)}")
@@ -89,8 +90,9 @@ class DeskgymEnv(gym.Env[Any, Any]):
         self._seed = seed
         self._pool: Pool | None = None
         self._pool = self.client.create_pool(
-            task, 1, screen=screen, seed=seed or 0, max_steps=max_steps or 0, encoding=self._encoding, settle_ms=settle_ms,
+            task, 1, screen=screen or (0, 0), seed=seed or 0, max_steps=max_steps or 0, encoding=self._encoding, settle_ms=settle_ms,
             record=record, profile=profile, capabilities=capabilities,
+            task_options=task_options,
         )
         #: The desktop profile this env runs, and the capabilities its pool was granted.
         self.profile = self._pool.profile

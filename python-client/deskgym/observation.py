@@ -54,7 +54,7 @@ def observation_space(obs_type: str, width: int, height: int) -> spaces.Space[An
 _OPERATOR_EXTRAS = {"display"}
 
 
-_POLICIES = {pb.SETTLE_POLICY_SYNC: "sync", pb.SETTLE_POLICY_DAMAGE: "damage"}
+_POLICIES = {pb.SETTLE_POLICY_SYNC: "sync", pb.SETTLE_POLICY_DAMAGE: "damage", pb.SETTLE_POLICY_BROWSER: "browser"}
 
 
 def stats(obs: pb.Observation, step_info: pb.StepInfo, cached: bool) -> dict[str, Any]:

@@ -15,10 +15,33 @@ TASKS = {
 }
 
 
+def miniwob_dir() -> str | None:
+    """The installed ``miniwob`` package's directory (found, not imported), or ``None``:
+    what to give the server as ``--miniwob-dir`` / ``DESKGYM_MINIWOB_DIR``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("miniwob")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return str(list(spec.submodule_search_locations)[0])
+
+
+def miniwob_names() -> list[str]:
+    """MiniWoB++'s task names, from the installed ``miniwob`` package's pages; empty
+    without it. The server lists the same pages."""
+    from pathlib import Path
+
+    d = miniwob_dir()
+    return sorted(p.stem for p in (Path(d) / "html" / "miniwob").glob("*.html")) if d else []
+
+
 def register_envs() -> None:
     """Registers every bundled task (idempotent): ``gymnasium.make("deskgym/ClickTarget-v0",
-    address="127.0.0.1:50051")`` and ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``."""
-    for task, env_id in TASKS.items():
+    address="127.0.0.1:50051")`` and ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``;
+    and each installed MiniWoB++ page: ``"deskgym/miniwob-click-button-v0"`` runs task
+    ``"miniwob/click-button"``."""
+    ids = list(TASKS.items()) + [(f"miniwob/{n}", f"deskgym/miniwob-{n}-v0") for n in miniwob_names()]
+    for task, env_id in ids:
         if env_id in gym.registry:
             continue
         gym.register(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -57,7 +57,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         address: str = DEFAULT_ADDRESS,
         token: str | None = None,
         seed: int | None = None,
-        screen: tuple[int, int] = (1280, 720),
+        screen: tuple[int, int] | None = None,
         obs_type: str = "rgb",
         max_steps: int | None = None,
         settle_ms: int | None = None,
@@ -70,6 +70,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         info_timing: bool = False,
         profile: str | None = None,
         capabilities: Sequence[str] = (),
+        task_options: Mapping[str, Any] | None = None,
         _pool: Pool | None = None,
     ) -> None:
         pixel_types = [t for t in OBS_TYPES if "a11y" not in t]
@@ -89,8 +90,9 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         # Unseeded pools still get distinct, reproducible-per-run episode seeds.
         base_seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
         self._pool: Pool | None = _pool or self.client.create_pool(
-            task, num_envs, screen=screen, seed=base_seed, max_steps=max_steps or 0, encoding=obs_type,
+            task, num_envs, screen=screen or (0, 0), seed=base_seed, max_steps=max_steps or 0, encoding=obs_type,
             settle_ms=settle_ms, record=record, profile=profile, capabilities=capabilities,
+            task_options=task_options,
         )
         #: Where the server writes this vector env's recording (when ``record`` names a run).
         self.recording_path = self._pool.recording_path

@@ -225,6 +225,7 @@ pub(crate) mod fake {
                 reward: e.map_or(0.0, |e| e.reward()),
                 done: e.is_some_and(|e| e.done()),
                 instruction: e.map(|e| e.instruction().to_string()).unwrap_or_default(),
+                extra: Vec::new(),
             }
         }
 

@@ -121,6 +121,9 @@ pub struct ServerConfig {
     pub profiles: Option<std::path::PathBuf>,
     /// A directory of declarative task files (`*.toml`) added to the bundled tasks.
     pub tasks_dir: Option<std::path::PathBuf>,
+    /// The installed `miniwob` package (its `html/miniwob/*.html` become the
+    /// `miniwob/<name>` tasks); `None`: found through `python3`, absent if not installed.
+    pub miniwob_dir: Option<std::path::PathBuf>,
     /// Capabilities pools may be granted ("exec", ...); anything else is
     /// PERMISSION_DENIED. Empty: none (the default: boundary verbs are opt-in).
     pub allow_capabilities: Vec<String>,
@@ -145,6 +148,7 @@ impl Default for ServerConfig {
             record_video_variable_rate: false,
             profiles: None,
             tasks_dir: None,
+            miniwob_dir: None,
             allow_capabilities: Vec::new(),
             sandbox_hide: Vec::new(),
         }

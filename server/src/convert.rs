@@ -60,6 +60,7 @@ pub(crate) fn observation(o: Obs) -> pb::Observation {
             policy: match o.settle.policy {
                 SettlePolicy::Sync => pb::SettlePolicy::Sync,
                 SettlePolicy::Damage => pb::SettlePolicy::Damage,
+                SettlePolicy::Browser => pb::SettlePolicy::Browser,
             } as i32,
             waited_ms: o.settle.waited_ms,
             quiesced: o.settle.quiesced,

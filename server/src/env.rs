@@ -840,7 +840,8 @@ impl Env {
                 }
             }
         }
-        let info = self.info(&ep, started, s.desktop.as_ref().map(|d| d.display()));
+        let mut info = self.info(&ep, started, s.desktop.as_ref().map(|d| d.display()));
+        info.extra.extend(out.app.extra);
         s.episode = Some(ep);
         Ok(Reset {
             obs: observation,
@@ -1043,6 +1044,7 @@ impl Env {
             }
         }
         let mut info = self.info(ep, started, Some(display));
+        info.extra.extend(out.app.extra);
         self.pool.record(|| {
             deskgym_datasets::Record::Step(deskgym_datasets::StepRow {
                 episode_id: ep.log.episode_id.clone(),

@@ -7,6 +7,7 @@
 //! and attaches a `google.rpc.BadRequest` field violation to every bad field. It sits
 //! above the module chain; `env` calls [`EnvError::code_name`] only to store the code.
 
+use deskgym_worker::DesktopError;
 use tonic::{Code, Status};
 
 use crate::auth::AuthError;
@@ -31,6 +32,8 @@ impl EnvError {
             Self::NoEpisode { .. } | Self::Ended { .. } | Self::Incompatible(_) => {
                 Code::FailedPrecondition
             }
+            // A page that never became ready: a timeout, and the desktop restarts.
+            Self::Down(DesktopError::NotReady(_)) => Code::DeadlineExceeded,
             Self::NoDesktop { .. } | Self::Down(_) => Code::Unavailable,
             Self::Refused(_) | Self::Clipboard(_) | Self::Element { .. } => {
                 Code::FailedPrecondition

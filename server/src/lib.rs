@@ -135,8 +135,12 @@ pub async fn run(
     hide.push(std::path::absolute(&config.data_dir)?);
     let catalog =
         profiles::Catalog::load(config.profiles.as_deref()).map_err(RunError::Profiles)?;
-    let tasks =
-        tasks::Tasks::load(config.tasks_dir.as_deref(), &catalog).map_err(RunError::Profiles)?;
+    let tasks = tasks::Tasks::load(
+        config.tasks_dir.as_deref(),
+        config.miniwob_dir.as_deref(),
+        &catalog,
+    )
+    .map_err(RunError::Profiles)?;
     let policy = spec::Policy {
         catalog,
         tasks,

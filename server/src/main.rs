@@ -36,6 +36,10 @@ struct Args {
     /// A directory of declarative task files (`*.toml`) added to the bundled tasks.
     #[arg(long)]
     tasks_dir: Option<std::path::PathBuf>,
+    /// The installed `miniwob` package directory (MiniWoB++'s pages become tasks
+    /// `miniwob/<name>`). Default: `$DESKGYM_MINIWOB_DIR`, else where `python3` finds it.
+    #[arg(long)]
+    miniwob_dir: Option<std::path::PathBuf>,
     /// Capabilities pools may be granted, comma-separated (e.g. `exec`). Boundary verbs
     /// are off unless listed here and asked for by the pool.
     #[arg(long, value_delimiter = ',')]
@@ -110,6 +114,11 @@ async fn main() -> anyhow::Result<()> {
         record_video_variable_rate: args.record_video_variable_rate,
         profiles: args.profiles,
         tasks_dir: args.tasks_dir,
+        miniwob_dir: args.miniwob_dir.or_else(|| {
+            std::env::var_os("DESKGYM_MINIWOB_DIR")
+                .filter(|d| !d.is_empty())
+                .map(Into::into)
+        }),
         allow_capabilities: args.allow_capabilities,
         // Sandboxes never see the token file (the data dir is masked by `run`).
         sandbox_hide: args

@@ -293,10 +293,10 @@ fn parse(
             }
         }
         if let Some(s) = &def.settle
-            && !matches!(s.as_str(), "damage" | "sync")
+            && !matches!(s.as_str(), "damage" | "sync" | "browser")
         {
             return Err(format!(
-                "{what}: profile {name}: settle {s:?} is not `damage` or `sync`"
+                "{what}: profile {name}: settle {s:?} is not `damage`, `sync` or `browser`"
             ));
         }
     }
@@ -343,6 +343,7 @@ fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, Strin
             hide: Vec::new(),
             password: def.password.clone(),
             max_processes: 0,
+            shares: Vec::new(),
         })
     } else {
         None
@@ -354,6 +355,7 @@ fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, Strin
         apps: def.apps,
         settle: def.settle.as_deref().map(|s| match s {
             "sync" => SettlePolicy::Sync,
+            "browser" => SettlePolicy::Browser,
             _ => SettlePolicy::Damage,
         }),
         network: def.network,

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deskgym_proto::v1 as pb;
+use deskgym_worker::web::{Clock, Reward, WebSpec};
 use deskgym_worker::{DesktopConfig, DesktopError, SandboxConfig, Settle, SettlePolicy};
 
 use crate::backend::{Backend, Desktop};
@@ -148,6 +149,8 @@ pub(crate) struct PoolSpec {
     pub(crate) sandbox: Option<SandboxConfig>,
     /// Capabilities granted to the pool.
     pub(crate) capabilities: Vec<String>,
+    /// A web task's page, browser, clock and reward (`None` for other tasks).
+    pub(crate) web: Option<Arc<WebSpec>>,
 }
 
 /// Shortest lease: a client renews every TTL/3, so shorter would be mostly renewals.
@@ -164,6 +167,7 @@ impl PoolSpec {
             settle: self.settle,
             sandbox: self.sandbox.clone(),
             script: self.task.script.clone(),
+            web: self.web.clone(),
         }
     }
 
@@ -216,11 +220,36 @@ pub(crate) fn validate(
     policy: &Policy,
 ) -> Result<PoolSpec, SpecError> {
     let task = policy.tasks.get(&req.task).cloned().ok_or_else(|| {
-        let known: Vec<_> = policy.tasks.iter().map(|t| t.id.as_str()).collect();
+        let close = policy.tasks.close_to(&req.task);
+        let known: Vec<_> = policy
+            .tasks
+            .iter()
+            .map(|t| t.id.as_str())
+            .filter(|t| !t.starts_with("miniwob/"))
+            .collect();
+        let miniwob = policy
+            .tasks
+            .iter()
+            .filter(|t| t.id.starts_with("miniwob/"))
+            .count();
+        let close = if close.is_empty() {
+            String::new()
+        } else {
+            format!(" (did you mean {}?)", close.join(", "))
+        };
+        let family = match miniwob {
+            0 if req.task.starts_with("miniwob/") => {
+                " (no miniwob/ tasks here: install the `miniwob` package, or start the server \
+                 with --miniwob-dir)"
+                    .to_string()
+            }
+            0 => String::new(),
+            n => format!(", and {n} miniwob/<name> tasks (GetCapabilities lists them)"),
+        };
         Invalid::new(
             "task",
             format!(
-                "unknown task {}; known tasks: {}",
+                "unknown task {}{close}. Known tasks: {}{family}",
                 quote(&req.task),
                 known.join(", ")
             ),
@@ -298,13 +327,14 @@ pub(crate) fn validate(
         .into());
     }
     let screen = req.screen.unwrap_or_default();
+    let (default_w, default_h) = task.screen.unwrap_or((DEFAULT_WIDTH, DEFAULT_HEIGHT));
     let width = if screen.width == 0 {
-        DEFAULT_WIDTH
+        default_w
     } else {
         screen.width
     };
     let height = if screen.height == 0 {
-        DEFAULT_HEIGHT
+        default_h
     } else {
         screen.height
     };
@@ -325,12 +355,25 @@ pub(crate) fn validate(
     let settle_policy = match pb::SettlePolicy::try_from(settle_req.policy) {
         Ok(pb::SettlePolicy::Sync) => SettlePolicy::Sync,
         Ok(pb::SettlePolicy::Damage) => SettlePolicy::Damage,
+        Ok(pb::SettlePolicy::Browser) if task.page.is_some() => SettlePolicy::Browser,
+        Ok(pb::SettlePolicy::Browser) => {
+            return Err(Invalid::new(
+                "settle.policy",
+                format!(
+                    "SETTLE_POLICY_BROWSER needs a web task (miniwob/...); task {} is not one",
+                    task.id
+                ),
+            )
+            .into());
+        }
         // A quiet window asked for means XDamage (its meaning before policies).
         Ok(pb::SettlePolicy::Unspecified) if settle_req.settle_ms.is_some() => SettlePolicy::Damage,
         // The task's own policy when its app draws; the profile's for a session.
+        Ok(pb::SettlePolicy::Unspecified) if task.page.is_some() => task.settle,
         Ok(pb::SettlePolicy::Unspecified) => match profile.settle {
+            Some(SettlePolicy::Browser) | None => task.settle,
             Some(p) if profile.sandboxed() => p,
-            _ => task.settle,
+            Some(_) => task.settle,
         },
         Err(_) => {
             return Err(Invalid::new(
@@ -366,7 +409,14 @@ pub(crate) fn validate(
     } else {
         req.max_steps
     };
+    let web = web_spec(&task, &profile, &req.task_options)?;
+    let mut sandbox = profile.sandbox(&policy.hide, l.max_sandbox_processes);
+    if let (Some(page), Some(sb)) = (&task.page, sandbox.as_mut()) {
+        sb.shares
+            .push((page.root.clone(), crate::tasks::WEB_ROOT.to_string()));
+    }
     Ok(PoolSpec {
+        web,
         task,
         screen: Screen { width, height },
         seed: req.seed,
@@ -380,10 +430,101 @@ pub(crate) fn validate(
         warm_spares: req.warm_spares,
         lease: (req.lease_ttl_ms > 0).then(|| Duration::from_millis(req.lease_ttl_ms.into())),
         backend: backend.clone(),
-        sandbox: profile.sandbox(&policy.hide, l.max_sandbox_processes),
+        sandbox,
         profile,
         capabilities,
     })
+}
+
+/// A web task's spec from its page, the profile's browser and the pool's
+/// `task_options`; other tasks take no options.
+fn web_spec(
+    task: &TaskDef,
+    profile: &Profile,
+    options: &std::collections::HashMap<String, String>,
+) -> Result<Option<Arc<WebSpec>>, SpecError> {
+    let Some(page) = &task.page else {
+        if let Some(key) = options.keys().min() {
+            return Err(Invalid::new(
+                format!("task_options.{}", quote(key)),
+                format!("task {} takes no options", task.id),
+            )
+            .into());
+        }
+        return Ok(None);
+    };
+    let browser = profile.apps.get("chromium").cloned().ok_or_else(|| {
+        Invalid::new(
+            "profile",
+            format!(
+                "profile {} has no `chromium` app to show web tasks in",
+                profile.name
+            ),
+        )
+    })?;
+    let mut spec = WebSpec {
+        url: format!("file://{}/{}", crate::tasks::WEB_ROOT, page.path),
+        browser,
+        clock: Clock::Steps { step_ms: 100 },
+        reward: Reward::Original,
+        ready_ms: 5_000,
+        data_mode: "train".into(),
+    };
+    let mut real = false;
+    let mut step_ms = 100;
+    let mut keys: Vec<_> = options.iter().collect();
+    keys.sort();
+    for (k, v) in keys {
+        let bad =
+            |why: &str| Invalid::new(format!("task_options.{k}"), format!("{}: {why}", quote(v)));
+        let ms = |max: u32| {
+            v.parse::<u32>().ok().filter(|n| *n <= max).ok_or_else(|| {
+                bad(&format!(
+                    "must be a whole number of milliseconds, 0..={max}"
+                ))
+            })
+        };
+        match k.as_str() {
+            "reward" => {
+                spec.reward = match v.as_str() {
+                    "original" => Reward::Original,
+                    "raw" => Reward::Raw,
+                    "binary" => Reward::Binary,
+                    _ => return Err(bad("must be original, raw or binary").into()),
+                }
+            }
+            "clock" => {
+                real = match v.as_str() {
+                    "steps" => false,
+                    "real" => true,
+                    _ => return Err(bad("must be steps or real").into()),
+                }
+            }
+            "step_ms" => step_ms = ms(600_000)?,
+            "ready_ms" => spec.ready_ms = ms(60_000)?,
+            "data_mode"
+                if !v.is_empty()
+                    && v.len() <= 32
+                    && v.bytes().all(|b| b.is_ascii_alphanumeric()) =>
+            {
+                spec.data_mode = v.clone();
+            }
+            "data_mode" => return Err(bad("must be 1..=32 letters or digits (train, test)").into()),
+            _ => {
+                return Err(Invalid::new(
+                    format!("task_options.{}", quote(k)),
+                    "unknown option; miniwob tasks take reward, clock, step_ms, ready_ms, data_mode",
+                )
+                .into());
+            }
+        }
+    }
+    spec.clock = if real {
+        Clock::Real
+    } else {
+        Clock::Steps { step_ms }
+    };
+    Ok(Some(Arc::new(spec)))
 }
 
 #[cfg(test)]

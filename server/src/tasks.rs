@@ -1,7 +1,9 @@
 //! Every task the server can run, in one registry: the bundled tasks (drawn by the task
 //! app, `deskgym_worker::TASKS`) and declarative tasks (TOML: a profile, an instruction,
 //! setup steps and a checker command; bundled in `server/tasks/`, more from
-//! `--tasks-dir`). A new family plugs in here without touching the others.
+//! `--tasks-dir`) and web tasks (the `miniwob/<name>` pages of the installed `miniwob`
+//! package, listed at start, never copied). A new family plugs in here without
+//! touching the others.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -32,7 +34,32 @@ pub(crate) struct TaskDef {
     pub(crate) any_profile: bool,
     /// A declarative task's setup and checker (app names resolved), `None` for bundled.
     pub(crate) script: Option<Arc<ScriptSpec>>,
+    /// A web task's page, `None` for the others.
+    pub(crate) page: Option<WebPage>,
+    /// Screen size when a pool sets none (a MiniWoB++ page: its 160x210 task area).
+    pub(crate) screen: Option<(u32, u32)>,
 }
+
+/// A web task's page: a file under a host directory that its sandbox shows at
+/// [`WEB_ROOT`].
+#[derive(Debug, Clone)]
+pub(crate) struct WebPage {
+    /// The host directory (MiniWoB++'s `html/`, with `core/` beside the pages).
+    pub(crate) root: std::path::PathBuf,
+    /// The page's path under it, e.g. `miniwob/click-button.html`.
+    pub(crate) path: String,
+}
+
+/// Where a web task's sandbox shows its pages' directory (read-only).
+pub(crate) const WEB_ROOT: &str = "/run/deskgym-web";
+
+/// The `miniwob/` family's profile: Chromium alone in a sandbox.
+pub(crate) const WEB_PROFILE: &str = "web";
+/// MiniWoB++'s task area (`#wrap` in its `core.css`), the screen of its envs.
+const MINIWOB_SCREEN: (u32, u32) = (160, 210);
+/// Episode bound of a MiniWoB++ task: the step clock's timeout (100 steps of 100 ms)
+/// ends an episode first.
+const MINIWOB_MAX_STEPS: u32 = 100;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,15 +130,32 @@ fn bundled_app_tasks() -> Vec<Arc<TaskDef>> {
                 profile: t.profile.into(),
                 any_profile: t.any_profile,
                 script: None,
+                page: None,
+                screen: None,
             })
         })
         .collect()
 }
 
 impl Tasks {
-    /// The bundled tasks plus every `*.toml` of `dir`, checked against `profiles`.
-    pub(crate) fn load(dir: Option<&Path>, profiles: &Catalog) -> Result<Self, String> {
+    /// The bundled tasks, every `*.toml` of `dir` (checked against `profiles`), and
+    /// the MiniWoB++ pages of the `miniwob` package at `miniwob` (or where `python3`
+    /// finds it) when the catalog has the `web` profile.
+    pub(crate) fn load(
+        dir: Option<&Path>,
+        miniwob: Option<&Path>,
+        profiles: &Catalog,
+    ) -> Result<Self, String> {
         let mut all = bundled_app_tasks();
+        if profiles.get(WEB_PROFILE).is_some() {
+            let found = match miniwob {
+                Some(d) => Some(d.to_path_buf()),
+                None => find_miniwob(),
+            };
+            if let Some(d) = found {
+                all.extend(miniwob_tasks(&d)?);
+            }
+        }
         let mut files: Vec<(String, String)> = BUNDLED
             .iter()
             .map(|(n, t)| (format!("bundled {n}"), t.to_string()))
@@ -149,10 +193,94 @@ impl Tasks {
         self.all.iter().find(|t| t.id == id)
     }
 
+    /// Up to five known ids closest to a mistyped `id` (edit distance), for the error.
+    pub(crate) fn close_to(&self, id: &str) -> Vec<&str> {
+        let mut scored: Vec<(usize, &str)> = self
+            .all
+            .iter()
+            .map(|t| (edit_distance(id, &t.id), t.id.as_str()))
+            .filter(|(d, t)| *d <= (t.len() / 3).max(3))
+            .collect();
+        scored.sort();
+        scored.into_iter().take(5).map(|(_, t)| t).collect()
+    }
+
     /// Every task, bundled first.
     pub(crate) fn iter(&self) -> impl Iterator<Item = &Arc<TaskDef>> {
         self.all.iter()
     }
+}
+
+/// The `miniwob` package directory as `python3` finds it (without importing it).
+fn find_miniwob() -> Option<std::path::PathBuf> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import importlib.util as u; s = u.find_spec('miniwob'); \
+             print(s.submodule_search_locations[0] if s else '')",
+        ])
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let dir = String::from_utf8(out.stdout).ok()?.trim().to_string();
+    (!dir.is_empty()).then(|| dir.into())
+}
+
+/// One task per page of `<package>/html/miniwob/*.html`.
+fn miniwob_tasks(package: &Path) -> Result<Vec<Arc<TaskDef>>, String> {
+    let html =
+        std::path::absolute(package.join("html")).map_err(|e| format!("miniwob dir: {e}"))?;
+    let pages = html.join("miniwob");
+    let mut names: Vec<String> = std::fs::read_dir(&pages)
+        .map_err(|e| {
+            format!(
+                "miniwob dir {}: {e} (expected the installed `miniwob` package, with html/miniwob/*.html)",
+                package.display()
+            )
+        })?
+        .flatten()
+        .filter_map(|e| {
+            let p = e.path();
+            let stem = p.file_stem()?.to_str()?.to_string();
+            (p.extension()? == "html").then_some(stem)
+        })
+        .collect();
+    names.sort();
+    Ok(names
+        .into_iter()
+        .map(|name| {
+            Arc::new(TaskDef {
+                id: format!("miniwob/{name}"),
+                description: format!("MiniWoB++ {name}"),
+                default_max_steps: MINIWOB_MAX_STEPS,
+                settle: SettlePolicy::Browser,
+                profile: WEB_PROFILE.into(),
+                any_profile: false,
+                script: None,
+                page: Some(WebPage {
+                    root: html.clone(),
+                    path: format!("miniwob/{name}.html"),
+                }),
+                screen: Some(MINIWOB_SCREEN),
+            })
+        })
+        .collect())
+}
+
+/// Levenshtein distance (ids are short; quadratic is fine).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
 }
 
 fn declare(t: TaskToml, profiles: &Catalog) -> Result<TaskDef, String> {
@@ -219,6 +347,8 @@ fn declare(t: TaskToml, profiles: &Catalog) -> Result<TaskDef, String> {
             check: t.check,
             reward: t.reward,
         })),
+        page: None,
+        screen: None,
         id: t.id,
     })
 }
@@ -230,7 +360,7 @@ mod tests {
     #[test]
     fn bundled_tasks_load_with_their_apps_resolved() {
         let profiles = Catalog::load(None).unwrap();
-        let tasks = Tasks::load(None, &profiles).unwrap();
+        let tasks = Tasks::load(None, None, &profiles).unwrap();
         assert!(tasks.get("click-target").unwrap().script.is_none());
         let t = tasks.get("desktop/editor-save").unwrap();
         let s = t.script.as_ref().unwrap();
@@ -247,6 +377,31 @@ mod tests {
                 .count(),
             5
         );
+    }
+
+    #[test]
+    fn miniwob_pages_become_tasks_and_typos_find_them() {
+        let profiles = Catalog::load(None).unwrap();
+        let dir = std::env::temp_dir().join(format!("deskgym-miniwob-{}", std::process::id()));
+        let pages = dir.join("html").join("miniwob");
+        std::fs::create_dir_all(&pages).unwrap();
+        for p in ["click-button.html", "click-checkboxes.html", "notes.txt"] {
+            std::fs::write(pages.join(p), "").unwrap();
+        }
+        let tasks = Tasks::load(None, Some(&dir), &profiles).unwrap();
+        let t = tasks.get("miniwob/click-button").unwrap();
+        assert_eq!(t.profile, WEB_PROFILE);
+        assert_eq!(t.screen, Some((160, 210)));
+        assert_eq!(t.page.as_ref().unwrap().path, "miniwob/click-button.html");
+        assert!(tasks.get("miniwob/notes").is_none());
+        assert_eq!(
+            tasks.close_to("miniwob/click-buton")[0],
+            "miniwob/click-button"
+        );
+        assert!(tasks.close_to("zzzzzzzzzzzzzzzzzzzzzzzzzz").is_empty());
+        let e = Tasks::load(None, Some(&dir.join("nope")), &profiles).unwrap_err();
+        assert!(e.contains("html/miniwob"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
@@ -282,7 +437,7 @@ mod tests {
             let _ = std::fs::remove_dir_all(&dir);
             std::fs::create_dir_all(&dir).unwrap();
             std::fs::write(dir.join("t.toml"), text).unwrap();
-            let e = Tasks::load(Some(&dir), &profiles).unwrap_err();
+            let e = Tasks::load(Some(&dir), None, &profiles).unwrap_err();
             assert!(e.contains(why), "{text}: {e}");
         }
         let _ = std::fs::remove_dir_all(&dir);

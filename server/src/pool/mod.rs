@@ -239,8 +239,8 @@ impl PoolManager {
             policy: {
                 let catalog =
                     crate::profiles::Catalog::load(None).map_err(std::io::Error::other)?;
-                let tasks =
-                    crate::tasks::Tasks::load(None, &catalog).map_err(std::io::Error::other)?;
+                let tasks = crate::tasks::Tasks::load(None, None, &catalog)
+                    .map_err(std::io::Error::other)?;
                 crate::spec::Policy {
                     catalog,
                     tasks,

@@ -1,0 +1,162 @@
+//! A blocking Chrome DevTools Protocol client: JSON commands over one WebSocket to a
+//! page target, carried through the sandbox agent's `Connect` (the browser listens on
+//! the sandbox's own loopback, which only its env can reach).
+//!
+//! Blocking on purpose: the worker runs on the server's blocking step pool, one call
+//! at a time per env, so a command is a write and a read on one stream, bounded by the
+//! stream's timeouts. Events the page sends meanwhile are read and dropped.
+
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tungstenite::{Message, WebSocket};
+
+use crate::error::{DesktopError, Result};
+use crate::sandbox::Sandbox;
+
+/// The longest a command may take (a page's script that does not return, a browser
+/// that stopped answering): the stream's read timeout.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most bytes of a `/json/list` answer read.
+const MAX_LIST_BYTES: u64 = 1 << 20;
+
+/// The browser failed: gone, or answering nonsense. The desktop is restarted.
+fn lost(what: impl std::fmt::Display) -> DesktopError {
+    DesktopError::App(format!("the browser stopped answering: {what}"))
+}
+
+/// A DevTools session on one page.
+pub struct Cdp {
+    ws: WebSocket<UnixStream>,
+    next_id: u64,
+}
+
+impl std::fmt::Debug for Cdp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cdp")
+            .field("next_id", &self.next_id)
+            .finish()
+    }
+}
+
+impl Cdp {
+    /// Attaches to the first page target of the browser whose DevTools listen on
+    /// `port` in `sandbox`, waiting up to `wait` for them to come up.
+    pub fn attach(sandbox: &Sandbox, port: u16, wait: Duration) -> Result<Self> {
+        let deadline = Instant::now() + wait;
+        let mut pause = Duration::from_millis(5);
+        let path = loop {
+            match page_path(sandbox, port) {
+                Ok(Some(p)) => break p,
+                Ok(None) | Err(DesktopError::Exec(_)) if Instant::now() < deadline => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                Ok(None) => return Err(lost("no page target came up")),
+                Err(DesktopError::Exec(m)) => {
+                    return Err(DesktopError::App(format!(
+                        "the browser's DevTools did not come up within {} s: {m}",
+                        wait.as_secs()
+                    )));
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        let stream = sandbox.connect(port, COMMAND_TIMEOUT)?;
+        let url = format!("ws://127.0.0.1:{port}{path}");
+        let (ws, _) = tungstenite::client::client(url.as_str(), stream).map_err(lost)?;
+        Ok(Self { ws, next_id: 1 })
+    }
+
+    /// Sends `method` with `params` and waits for its answer (its `result`). A
+    /// protocol error is the browser's answer, not a lost browser: `Exec` with it.
+    pub fn call(&mut self, method: &str, params: Value) -> Result<Value> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = json!({"id": id, "method": method, "params": params}).to_string();
+        self.ws.send(Message::text(msg)).map_err(lost)?;
+        loop {
+            let text = match self.ws.read().map_err(lost)? {
+                Message::Text(t) => t,
+                Message::Close(_) => return Err(lost("the DevTools connection closed")),
+                _ => continue,
+            };
+            let mut v: Value = serde_json::from_str(text.as_str()).map_err(lost)?;
+            if v.get("id").and_then(Value::as_u64) != Some(id) {
+                // An event (or the answer to nothing of ours): dropped.
+                continue;
+            }
+            if let Some(e) = v.get("error") {
+                return Err(DesktopError::Exec(format!("{method}: {e}")));
+            }
+            return Ok(v.get_mut("result").map(Value::take).unwrap_or(Value::Null));
+        }
+    }
+
+    /// Evaluates `expr` in the page (awaiting a promise) and returns its value. An
+    /// exception in the page is `Exec` with its text.
+    pub fn eval(&mut self, expr: &str) -> Result<Value> {
+        let mut r = self.call(
+            "Runtime.evaluate",
+            json!({"expression": expr, "returnByValue": true, "awaitPromise": true}),
+        )?;
+        if let Some(ex) = r.get("exceptionDetails") {
+            let text = ex
+                .pointer("/exception/description")
+                .and_then(Value::as_str)
+                .or_else(|| ex.get("text").and_then(Value::as_str))
+                .unwrap_or("an exception");
+            return Err(DesktopError::Exec(format!("the page threw: {text}")));
+        }
+        Ok(r.pointer_mut("/result/value")
+            .map(Value::take)
+            .unwrap_or(Value::Null))
+    }
+}
+
+/// The WebSocket path of the first page target, `None` before there is one.
+fn page_path(sandbox: &Sandbox, port: u16) -> Result<Option<String>> {
+    use std::io::{Read, Write};
+    let mut s = sandbox.connect(port, COMMAND_TIMEOUT)?;
+    // HTTP/1.1 (DevTools answers 1.0 with nothing); the body is Content-Length long
+    // and the connection stays open, so read just that.
+    s.write_all(b"GET /json/list HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 16 << 10];
+    loop {
+        let n = s.read(&mut buf)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        got.extend_from_slice(&buf[..n]);
+        let Some(at) = got.windows(4).position(|w| w == b"\r\n\r\n") else {
+            if got.len() as u64 > MAX_LIST_BYTES {
+                return Ok(None);
+            }
+            continue;
+        };
+        let head = String::from_utf8_lossy(&got[..at]).to_ascii_lowercase();
+        let len = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+            .min(MAX_LIST_BYTES) as usize;
+        while got.len() < at + 4 + len {
+            let n = s.read(&mut buf)?;
+            if n == 0 {
+                return Ok(None);
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        let Ok(targets) = serde_json::from_slice::<Vec<Value>>(&got[at + 4..at + 4 + len]) else {
+            return Ok(None);
+        };
+        return Ok(targets
+            .iter()
+            .filter(|t| t.get("type").and_then(Value::as_str) == Some("page"))
+            .find_map(|t| t.get("webSocketDebuggerUrl").and_then(Value::as_str))
+            .and_then(|u| u.find("/devtools/").map(|i| u[i..].to_string())));
+    }
+}
