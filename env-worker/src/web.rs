@@ -85,6 +85,9 @@ pub struct WebSpec {
     pub ready_ms: u32,
     /// MiniWoB's data mode (`train` in its own environment).
     pub data_mode: String,
+    /// Load the page afresh at every reset (else, as MiniWoB++'s own environment does,
+    /// the running episode is stopped and the next one started in the same page).
+    pub reload: bool,
 }
 
 /// What the page says after a step.
@@ -184,8 +187,10 @@ pub struct Page {
     /// Steps taken in the episode.
     steps: u32,
     pointer: Point,
-    /// DevTools modifier bits of keys held by `KeyDown` (Alt 1, Ctrl 2, Meta 4, Shift 8).
+    /// Keys held by `KeyDown` (their DevTools modifier bits go with every event).
     held: Vec<Keysym>,
+    /// The page has loaded (the browser opened it; a reload waits again).
+    loaded: bool,
 }
 
 impl Page {
@@ -227,6 +232,7 @@ impl Page {
             steps: 0,
             pointer: Point::default(),
             held: Vec::new(),
+            loaded: false,
         })
     }
 
@@ -235,12 +241,24 @@ impl Page {
         self.pointer
     }
 
-    /// Loads the page afresh and starts an episode from `seed` (as MiniWoB's own
-    /// `reset`: seed, data mode, `startEpisodeReal`, wait for `WOB_TASK_READY`).
+    /// Starts an episode from `seed` as MiniWoB's own `reset` does: the running
+    /// episode stopped (`core.endEpisode(0)`), seed, data mode, `startEpisodeReal`,
+    /// wait for `WOB_TASK_READY`; with `reload`, in a freshly loaded page.
     pub fn reset(&mut self, seed: u64) -> Result<AppState> {
         self.steps = 0;
         self.held.clear();
-        self.load()?;
+        if self.spec.reload && self.loaded {
+            self.cdp.eval("window.__dg_old = 1")?;
+            self.cdp
+                .call("Page.navigate", json!({"url": self.spec.url}))?;
+            self.loaded = false;
+        }
+        if self.loaded {
+            self.cdp.eval("core.endEpisode(0)")?;
+        } else {
+            self.wait_loaded()?;
+            self.loaded = true;
+        }
         let (steps, step_ms) = self.clock();
         let start = START
             .replace("__SEED__", &seed.to_string())
@@ -272,11 +290,9 @@ impl Page {
         })
     }
 
-    /// Navigates to the page and waits for it to load and show MiniWoB's start cover.
-    fn load(&mut self) -> Result<()> {
-        self.cdp.eval("window.__dg_old = 1")?;
-        self.cdp
-            .call("Page.navigate", json!({"url": self.spec.url}))?;
+    /// Waits for the page (the one the browser opened, or a reload) to load and show
+    /// MiniWoB's start cover.
+    fn wait_loaded(&mut self) -> Result<()> {
         let deadline = Instant::now() + START_TIMEOUT;
         loop {
             let loaded = self.cdp.eval(

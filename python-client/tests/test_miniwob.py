@@ -69,7 +69,8 @@ def test_unknown_name_lists_close_names(mw: Server) -> None:
 @pytest.mark.parametrize(
     ("options", "field"),
     [({"reward": "sum"}, "task_options.reward"), ({"clock": "fast"}, "task_options.clock"),
-     ({"step_ms": "-1"}, "task_options.step_ms"), ({"colour": "red"}, 'task_options."colour"')],
+     ({"step_ms": "-1"}, "task_options.step_ms"),
+     ({"reload": "sometimes"}, "task_options.reload"), ({"colour": "red"}, 'task_options."colour"')],
 )
 def test_bad_task_options_say_which(mw: Server, options: dict[str, str], field: str) -> None:
     with pytest.raises(deskgym.DeskgymError) as e:
@@ -163,9 +164,12 @@ def test_clock_and_reward_options(mw: Server) -> None:
         assert a["reward"] == b["reward"] == pytest.approx(0.7)
     finally:
         env.close()
-    env = deskgym.make("miniwob/enter-text", address=mw.address, obs_type="rgb+a11y", task_options={"reward": "raw"})
+    env = deskgym.make("miniwob/enter-text", address=mw.address, obs_type="rgb+a11y",
+                       task_options={"reward": "raw", "reload": "always"})
     try:
-        assert solve(env, "enter-text", 5)["reward"] == 1.0
+        # A freshly loaded page shows the same episode as the reused one did.
+        again = solve(env, "enter-text", 5)
+        assert again["reward"] == 1.0 and again["instruction"] == a["instruction"]
     finally:
         env.close()
     env = deskgym.make("miniwob/click-button", address=mw.address, obs_type="rgb+a11y",

@@ -469,6 +469,7 @@ fn web_spec(
         reward: Reward::Original,
         ready_ms: 5_000,
         data_mode: "train".into(),
+        reload: false,
     };
     let mut real = false;
     let mut step_ms = 100;
@@ -502,6 +503,13 @@ fn web_spec(
             }
             "step_ms" => step_ms = ms(600_000)?,
             "ready_ms" => spec.ready_ms = ms(60_000)?,
+            "reload" => {
+                spec.reload = match v.as_str() {
+                    "never" => false,
+                    "always" => true,
+                    _ => return Err(bad("must be never (as MiniWoB++) or always").into()),
+                }
+            }
             "data_mode"
                 if !v.is_empty()
                     && v.len() <= 32
@@ -513,7 +521,7 @@ fn web_spec(
             _ => {
                 return Err(Invalid::new(
                     format!("task_options.{}", quote(k)),
-                    "unknown option; miniwob tasks take reward, clock, step_ms, ready_ms, data_mode",
+                    "unknown option; miniwob tasks take reward, clock, step_ms, ready_ms, data_mode, reload",
                 )
                 .into());
             }
