@@ -6,7 +6,7 @@ vectorization_mode="async")`` (Selenium + headless Chromium per env, Debian's
 chromium-driver), both stepped with the same random policy (a click at a uniform
 point of the 160x210 task area; on text tasks every third action types a word), with
 Gymnasium's next-step autoreset: env-steps/s, batch step p50/p99; then one env's
-reset p50, and memory per env (PSS of every process the env side runs: for deskgym the
+reset and step p50, and memory per env (PSS of every process the env side runs: for deskgym the
 server's children, Xvfb, sandbox, Chromium; for MiniWoB the vector env's workers,
 chromedriver and Chromium).
 
@@ -162,8 +162,10 @@ def run_miniwob(task: str, n: int, steps: int, text: bool) -> dict[str, Any]:
         env.close()
 
 
-def resets(address: str, task: str, k: int) -> tuple[float, float]:
-    """One env's reset p50: deskgym's, MiniWoB's own (same task, seeds 0..k-1)."""
+def single_env(address: str, task: str, k: int) -> dict[str, float]:
+    """One env: reset p50 (seeds 0..k-1) and the p50 of k steps that click an empty
+    corner of the task area, deskgym's and MiniWoB++'s own."""
+    out: dict[str, float] = {}
     env = deskgym.make(f"miniwob/{task}", address=address)
     try:
         env.reset(seed=0)
@@ -172,10 +174,17 @@ def resets(address: str, task: str, k: int) -> tuple[float, float]:
             t0 = time.perf_counter()
             env.reset(seed=s)
             ts.append(time.perf_counter() - t0)
-        ours_p50 = statistics.median(ts)
+        out["ours_reset"] = statistics.median(ts)
+        ts = []
+        for _ in range(k):
+            t0 = time.perf_counter()
+            env.step({"verb": "click", "x": 150, "y": 5})
+            ts.append(time.perf_counter() - t0)
+        out["ours_step"] = statistics.median(ts)
     finally:
         env.close()
     import miniwob
+    from miniwob.action import ActionTypes
 
     gym.register_envs(miniwob)
     m = gym.make(f"miniwob/{task}-v1")
@@ -186,10 +195,17 @@ def resets(address: str, task: str, k: int) -> tuple[float, float]:
             t0 = time.perf_counter()
             m.reset(seed=s)
             ts.append(time.perf_counter() - t0)
-        theirs_p50 = statistics.median(ts)
+        out["theirs_reset"] = statistics.median(ts)
+        click = m.unwrapped.create_action(ActionTypes.CLICK_COORDS, coords=np.array([150, 5]))
+        ts = []
+        for _ in range(k):
+            t0 = time.perf_counter()
+            m.step(click)
+            ts.append(time.perf_counter() - t0)
+        out["theirs_step"] = statistics.median(ts)
     finally:
         m.close()
-    return ours_p50, theirs_p50
+    return out
 
 
 def deskgym_pss(address: str, task: str, n: int, server_pid: int) -> float:
@@ -226,9 +242,11 @@ def main() -> None:
             if n == 4:
                 mem_d = deskgym_pss(a.address, task, n, a.server_pid)
                 print(f"{'':<14} memory per env (PSS): deskgym {mem_d:.0f} MiB, miniwob {m['pss']:.0f} MiB", flush=True)
-        ours_r, theirs_r = resets(a.address, task, 20)
-        print(f"{'':<14} reset p50: deskgym {ours_r * 1e3:.1f} ms, miniwob {theirs_r * 1e3:.1f} ms "
-              f"({theirs_r / ours_r:.1f}x)", flush=True)
+        one = single_env(a.address, task, 20)
+        for what in ("reset", "step"):
+            o, t = one[f"ours_{what}"], one[f"theirs_{what}"]
+            print(f"{'':<14} one env, {what} p50: deskgym {o * 1e3:.1f} ms, miniwob {t * 1e3:.1f} ms "
+                  f"({t / o:.1f}x)", flush=True)
 
 
 if __name__ == "__main__":
