@@ -124,13 +124,17 @@ impl Desktop {
             ),
             Some(cfg) => (None, Some(Sandbox::start(xvfb.display(), cfg)?)),
         };
+        let mut x = x;
         let page = match (&config.web, &sandbox) {
-            (Some(spec), Some(sb)) => Some(crate::web::Page::open(
-                sb,
-                spec.clone(),
-                config.width,
-                config.height,
-            )?),
+            (Some(spec), Some(sb)) => {
+                x.grab_pointer()?;
+                Some(crate::web::Page::open(
+                    sb,
+                    spec.clone(),
+                    config.width,
+                    config.height,
+                )?)
+            }
             _ => None,
         };
         Ok(Self {
@@ -222,10 +226,11 @@ impl Desktop {
         } else {
             Point::default()
         };
-        self.x.release_all(park)?;
         if let (Some(spec), Some(cfg)) = (self.config.web.clone(), &self.config.sandbox) {
-            // The page is loaded afresh; the browser and its sandbox stay up unless
-            // something else ran in the sandbox (exec, files): then both start anew.
+            // The browser and its sandbox stay up (the page starts its next episode)
+            // unless something else ran in the sandbox (exec, files): then both start
+            // anew. No X input: the page's comes through DevTools (and the X pointer
+            // is this session's, see `grab_pointer`).
             if !self.fresh || self.page.is_none() {
                 self.page = None;
                 self.clipboard = None;
@@ -245,6 +250,7 @@ impl Desktop {
             let settle = self.x.settle(self.config.settle)?;
             return Ok(Outcome { app, settle });
         }
+        self.x.release_all(park)?;
         let app = match (&mut self.app, &self.config.sandbox) {
             (Some(a), _) => a.reset(seed)?,
             (None, Some(cfg)) => {

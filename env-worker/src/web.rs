@@ -4,8 +4,9 @@
 //! the page reports its own reward.
 //!
 //! Input goes through DevTools (`Input.dispatch*Event`), whose answer comes after the
-//! page has handled the event; a step is then observed after two animation frames,
-//! so the frame that shows the page's answer has been drawn (the `browser` settle).
+//! page has handled the event; a step is then observed once Chromium reports the frame
+//! committed after it presented (its swap completion), so the frame that shows the
+//! page's answer is on the screen (the `browser` settle).
 //!
 //! Time: by default the page's episode clock advances by a fixed `step_ms` per step
 //! and stands still between steps, so the 10 s timeout and MiniWoB's time-discounted
@@ -155,14 +156,22 @@ const START: &str = r#"(() => {
   return [WOB_TASK_READY, core.getUtterance()];
 })()"#;
 
-/// After step K: the step clock's timeout, then two frames, then the score.
+/// After step K: the step clock's timeout, then the score once the frame that
+/// shows everything the page did so far has been presented (Chromium's swap
+/// completion, `--enable-gpu-benchmarking`: a promise on the next commit, kept when
+/// its frame is on the screen). Without it, two animation frames (not exact: a
+/// frame may still be drawing).
 const SETTLE: &str = r#"(() => {
   if (__STEPS__ && __STEP_MS__ > 0 && !WOB_DONE_GLOBAL && __K__ * __STEP_MS__ >= core.EPISODE_MAX_TIME) {
     core.endEpisode(-1, false, 'timed out');
   }
   if (window.__dg) __dg.now = (__K__ + 1) * __STEP_MS__;
-  return new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() =>
-    r([WOB_DONE_GLOBAL, WOB_REWARD_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_REASON]))));
+  const score = () => [WOB_DONE_GLOBAL, WOB_REWARD_GLOBAL, WOB_RAW_REWARD_GLOBAL, WOB_REWARD_REASON];
+  const g = window.chrome && chrome.gpuBenchmarking;
+  if (g && g.addSwapCompletionEventListener) {
+    return new Promise(r => g.addSwapCompletionEventListener(() => r(score())));
+  }
+  return new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(score()))));
 })()"#;
 
 /// Flattens `core.getDOMInfo()` (ref, tag, text, value, bounds), depth first.
@@ -212,8 +221,10 @@ impl Page {
                 height.max(WINDOW.1)
             ),
             "--force-device-scale-factor=1".into(),
-            // Software compositing, frames as soon as they are ready (a step waits for
-            // two), no throttling of a window nobody looks at.
+            // The settle's signal: a frame's presentation (`SETTLE`).
+            "--enable-gpu-benchmarking".into(),
+            // Software compositing, frames as soon as they are ready, no throttling
+            // of a window nobody looks at.
             "--disable-gpu".into(),
             "--disable-gpu-vsync".into(),
             "--disable-frame-rate-limit".into(),

@@ -47,6 +47,10 @@ impl SettlePolicy {
     }
 }
 
+/// After a browser presented its frame, the pixels are still on their way through the
+/// browser's own X connection: a short quiet window lets them land.
+const BROWSER_QUIET_MS: u32 = 3;
+
 /// How the screen is judged quiet after an action.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Settle {
@@ -486,6 +490,35 @@ impl XSession {
         self.sync()
     }
 
+    /// Takes the pointer for this session (a grab on the root window that asks for no
+    /// events): no other client sees the X pointer move or enter its windows. A web
+    /// task's browser gets its input through DevTools only, so a parked X pointer
+    /// never hovers an element of the page.
+    pub fn grab_pointer(&mut self) -> Result<()> {
+        let reply = self
+            .conn
+            .grab_pointer(
+                false,
+                self.root,
+                xproto::EventMask::NO_EVENT,
+                xproto::GrabMode::ASYNC,
+                xproto::GrabMode::ASYNC,
+                x11rb::NONE,
+                x11rb::NONE,
+                x11rb::CURRENT_TIME,
+            )
+            .map_err(|e| self.conn_err(e))?
+            .reply()
+            .map_err(|e| DesktopError::X11(format!("GrabPointer: {e}")))?;
+        if reply.status != xproto::GrabStatus::SUCCESS {
+            return Err(DesktopError::X11(format!(
+                "GrabPointer answered {:?}",
+                reply.status
+            )));
+        }
+        Ok(())
+    }
+
     /// Finds a keycode (and whether Shift is needed) that produces `sym`, remapping a
     /// spare keycode when the keymap has none.
     fn keycode_for(&mut self, sym: Keysym) -> Result<(u8, bool)> {
@@ -579,7 +612,8 @@ impl XSession {
     pub fn settle(&mut self, settle: Settle) -> Result<SettleReport> {
         let start = Instant::now();
         let quiet_ms = match settle.policy {
-            SettlePolicy::Sync | SettlePolicy::Browser => 0,
+            SettlePolicy::Sync => 0,
+            SettlePolicy::Browser => BROWSER_QUIET_MS,
             SettlePolicy::Damage => settle.settle_ms,
         };
         let quiet = Duration::from_millis(u64::from(quiet_ms));

@@ -8,6 +8,7 @@ import pathlib
 import random
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -254,3 +255,51 @@ def test_a_page_that_never_becomes_ready_times_out(tmp_path: pathlib.Path) -> No
     finally:
         s.stop()
         shutil.rmtree(root)
+
+
+def test_click_by_ref_and_a_recorded_episode(mw: Server) -> None:
+    """The page's elements take clicks by ref; the episode lands in the .skn bundle with
+    its instruction and MiniWoB's (discounted) reward."""
+    import deskgym.datasets as ds
+
+    env = deskgym.make("miniwob/click-button", address=mw.address, obs_type="rgb+a11y",
+                       record=f"mw-{os.getpid()}")
+    try:
+        obs, info = env.reset(seed=9)
+        assert env.last_tree is not None
+        want = info["instruction"].split('"')[1]
+        button = env.last_tree.find(role="button", name=want)[0]
+        obs, reward, term, _, info = env.step({"verb": "click", "ref": button.ref})
+        assert term and info["raw_reward"] == "1" and reward == pytest.approx(0.99)
+        path = env.recording_path
+    finally:
+        env.close()
+    tables = ds.open(path)
+    episodes = tables["episodes"].to_pylist()
+    assert [e["instruction"] for e in episodes] == [info["instruction"]]
+    assert tables["steps"].column("reward").to_pylist() == [pytest.approx(0.99)]
+
+
+def test_a_step_observes_the_frame_the_page_settles_on(mw: Server) -> None:
+    """The `browser` settle: the frame a reset or step returns is the one still on the
+    screen a moment later (nothing of the page's answer was still being drawn)."""
+    env = deskgym.make("miniwob/enter-text", address=mw.address, obs_type="rgb+a11y")
+    try:
+        compared = 0
+        for seed in range(8):
+            obs, info = env.reset(seed=seed)
+            assert env.last_tree is not None
+            frames = [obs["pixels"]]
+            time.sleep(0.15)
+            later = [env.observe()]
+            for a in as_actions(plan("enter-text", info["instruction"], env.last_tree.elements)):
+                obs, *_ = env.step(a)
+                frames.append(obs["pixels"])
+                time.sleep(0.15)
+                later.append(env.observe())
+            for i, (f, g) in enumerate(zip(frames, later)):
+                assert np.array_equal(f, g), (seed, i, int((f != g).any(axis=2).sum()))
+                compared += 1
+        assert compared == 32
+    finally:
+        env.close()

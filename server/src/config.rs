@@ -122,7 +122,8 @@ pub struct ServerConfig {
     /// A directory of declarative task files (`*.toml`) added to the bundled tasks.
     pub tasks_dir: Option<std::path::PathBuf>,
     /// The installed `miniwob` package (its `html/miniwob/*.html` become the
-    /// `miniwob/<name>` tasks); `None`: found through `python3`, absent if not installed.
+    /// `miniwob/<name>` tasks); `None`: no such tasks ([`crate::find_miniwob`] finds
+    /// the package the way the binary does).
     pub miniwob_dir: Option<std::path::PathBuf>,
     /// Capabilities pools may be granted ("exec", ...); anything else is
     /// PERMISSION_DENIED. Empty: none (the default: boundary verbs are opt-in).

@@ -59,6 +59,7 @@ pub use config::{Limits, ServerConfig};
 pub use env::episode_seed;
 use pool::PoolManager;
 use service::DeskgymService;
+pub use tasks::find_miniwob;
 
 /// The service name health checks report on.
 pub const SERVICE_NAME: &str = "deskgym.v1.Deskgym";

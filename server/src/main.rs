@@ -114,11 +114,14 @@ async fn main() -> anyhow::Result<()> {
         record_video_variable_rate: args.record_video_variable_rate,
         profiles: args.profiles,
         tasks_dir: args.tasks_dir,
-        miniwob_dir: args.miniwob_dir.or_else(|| {
-            std::env::var_os("DESKGYM_MINIWOB_DIR")
-                .filter(|d| !d.is_empty())
-                .map(Into::into)
-        }),
+        miniwob_dir: args
+            .miniwob_dir
+            .or_else(|| {
+                std::env::var_os("DESKGYM_MINIWOB_DIR")
+                    .filter(|d| !d.is_empty())
+                    .map(Into::into)
+            })
+            .or_else(deskgym_server::find_miniwob),
         allow_capabilities: args.allow_capabilities,
         // Sandboxes never see the token file (the data dir is masked by `run`).
         sandbox_hide: args

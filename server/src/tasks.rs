@@ -139,22 +139,16 @@ fn bundled_app_tasks() -> Vec<Arc<TaskDef>> {
 
 impl Tasks {
     /// The bundled tasks, every `*.toml` of `dir` (checked against `profiles`), and
-    /// the MiniWoB++ pages of the `miniwob` package at `miniwob` (or where `python3`
-    /// finds it) when the catalog has the `web` profile.
+    /// the MiniWoB++ pages of the `miniwob` package at `miniwob` when the catalog has
+    /// the `web` profile.
     pub(crate) fn load(
         dir: Option<&Path>,
         miniwob: Option<&Path>,
         profiles: &Catalog,
     ) -> Result<Self, String> {
         let mut all = bundled_app_tasks();
-        if profiles.get(WEB_PROFILE).is_some() {
-            let found = match miniwob {
-                Some(d) => Some(d.to_path_buf()),
-                None => find_miniwob(),
-            };
-            if let Some(d) = found {
-                all.extend(miniwob_tasks(&d)?);
-            }
+        if let (Some(d), Some(_)) = (miniwob, profiles.get(WEB_PROFILE)) {
+            all.extend(miniwob_tasks(d)?);
         }
         let mut files: Vec<(String, String)> = BUNDLED
             .iter()
@@ -211,8 +205,9 @@ impl Tasks {
     }
 }
 
-/// The `miniwob` package directory as `python3` finds it (without importing it).
-fn find_miniwob() -> Option<std::path::PathBuf> {
+/// The `miniwob` package directory as `python3` finds it (without importing it);
+/// `None` when it is not installed there.
+pub fn find_miniwob() -> Option<std::path::PathBuf> {
     let out = std::process::Command::new("python3")
         .args([
             "-c",

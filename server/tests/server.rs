@@ -179,7 +179,7 @@ async fn capabilities_and_health() {
             .all(|t| t.id.starts_with("desktop/") && t.profile == "desktop")
     );
     let profiles: Vec<_> = caps.profiles.iter().map(|p| p.name.as_str()).collect();
-    assert_eq!(profiles, ["desktop", "osworld", "tasks"]);
+    assert_eq!(profiles, ["desktop", "osworld", "tasks", "web"]);
     assert_eq!(
         caps.allowed_capabilities,
         ["launch_app", "windows", "clipboard"],
