@@ -226,6 +226,7 @@ impl Page {
             // Software compositing, frames as soon as they are ready, no throttling
             // of a window nobody looks at.
             "--disable-gpu".into(),
+            "--in-process-gpu".into(),
             "--disable-gpu-vsync".into(),
             "--disable-frame-rate-limit".into(),
             "--disable-background-timer-throttling".into(),

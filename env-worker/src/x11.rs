@@ -31,8 +31,9 @@ pub enum SettlePolicy {
     /// `settle_max_ms`). For apps that cannot acknowledge.
     #[default]
     Damage,
-    /// A web page acknowledges the input (DevTools) and two animation frames pass, so
-    /// the frame showing its answer is drawn; then as `Sync`. Web tasks only.
+    /// A web page acknowledges the input (DevTools) and the browser presents the frame
+    /// committed after it; then a short quiet window for the browser's X requests to
+    /// land. Web tasks only.
     Browser,
 }
 
