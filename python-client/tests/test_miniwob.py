@@ -234,7 +234,9 @@ def test_a_page_that_never_becomes_ready_times_out(tmp_path: pathlib.Path) -> No
     root.chmod(0o755)
     pages = root / "html" / "miniwob"
     pages.mkdir(parents=True)
-    (root / "html" / "core").symlink_to(pathlib.Path(MINIWOB) / "html" / "core")
+    # A copy, not a symlink: the sandbox sees this html/ only (a link into a venv
+    # under /tmp would point at the sandbox's own /tmp).
+    shutil.copytree(pathlib.Path(MINIWOB) / "html" / "core", root / "html" / "core")
     (pages / "never-ready.html").write_text(
         '<html><head><script src="../core/core.js"></script>'
         '<link rel="stylesheet" href="../core/core.css">'
