@@ -311,9 +311,12 @@ impl Page {
                 "!window.__dg_old && document.readyState === 'complete' && \
                  typeof core === 'object' && !!core.cover_div",
             );
-            // A page between documents may throw; only the deadline ends the wait.
-            if let Ok(Value::Bool(true)) = loaded {
-                return Ok(());
+            match loaded {
+                Ok(Value::Bool(true)) => return Ok(()),
+                // The browser is gone: no use waiting.
+                Err(e @ DesktopError::App(_)) => return Err(e),
+                // A page between documents may throw; only the deadline ends the wait.
+                _ => {}
             }
             if Instant::now() >= deadline {
                 return Err(DesktopError::NotReady(format!(
