@@ -368,7 +368,7 @@ impl Desktop {
     pub fn tree(&mut self, limits: &Limits) -> Result<Tree> {
         self.check_alive()?;
         if let Some(page) = self.page.as_mut() {
-            return page.tree();
+            return page.tree(limits);
         }
         match (&mut self.app, &self.sandbox) {
             (Some(app), _) => app.tree(),
@@ -381,7 +381,7 @@ impl Desktop {
     pub fn live(&mut self, id: &str) -> Result<Live> {
         self.check_alive()?;
         if let Some(page) = self.page.as_mut() {
-            let tree = page.tree()?;
+            let tree = page.tree(&Limits::default())?;
             let n = tree.nodes.into_iter().find(|n| n.id == id).ok_or_else(|| {
                 DesktopError::element(Failure::Gone, "the element no longer exists")
             })?;

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::a11y::{ElementAction, Node, Tree};
+use crate::a11y::{ElementAction, Limits, Node, Tree};
 use crate::action::{Action, Button, Point};
 use crate::cdp::Cdp;
 use crate::error::{DesktopError, Result};
@@ -530,11 +530,11 @@ impl Page {
                         format!("the element has no action {action:?}; it offers [\"click\"]"),
                     ));
                 }
-                let at = element_target(&self.tree()?, element)?;
+                let at = element_target(&self.tree(&Limits::default())?, element)?;
                 self.click(at)?;
             }
             Action::SetValue { element, value } => {
-                let at = element_target(&self.tree()?, element)?;
+                let at = element_target(&self.tree(&Limits::default())?, element)?;
                 self.click(at)?;
                 // Select what the field holds, so the new text replaces it.
                 self.cdp.eval(
@@ -561,13 +561,29 @@ impl Page {
     }
 
     /// The page's elements as MiniWoB++'s `core.getDOMInfo()` sees them: id `wob:<ref>`,
-    /// role the tag (`button`, `input_text`...), name the text, `text` an input's value.
-    pub fn tree(&mut self) -> Result<Tree> {
+    /// role the tag (`button`, `input_text`...), name the text, `text` an input's value;
+    /// at most `limits.max_nodes` of them (a prefix: parents come first), texts cut at
+    /// `limits.max_text` bytes.
+    pub fn tree(&mut self, limits: &Limits) -> Result<Tree> {
         let rows = self.cdp.eval(DOM)?;
-        let rows = rows.as_array().cloned().unwrap_or_default();
+        let mut rows = match rows {
+            Value::Array(rows) => rows,
+            _ => Vec::new(),
+        };
+        let cap = limits.max_nodes as usize;
+        let partial = rows.len() > cap;
+        rows.truncate(cap);
+        let max_text = limits.max_text as usize;
         let mut nodes = Vec::with_capacity(rows.len());
         for r in rows {
-            let s = |i: usize| r.get(i).and_then(Value::as_str).unwrap_or("").to_string();
+            let s = |i: usize| {
+                let t = r.get(i).and_then(Value::as_str).unwrap_or("");
+                let mut end = t.len().min(max_text);
+                while !t.is_char_boundary(end) {
+                    end -= 1;
+                }
+                t[..end].to_string()
+            };
             let f = |i: usize| r.get(i).and_then(Value::as_f64).unwrap_or(0.0);
             let tag = s(2).to_ascii_lowercase();
             let mut states: Vec<String> = ["showing", "visible", "enabled", "sensitive"]
@@ -576,8 +592,8 @@ impl Page {
             if r.get(9).and_then(Value::as_bool) == Some(true) {
                 states.push("focused".into());
             }
-            let value = r.get(4).cloned().unwrap_or(Value::Null);
-            if value == Value::Bool(true) {
+            // A checkbox's or radio's value is whether it is checked; a field's, its text.
+            if r.get(4) == Some(&Value::Bool(true)) {
                 states.push("checked".into());
             }
             let editable = matches!(
@@ -596,10 +612,7 @@ impl Page {
                 id: format!("wob:{wob_ref}"),
                 parent: r.get(1).and_then(Value::as_u64).map(|p| p as u32),
                 name: s(3),
-                text: match value {
-                    Value::String(v) => Some(v),
-                    _ => None,
-                },
+                text: r.get(4).and_then(Value::as_str).map(|_| s(4)),
                 states,
                 bounds: Some([
                     f(5).round() as i32,
@@ -624,8 +637,12 @@ impl Page {
         }
         Ok(Tree {
             nodes,
-            partial: false,
-            notes: Vec::new(),
+            partial,
+            notes: if partial {
+                vec![format!("the page has more than {cap} elements (max_nodes)")]
+            } else {
+                Vec::new()
+            },
         })
     }
 }
