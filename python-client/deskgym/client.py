@@ -267,7 +267,7 @@ class Client:
         """Starts ``num_envs`` desktops running ``task`` on ``profile`` (default: the
         task's own), granted ``capabilities`` (e.g. ``["exec"]``; the server's policy
         must allow each). ``task_options`` are the task family's (``miniwob/...``:
-        ``reward``, ``clock``, ``step_ms``, ``ready_ms``, ``data_mode``); a screen of
+        ``reward``, ``clock``, ``step_ms``, ``ready_ms``, ``data_mode``, ``reload``); a screen of
         ``(0, 0)`` is the task's own size."""
         settle = pb.SettleConfig(settle_max_ms=settle_max_ms)
         if settle_ms is not None:

@@ -47,6 +47,10 @@ class DeskgymEnv(gym.Env[Any, Any]):
     server derives with :func:`deskgym.seeding.episode_seed`; an env whose first reset
     has no seed draws a random base. A vector env of single envs seeded ``s + i``
     therefore plays exactly the episodes ``make_vec(seed=s)`` plays.
+
+    ``screen`` (width, height) defaults to the task's own: 1280x720, or a MiniWoB++
+    page's 160x210 task area. ``task_options`` go to the task family (``miniwob/...``:
+    ``reward``, ``clock``, ``step_ms``, ``ready_ms``, ``data_mode``, ``reload``).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}

@@ -37,7 +37,7 @@ def _centre(e: Element) -> tuple[int, int]:
 
 def _uncovered(e: Element, above: Sequence[Element]) -> tuple[int, int]:
     """A point of ``e`` that no element of ``above`` (drawn over it) covers: its centre
-    when free, else the middle of the widest free strip beside an overlap."""
+    when free, else the first free point row by row."""
     if e.bounds is None:
         raise ValueError(f"element {e.ref} has no bounds")
     x, y, w, h = e.bounds
