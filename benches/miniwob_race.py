@@ -162,6 +162,16 @@ def run_miniwob(task: str, n: int, steps: int, text: bool) -> dict[str, Any]:
         env.close()
 
 
+def p50_of(call: Any, k: int) -> float:
+    """Median seconds of ``call(i)`` for i in 0..k-1."""
+    ts = []
+    for i in range(k):
+        t0 = time.perf_counter()
+        call(i)
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
 def single_env(address: str, task: str, k: int) -> dict[str, float]:
     """One env: reset p50 (seeds 0..k-1) and the p50 of k steps that click an empty
     corner of the task area, deskgym's and MiniWoB++'s own."""
@@ -169,29 +179,14 @@ def single_env(address: str, task: str, k: int) -> dict[str, float]:
     env = deskgym.make(f"miniwob/{task}", address=address)
     try:
         env.reset(seed=0)
-        ts = []
-        for s in range(k):
-            t0 = time.perf_counter()
-            env.reset(seed=s)
-            ts.append(time.perf_counter() - t0)
-        out["ours_reset"] = statistics.median(ts)
-        ts = []
-        for _ in range(k):
-            t0 = time.perf_counter()
-            env.step({"verb": "click", "x": 150, "y": 5})
-            ts.append(time.perf_counter() - t0)
-        out["ours_step"] = statistics.median(ts)
+        out["ours_reset"] = p50_of(lambda s: env.reset(seed=s), k)
+        out["ours_step"] = p50_of(lambda _: env.step({"verb": "click", "x": 150, "y": 5}), k)
     finally:
         env.close()
     env = deskgym.make(f"miniwob/{task}", address=address, task_options={"reload": "always"})
     try:
         env.reset(seed=0)
-        ts = []
-        for s in range(k):
-            t0 = time.perf_counter()
-            env.reset(seed=s)
-            ts.append(time.perf_counter() - t0)
-        out["ours_reload_reset"] = statistics.median(ts)
+        out["ours_reload_reset"] = p50_of(lambda s: env.reset(seed=s), k)
     finally:
         env.close()
     import miniwob
@@ -201,19 +196,9 @@ def single_env(address: str, task: str, k: int) -> dict[str, float]:
     m = gym.make(f"miniwob/{task}-v1")
     try:
         m.reset(seed=0)
-        ts = []
-        for s in range(k):
-            t0 = time.perf_counter()
-            m.reset(seed=s)
-            ts.append(time.perf_counter() - t0)
-        out["theirs_reset"] = statistics.median(ts)
+        out["theirs_reset"] = p50_of(lambda s: m.reset(seed=s), k)
         click = m.unwrapped.create_action(ActionTypes.CLICK_COORDS, coords=np.array([150, 5]))
-        ts = []
-        for _ in range(k):
-            t0 = time.perf_counter()
-            m.step(click)
-            ts.append(time.perf_counter() - t0)
-        out["theirs_step"] = statistics.median(ts)
+        out["theirs_step"] = p50_of(lambda _: m.step(click), k)
     finally:
         m.close()
     return out

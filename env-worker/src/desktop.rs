@@ -381,14 +381,7 @@ impl Desktop {
     pub fn live(&mut self, id: &str) -> Result<Live> {
         self.check_alive()?;
         if let Some(page) = self.page.as_mut() {
-            let tree = page.tree(&Limits::default())?;
-            let n = tree.nodes.into_iter().find(|n| n.id == id).ok_or_else(|| {
-                DesktopError::element(Failure::Gone, "the element no longer exists")
-            })?;
-            return Ok(Live {
-                bounds: n.bounds,
-                states: n.states,
-            });
+            return page.live(id);
         }
         match (&mut self.app, &self.sandbox) {
             (Some(app), _) => widget(app, id).map(|n| Live {

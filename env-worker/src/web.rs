@@ -147,7 +147,6 @@ const START: &str = r#"(() => {
       };
       g.wrapped = true;
     }
-    g.now = __STEP_MS__;
     core.ept0 = 0;
     // A timer that never fires keeps endEpisode accepting a reward; the timeout is ours.
     clearTimeout(core.EP_TIMER);
@@ -271,12 +270,12 @@ impl Page {
             self.wait_loaded()?;
             self.loaded = true;
         }
-        let (steps, step_ms) = self.clock();
+        let (steps, _) = self.clock();
+        // The clock's first reading (step 1) is set by the settle below.
         let start = START
             .replace("__SEED__", &seed.to_string())
             .replace("__MODE__", &json!(self.spec.data_mode).to_string())
-            .replace("__STEPS__", if steps { "true" } else { "false" })
-            .replace("__STEP_MS__", &step_ms.to_string());
+            .replace("__STEPS__", if steps { "true" } else { "false" });
         let v = self.cdp.eval(&start)?;
         let mut ready = v.get(0).and_then(Value::as_bool).unwrap_or(false);
         let mut utterance = v.get(1).and_then(Value::as_str).unwrap_or("").to_string();
@@ -530,11 +529,11 @@ impl Page {
                         format!("the element has no action {action:?}; it offers [\"click\"]"),
                     ));
                 }
-                let at = element_target(&self.tree(&Limits::default())?, element)?;
+                let at = self.target(element)?;
                 self.click(at)?;
             }
             Action::SetValue { element, value } => {
-                let at = element_target(&self.tree(&Limits::default())?, element)?;
+                let at = self.target(element)?;
                 self.click(at)?;
                 // Select what the field holds, so the new text replaces it.
                 self.cdp.eval(
@@ -558,6 +557,35 @@ impl Page {
             }
         }
         Ok(())
+    }
+
+    /// What element `id` of the page is now (re-read: refs are per episode).
+    pub fn live(&mut self, id: &str) -> Result<crate::a11y::Live> {
+        let n = self
+            .tree(&Limits::default())?
+            .nodes
+            .into_iter()
+            .find(|n| n.id == id)
+            .ok_or_else(|| {
+                DesktopError::element(
+                    crate::a11y::client::Failure::Gone,
+                    "the element no longer exists",
+                )
+            })?;
+        Ok(crate::a11y::Live {
+            bounds: n.bounds,
+            states: n.states,
+        })
+    }
+
+    /// Where a pointer action on element `id` lands (its centre), if it shows.
+    fn target(&mut self, id: &str) -> Result<Point> {
+        self.live(id)?.target().ok_or_else(|| {
+            DesktopError::element(
+                crate::a11y::client::Failure::Gone,
+                "the element is not showing",
+            )
+        })
     }
 
     /// The page's elements as MiniWoB++'s `core.getDOMInfo()` sees them: id `wob:<ref>`,
@@ -645,27 +673,6 @@ impl Page {
             },
         })
     }
-}
-
-/// The centre of a showing element of `tree`.
-pub fn element_target(tree: &Tree, id: &str) -> Result<Point> {
-    let n = tree.nodes.iter().find(|n| n.id == id).ok_or_else(|| {
-        DesktopError::element(
-            crate::a11y::client::Failure::Gone,
-            "the element no longer exists",
-        )
-    })?;
-    crate::a11y::Live {
-        bounds: n.bounds,
-        states: n.states.clone(),
-    }
-    .target()
-    .ok_or_else(|| {
-        DesktopError::element(
-            crate::a11y::client::Failure::Gone,
-            "the element is not showing",
-        )
-    })
 }
 
 /// A key as DevTools dispatches it.
