@@ -546,4 +546,40 @@ mod tests {
         assert!(q.len() < 100, "{q}");
         assert!(q.ends_with("(100000 chars)"), "{q}");
     }
+
+    #[test]
+    fn web_only_settings_are_refused_on_other_tasks() {
+        let policy = Policy {
+            catalog: Catalog::load(None).unwrap(),
+            ..Policy::default()
+        };
+        let backend: Arc<dyn Backend> = Arc::new(crate::backend::fake::FakeBackend::new());
+        let field_of = |req: pb::CreatePoolRequest| match validate(
+            &req,
+            &Limits::default(),
+            &backend,
+            &policy,
+        ) {
+            Err(SpecError::Invalid(i)) => i.field,
+            other => panic!("{other:?}"),
+        };
+        let base = pb::CreatePoolRequest {
+            task: "click-target".into(),
+            num_envs: 1,
+            ..Default::default()
+        };
+        let options = pb::CreatePoolRequest {
+            task_options: [("reward".to_string(), "raw".to_string())].into(),
+            ..base.clone()
+        };
+        assert_eq!(field_of(options), "task_options.\"reward\"");
+        let browser = pb::CreatePoolRequest {
+            settle: Some(pb::SettleConfig {
+                policy: pb::SettlePolicy::Browser as i32,
+                ..Default::default()
+            }),
+            ..base
+        };
+        assert_eq!(field_of(browser), "settle.policy");
+    }
 }
