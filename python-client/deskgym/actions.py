@@ -74,9 +74,9 @@ def _element(a: Mapping[str, Any], ref: str, element: str, field: str) -> pb.Tar
         return pb.Target(element_ref=str(a[ref]))
     if element in a:
         q = a[element]
-        if not isinstance(q, Mapping) or "name" not in q:
-            raise _bad(field, f"{element!r} takes {{'role': ..., 'name': ...}}")
-        return pb.Target(element=pb.ElementQuery(role=str(q.get("role", "")), name=str(q["name"])))
+        if not isinstance(q, Mapping) or not ("name" in q or "role" in q):
+            raise _bad(field, f"{element!r} takes {{'role': ..., 'name': ...}} (either or both)")
+        return pb.Target(element=pb.ElementQuery(role=str(q.get("role", "")), name=str(q.get("name", ""))))
     return None
 
 

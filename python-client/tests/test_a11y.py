@@ -66,8 +66,12 @@ def test_task_app_widgets_are_a_tree_with_element_targets(address: str) -> None:
             env.step({"verb": "click", "ref": "e99"})
         assert e.value.code == "FAILED_PRECONDITION" and e.value.reason == "stale_element_ref"
         with pytest.raises(deskgym.DeskgymError) as e:
-            env.step({"verb": "click", "element": {"role": "push button", "name": ""}})
+            env.step({"verb": "click", "element": {"role": "", "name": ""}})
         assert e.value.code == "INVALID_ARGUMENT"
+        # A role alone names the one element of that role; several are ambiguous.
+        with pytest.raises(deskgym.DeskgymError) as e:
+            env.step({"verb": "click", "element": {"role": "push button"}})
+        assert e.value.reason == "ambiguous_element"
         with pytest.raises(deskgym.DeskgymError) as e:
             env.step({"verb": "click", "element": {"role": "label", "name": "no such label"}})
         assert e.value.reason == "element_not_found"

@@ -540,8 +540,9 @@ pub(crate) enum QueryMiss {
 }
 
 /// Resolves `{role, name}` against a reading: exact name, then case-insensitive, then a
-/// case-insensitive substring; the first level with matches must have exactly one
-/// (preferring elements on screen when some are and some are not).
+/// case-insensitive substring (an empty name: any element of the role); the first level
+/// with matches must have exactly one (preferring elements on screen when some are and
+/// some are not).
 pub(crate) fn resolve_query<'a>(
     tree: &'a Tree,
     role: &str,
@@ -553,6 +554,9 @@ pub(crate) fn resolve_query<'a>(
         &|n| n.name.to_lowercase() == lname,
         &|n| n.name.to_lowercase().contains(&lname),
     ];
+    // No name: every element of the role matches (one level).
+    let any: [&dyn Fn(&Node) -> bool; 1] = [&|_| true];
+    let tests: &[&dyn Fn(&Node) -> bool] = if name.is_empty() { &any } else { &tests };
     for test in tests {
         let mut hits: Vec<&Node> = tree
             .nodes

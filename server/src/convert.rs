@@ -71,7 +71,8 @@ pub(crate) fn observation(o: Obs) -> pb::Observation {
     }
 }
 
-fn step_info(i: Info) -> pb::StepInfo {
+/// An episode's info on the wire.
+pub(crate) fn step_info(i: Info) -> pb::StepInfo {
     pb::StepInfo {
         instruction: i.instruction,
         task: i.task.to_string(),
@@ -186,10 +187,11 @@ fn target(
         }
         Some(Kind::Element(q)) => {
             let field = format!("{field}.element");
-            if q.name.is_empty() {
+            if q.name.is_empty() && q.role.trim().is_empty() {
                 return Err(Invalid::new(
                     format!("{field}.name"),
-                    "name is empty; give the element's name (or use element_ref)",
+                    "name and role are empty; give the element's name, its role, or both \
+                     (or use element_ref)",
                 ));
             }
             for (f, v) in [("name", &q.name), ("role", &q.role)] {

@@ -238,6 +238,8 @@ struct Episode {
     log: EpisodeLog,
     /// The episodes table has this episode already.
     recorded: bool,
+    /// An agent's own verdict (axstream `done`): success, and its reason.
+    verdict: Option<(bool, String)>,
 }
 
 #[derive(Debug, Default)]
@@ -693,6 +695,11 @@ impl Env {
             // Lets an operator (and the crash tests) find the env's X server.
             extra.insert("display".to_string(), format!(":{d}"));
         }
+        if let Some((success, reason)) = &ep.verdict {
+            let status = if *success { "success" } else { "failure" };
+            extra.insert("agent_status".to_string(), status.to_string());
+            extra.insert("agent_reason".to_string(), reason.clone());
+        }
         Info {
             instruction: ep.instruction.clone(),
             task: self.pool.spec.task.id.clone(),
@@ -809,6 +816,7 @@ impl Env {
             frame_hash: Some(frame.hash),
             log: self.new_log(s.episodes),
             recorded: false,
+            verdict: None,
         };
         self.pool.record(|| {
             record::event(
@@ -1131,6 +1139,53 @@ impl Env {
         }
     }
 
+    /// Blocking: resolves an action's element targets against the live desktop without
+    /// acting (an axstream `assert`): `Ok` when every target names one showing element.
+    pub(crate) fn locate(&self, planned: &Planned) -> Result<(), EnvError> {
+        let _running = self.enter();
+        let mut guard = lock(&self.state);
+        let s = &mut *guard;
+        let Some(d) = s.desktop.as_mut() else {
+            return Err(EnvError::NoDesktop {
+                env: self.id.clone(),
+            });
+        };
+        let screen = (self.pool.spec.screen.width, self.pool.spec.screen.height);
+        let r = d
+            .check_alive()
+            .map_err(EnvError::from)
+            .and_then(|()| Self::resolve(d, &mut s.refs, planned, screen));
+        r.map(drop).inspect_err(|e| self.on_error(s, e))
+    }
+
+    /// Blocking: records an agent's verdict on the current episode (axstream `done`): in
+    /// the event log, and in `info.extra` (`agent_status`, `agent_reason`) of what the
+    /// episode returns from now on. Returns the episode's info.
+    pub(crate) fn agent_done(&self, success: bool, reason: &str) -> Result<Info, EnvError> {
+        let started = Instant::now();
+        let mut s = lock(&self.state);
+        let ep = s.episode.as_mut().ok_or_else(|| EnvError::NoEpisode {
+            env: self.id.clone(),
+        })?;
+        ep.verdict = Some((success, reason.to_string()));
+        let (episode_id, step_index) = (ep.log.episode_id.clone(), ep.step_index);
+        self.pool.record(|| {
+            record::event(
+                "agent_done",
+                &self.id,
+                serde_json::json!({
+                    "episode_id": episode_id, "step_index": step_index,
+                    "status": if success { "success" } else { "failure" }, "reason": reason,
+                }),
+            )
+        });
+        let ep = s
+            .episode
+            .as_ref()
+            .ok_or(EnvError::Bug("episode vanished"))?;
+        Ok(self.info(ep, started, None))
+    }
+
     /// Blocking: snapshots what is needed to rebuild the current state.
     pub(crate) fn save(&self, id: String) -> Result<Checkpoint, EnvError> {
         let _running = self.enter();
@@ -1395,6 +1450,7 @@ impl Env {
             frame_hash: Some(frame.hash),
             log,
             recorded: false,
+            verdict: None,
             ..cp.episode.clone()
         };
         self.pool.record(|| {

@@ -28,6 +28,7 @@
 
 mod a11y;
 mod auth;
+mod axstream;
 mod backend;
 mod config;
 mod convert;

@@ -62,9 +62,14 @@ impl DeskgymService {
         })
     }
 
+    /// The manager the service runs on.
+    pub(crate) fn manager(&self) -> &Arc<PoolManager> {
+        &self.mgr
+    }
+
     /// One step: validate, run on the step pool. Returns a receiver so a batch can start
     /// every item before awaiting any.
-    fn start_step(
+    pub(crate) fn start_step(
         &self,
         item: pb::StepRequest,
         field: &str,
@@ -772,6 +777,30 @@ impl Deskgym for DeskgymService {
         Ok(Response::new(crate::tunnel::relay(
             open,
             first.data,
+            inbound,
+            self.closing.clone(),
+        )))
+    }
+
+    type DriveStream = crate::axstream::Outbound;
+
+    async fn drive(
+        &self,
+        req: Request<tonic::Streaming<pb::DriveRequest>>,
+    ) -> Result<Response<Self::DriveStream>, Status> {
+        let who = principal(&req)?;
+        let mut inbound = req.into_inner();
+        let first = first_message(&mut inbound, "env_id", "the first names the env").await?;
+        let observe = self.opts(
+            "if_none_match",
+            first.encoding,
+            &[],
+            &[],
+            first.tree.as_ref(),
+        )?;
+        let driver = crate::axstream::Driver::new(self.clone(), who, &first, observe)?;
+        Ok(Response::new(driver.run(
+            first,
             inbound,
             self.closing.clone(),
         )))

@@ -1,0 +1,210 @@
+"""axstream on real desktops: the server's ``Drive`` stream, driven by model text in chunks."""
+
+from __future__ import annotations
+
+import pathlib
+
+import pytest
+
+import deskgym
+from deskgym import datasets as ds
+from deskgym.axstream import Executor, Report, parse_all
+
+RESPONSE = (pathlib.Path(__file__).parent / "axstream" / "drag_response.txt").read_text()
+
+
+def chunks(text: str, n: int) -> list[str]:
+    return [text[i:i + n] for i in range(0, len(text), n)]
+
+
+def outline(reports: list[Report]) -> list[tuple[int, int, str, str, str]]:
+    return [(r.line, r.burst, r.op, r.action, r.status) for r in reports]
+
+
+def test_a_recorded_response_runs_the_same_in_chunks_of_1_7_and_4096(address: str) -> None:
+    env = deskgym.make("drag-to-zone", address=address, screen=(320, 240))
+    try:
+        runs = []
+        for n in (1, 7, 4096):
+            env.reset(seed=11)
+            ex = Executor(env)
+            reports = list(ex.run(chunks(RESPONSE, n)))
+            runs.append((outline(reports), env.client.observe(env.env_id).frame_hash, ex.verdict))
+        first = runs[0][0]
+        assert runs[1] == runs[0] and runs[2] == runs[0]
+        # Every fence line, in order; the two identical waits both ran; narration and
+        # the JSON inside it never did.
+        assert [r[0] for r in first] == [i + 1 for i, line in enumerate(RESPONSE.split("\n")) if line.startswith("{")]
+        assert [(op, act, st) for _, _, op, act, st in first] == [
+            ("assert", "", "executed"), ("act", "move", "executed"), ("act", "wait", "executed"),
+            ("act", "wait", "executed"), ("observe", "", "executed"),
+            ("act", "drag", "executed"), ("done", "", "executed"),
+        ]
+        assert {r[1] for r in first} == {1, 2}
+        assert runs[0][2] == ("success", "the square is in the zone")
+        assert len(parse_all(RESPONSE)) == len(first)
+    finally:
+        env.close()
+
+
+def test_the_drag_solves_the_task_and_observe_returns_the_screen(address: str) -> None:
+    env = deskgym.make("drag-to-zone", address=address, screen=(320, 240))
+    try:
+        _, info = env.reset(seed=12)
+        ex = Executor(env, tree=True)
+        reports = ex.feed(RESPONSE)
+        ex.close()
+        observe = next(r for r in reports if r.op == "observe")
+        assert observe.frame is not None and observe.frame.shape == (240, 320, 3)
+        assert observe.tree is not None and observe.tree.find(role="panel", name="green zone")
+        drag = next(r for r in reports if r.action == "drag")
+        assert (drag.reward, drag.terminated) == (1.0, True)
+        # Timings are ordered: received <= started <= finished, line after line.
+        ran = [r for r in reports if r.status == "executed"]
+        assert all(r.received_ms <= r.started_ms <= r.finished_ms for r in ran)
+        assert all(a.finished_ms <= b.started_ms for a, b in zip(ran, ran[1:]))
+    finally:
+        env.close()
+
+
+def test_a_line_cut_by_the_end_of_the_stream_never_runs(address: str) -> None:
+    env = deskgym.make("type-word", address=address, screen=(320, 240))
+    try:
+        _, info = env.reset(seed=3)
+        ex = Executor(env)
+        assert ex.feed('```\n{"op":"act","do":"type","text":"abc"}') == []
+        done = ex.feed('\n{"op":"act","do":"type","text":"de"')
+        assert [(r.line, r.status) for r in done] == [(2, "executed")]
+        tail = ex.close()
+        assert [(r.status, r.reason) for r in tail] == [("skipped", "cut: the stream ended before its newline")]
+        typed = [r for r in ex.reports if r.status == "executed"]
+        assert [r.text for r in typed] == ['{"op":"act","do":"type","text":"abc"}']
+        # One step ran (the first line); the cut one did not.
+        assert env.step({"verb": "noop"})[4]["step_index"] == 2
+    finally:
+        env.close()
+
+
+def test_narration_with_braces_and_invalid_lines_run_nothing(address: str) -> None:
+    env = deskgym.make("click-target", address=address, screen=(320, 240))
+    try:
+        env.reset(seed=4)
+        ex = Executor(env)
+        reports = ex.feed(
+            'Let me click {"op":"act","do":"click","target":{"x":5,"y":5}} first.\n'
+            '{"op":"act","do":"click","target":{"x":5,"y":5}}\n'
+            "```jsonl\n"
+            '{"op":"act","do":"click","target":{"x":5}}\n'
+            "not json at all\n"
+            '{"op":"act","do":"click","target":{"x":9999,"y":5}}\n'
+            '{"op":"act","do":"fly"}\n'
+            '```json\n'
+            '{"op":"wait","ms":10}\n'
+            "```\n"
+            '{"op":"act","do":"click","target":{"x":5,"y":5}}\n'
+        )
+        ex.close()
+        assert [(r.line, r.status) for r in reports] == [
+            (4, "skipped"), (5, "skipped"), (6, "skipped"), (7, "skipped"), (8, "skipped"), (9, "executed"),
+        ]
+        assert "needs both x and y" in reports[0].reason and reports[1].reason.startswith("not JSON")
+        # An action the server refuses for its input is skipped with the server's reason.
+        assert "outside the 320x240 screen" in reports[2].reason and reports[2].code == "INVALID_ARGUMENT"
+        assert reports[5].action == "wait"  # the {"op": "<action>"} shorthand
+        assert env.step({"verb": "noop"})[4]["step_index"] == 2
+    finally:
+        env.close()
+
+
+def test_a_failed_assert_aborts_the_rest_of_its_burst_only(address: str) -> None:
+    env = deskgym.make("click-button", address=address, screen=(320, 240))
+    try:
+        env.reset(seed=5)
+        ex = Executor(env)
+        reports = ex.feed(
+            "```\n"
+            '{"op":"assert","target":{"ax":{"role":"AXButton","title":"no such button"}}}\n'
+            '{"op":"act","do":"wait","ms":10}\n'
+            '{"op":"done","status":"success"}\n'
+            "```\n```\n"
+            '{"op":"act","do":"wait","ms":10}\n'
+            '{"op":"assert","target":{"ax":{"role":"AXButton"}}}\n'
+            '{"op":"assert","target":{"ax":{"id":"e999"}}}\n'
+            "```\n"
+        )
+        ex.close()
+        assert [(r.burst, r.op, r.status) for r in reports] == [
+            (1, "assert", "failed"), (1, "act", "aborted"), (1, "done", "aborted"),
+            (2, "act", "executed"), (2, "assert", "failed"), (2, "assert", "aborted"),
+        ]
+        assert reports[0].code == "FAILED_PRECONDITION" and "no element" in reports[0].reason
+        assert reports[1].reason.startswith("line 2 failed")
+        # A role alone that several elements have is ambiguous, with the candidates.
+        assert "elements match" in reports[4].reason
+        assert ex.verdict is None
+    finally:
+        env.close()
+
+
+def test_risky_actions_are_held_unless_the_policy_allows_them(address: str) -> None:
+    env = deskgym.make("click-target", address=address, screen=(320, 240))
+    burst = (
+        "```\n"
+        '{"op":"act","do":"wait","ms":10}\n'
+        '{"op":"act","do":"key","keys":["cmd","a"],"risk":"risky"}\n'
+        '{"op":"act","do":"wait","ms":10}\n'
+        "```\n"
+    )
+    try:
+        env.reset(seed=6)
+        held = Executor(env).feed(burst)
+        assert [r.status for r in held] == ["executed", "held", "aborted"]
+        assert "risky" in held[1].reason and held[2].reason == "line 3 (risky) was held"
+        allowed = Executor(env, policy="allow").feed(burst)
+        assert [r.status for r in allowed] == ["executed"] * 3
+        with pytest.raises(deskgym.DeskgymError) as e:
+            Executor(env, policy="maybe")
+        assert e.value.code == "INVALID_ARGUMENT"
+    finally:
+        env.close()
+
+
+def test_a_scripted_model_solves_click_button_and_the_verdict_is_recorded(address: str) -> None:
+    env = deskgym.make("click-button", address=address, screen=(320, 240), record=f"axstream-{id(address)}")
+    try:
+        _, info = env.reset(seed=7)
+        label = info["instruction"].split('"')[1]
+
+        def model() -> list[str]:
+            # A "model" that writes a few characters at a time, narration first.
+            text = (
+                f"The instruction asks for the button labelled {label!r}; I'll click it.\n"
+                "```jsonl\n"
+                f'{{"op":"act","do":"click","target":{{"ax":{{"role":"AXButton","title":"{label}"}}}}}}\n'
+                '{"op":"done","status":"success","reason":"clicked it"}\n'
+                "```\n"
+            )
+            return chunks(text, 5)
+
+        ex = Executor(env)
+        reports = list(ex.run(model()))
+        click, done = reports
+        assert (click.status, click.reward, click.terminated) == ("executed", 1.0, True)
+        assert done.status == "executed" and done.extra["agent_status"] == "success"
+        assert done.extra["agent_reason"] == "clicked it"
+        path = env.unwrapped.recording_path
+    finally:
+        env.close()
+    events = ds.open(path)["events"].to_pylist()
+    verdicts = [e for e in events if e["kind"] == "agent_done"]
+    assert len(verdicts) == 1 and '"status":"success"' in verdicts[0]["payload"].replace(" ", "")
+
+
+def test_a_bad_first_message_is_a_clear_error(address: str) -> None:
+    c = deskgym.Client(address)
+    try:
+        with pytest.raises(deskgym.DeskgymError) as e:
+            Executor((c, "no-such-env"))
+        assert e.value.code == "NOT_FOUND"
+    finally:
+        c.close()
