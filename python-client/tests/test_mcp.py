@@ -14,15 +14,13 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import ClientSession, StdioServerParameters, types
+from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import McpError
+from PIL import Image
 
-pytest.importorskip("mcp")
-from mcp import ClientSession, StdioServerParameters, types  # noqa: E402
-from mcp.client.stdio import stdio_client  # noqa: E402
-from mcp.client.streamable_http import streamable_http_client  # noqa: E402
-from mcp.shared.exceptions import McpError  # noqa: E402
-from PIL import Image  # noqa: E402
-
-from conftest import Server  # noqa: E402
+from conftest import Server
 
 BASIC = {"screenshot", "click", "double_click", "right_click", "move", "scroll", "drag", "type", "key", "wait",
          "observe", "list_windows", "launch_app", "reset", "open_desktop", "close_desktop"}

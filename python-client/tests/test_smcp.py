@@ -13,13 +13,11 @@ import socket
 from typing import Any
 
 import pytest
+import socketio
+from aiohttp import web
+from PIL import Image
 
-socketio = pytest.importorskip("socketio")
-pytest.importorskip("a2c_smcp")
-from aiohttp import web  # noqa: E402
-from PIL import Image  # noqa: E402
-
-from deskgym import smcp  # noqa: E402
+from deskgym import smcp
 
 NS = "/smcp"
 NAME = "deskgym-test"
