@@ -95,6 +95,23 @@ async fn element_targets_resolve_on_the_live_tree_and_replay_by_pixels() {
         ))
         .await
         .unwrap_err();
+    assert_eq!(reason(&e), "ambiguous_element", "{e:?}");
+    // A role alone matches every element of the role: all the buttons are candidates.
+    assert!(
+        e.message().contains(&format!("push button {answer:?}")),
+        "{e:?}"
+    );
+    // Neither a role nor a name is no query at all.
+    let e = c
+        .step(step_req(
+            env.clone(),
+            act(Verb::Click(pb::Click {
+                target: query("", ""),
+                ..Default::default()
+            })),
+        ))
+        .await
+        .unwrap_err();
     assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
     // The application and its frame share their name: two exact matches.
     let e = c
