@@ -121,7 +121,11 @@ class Executor:
     ) -> None:
         if policy not in POLICIES:
             raise DeskgymError("INVALID_ARGUMENT", f"policy {policy!r} is not one of {sorted(POLICIES)}")
-        client, env_id = env if isinstance(env, tuple) else (env.client, env.env_id)
+        if isinstance(env, tuple):
+            client, env_id = env
+        else:
+            inner = getattr(env, "unwrapped", env)  # through gymnasium.make's wrappers
+            client, env_id = inner.client, inner.env_id
         self.client: Client = client
         self.env_id: str = env_id
         self.timeout = timeout

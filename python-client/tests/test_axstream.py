@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pathlib
 
+import gymnasium as gym
 import pytest
 
 import deskgym
@@ -147,7 +148,8 @@ def test_a_failed_assert_aborts_the_rest_of_its_burst_only(address: str) -> None
 
 
 def test_risky_actions_are_held_unless_the_policy_allows_them(address: str) -> None:
-    env = deskgym.make("click-target", address=address, screen=(320, 240))
+    # Through gymnasium.make's wrappers, as a Gym user holds it.
+    env = gym.make("deskgym/ClickTarget-v0", address=address, screen=(320, 240))
     burst = (
         "```\n"
         '{"op":"act","do":"wait","ms":10}\n'
