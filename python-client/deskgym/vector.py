@@ -392,6 +392,21 @@ def fork(
     return env
 
 
-def make_vec(task: str, num_envs: int, **kwargs: Any) -> DeskgymVectorEnv:
-    """``deskgym.make_vec("click-target", 8, autoreset_mode="next_step", seed=0)``."""
+def make_vec(task: str, num_envs: int, **kwargs: Any) -> Any:
+    """``deskgym.make_vec("click-target", 8, autoreset_mode="next_step", seed=0)``.
+
+    ``address`` may be a list of servers: the envs are then spread over them by free
+    capacity (:class:`deskgym.fleet.ShardedVectorEnv`). ``batch_size=k`` gives the
+    EnvPool-style asynchronous env instead (``send`` / ``recv`` of the first ``k`` envs
+    done, :class:`deskgym.envpool.DeskgymEnvPool`), on one server or a list."""
+    if kwargs.get("batch_size") is not None:
+        from deskgym.envpool import DeskgymEnvPool
+
+        return DeskgymEnvPool(task, num_envs, **kwargs)
+    address = kwargs.get("address")
+    if isinstance(address, (list, tuple)):
+        from deskgym.fleet import ShardedVectorEnv
+
+        rest = {k: v for k, v in kwargs.items() if k != "address"}
+        return ShardedVectorEnv(task, num_envs, addresses=list(address), **rest)
     return DeskgymVectorEnv(task, num_envs, **kwargs)

@@ -851,6 +851,7 @@ impl Env {
         let mut info = self.info(&ep, started, s.desktop.as_ref().map(|d| d.display()));
         info.extra.extend(out.app.extra);
         s.episode = Some(ep);
+        crate::metrics::METRICS.reset();
         Ok(Reset {
             obs: observation,
             info,
@@ -1084,6 +1085,7 @@ impl Env {
         } else {
             None
         };
+        crate::metrics::METRICS.step(started.elapsed());
         Ok(Stepped {
             obs: observation,
             reward,

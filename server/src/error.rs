@@ -134,12 +134,19 @@ impl From<Invalid> for Status {
         // The field also travels as data: a `google.rpc.BadRequest` field violation
         // (the richer error model), besides leading the message.
         let message = e.to_string();
-        Status::with_error_details(
+        counted(Status::with_error_details(
             e.code(),
             message,
             ErrorDetails::with_bad_request_violation(e.field, e.message),
-        )
+        ))
     }
+}
+
+/// Every error status is made through here or the impls below: counted by code for
+/// the metrics endpoint.
+fn counted(s: Status) -> Status {
+    crate::metrics::METRICS.error(s.code());
+    s
 }
 
 impl From<EnvError> for Status {
@@ -152,7 +159,7 @@ impl From<EnvError> for Status {
                 // message (`stale_element_ref: ...`), as the ACI spec has it.
                 let code = e.code();
                 let message = e.to_string();
-                Status::with_error_details(
+                counted(Status::with_error_details(
                     code,
                     message,
                     ErrorDetails::with_error_info(
@@ -160,9 +167,9 @@ impl From<EnvError> for Status {
                         "deskgym",
                         std::collections::HashMap::<String, String>::new(),
                     ),
-                )
+                ))
             }
-            e => Status::new(e.code(), e.to_string()),
+            e => counted(Status::new(e.code(), e.to_string())),
         }
     }
 }
@@ -171,7 +178,7 @@ impl From<RecordingError> for Status {
     fn from(e: RecordingError) -> Self {
         match e {
             RecordingError::BadName(i) => i.into(),
-            e => Status::new(e.code(), e.to_string()),
+            e => counted(Status::new(e.code(), e.to_string())),
         }
     }
 }
@@ -182,14 +189,14 @@ impl From<PoolError> for Status {
             PoolError::Invalid(i) => i.into(),
             PoolError::Env(e) => e.into(),
             PoolError::Recording(e) => e.into(),
-            e => Status::new(e.code(), e.to_string()),
+            e => counted(Status::new(e.code(), e.to_string())),
         }
     }
 }
 
 impl From<AuthError> for Status {
     fn from(e: AuthError) -> Self {
-        Status::new(e.code(), e.to_string())
+        counted(Status::new(e.code(), e.to_string()))
     }
 }
 

@@ -37,6 +37,7 @@ mod env;
 mod error;
 mod frame_cache;
 mod handle;
+mod metrics;
 mod pool;
 mod profiles;
 mod record;
@@ -117,6 +118,16 @@ pub async fn run(
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
+    run_with(listener, None, config, shutdown).await
+}
+
+/// [`run`], also serving Prometheus metrics (`GET /metrics`) on `metrics` when given.
+pub async fn run_with(
+    listener: TcpListener,
+    metrics: Option<TcpListener>,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), RunError> {
     let addr = listener.local_addr()?;
     if !addr.ip().is_loopback() && config.principals.is_empty() {
         return Err(RunError::InsecureBind(addr));
@@ -186,6 +197,8 @@ pub async fn run(
         })
     };
 
+    let metrics = metrics.map(|l| tokio::spawn(metrics::serve(l, mgr.clone())));
+
     let auth = auth::Auth::new(&config.principals, &config.limits);
     let auth_required = auth.required();
     let (closing, closing_rx) = tokio::sync::watch::channel(false);
@@ -225,6 +238,9 @@ pub async fn run(
         })
         .await;
     housekeeping.abort();
+    if let Some(m) = metrics {
+        m.abort();
+    }
     log_cache(&mgr);
     tracing::info!(envs = mgr.env_count(), "closing pools");
     mgr.close_all().await;

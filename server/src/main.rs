@@ -76,6 +76,11 @@ struct Args {
     /// leaves them out (its images stay).
     #[arg(long)]
     record_video_variable_rate: bool,
+    /// Serve Prometheus metrics at `http://ADDR/metrics` (off unless given; port 0
+    /// picks a free port, printed on stdout after the gRPC address). Non-loopback
+    /// addresses require --token-file, as for --listen.
+    #[arg(long)]
+    metrics_listen: Option<String>,
 }
 
 #[tokio::main]
@@ -148,9 +153,28 @@ async fn main() -> anyhow::Result<()> {
     if !addr.ip().is_loopback() && config.principals.is_empty() {
         return Err(deskgym_server::RunError::InsecureBind(addr).into());
     }
+    let metrics = match &args.metrics_listen {
+        Some(a) => {
+            let m = tokio::net::TcpListener::bind(a)
+                .await
+                .with_context(|| format!("binding the metrics address {a}"))?;
+            let at = m.local_addr()?;
+            if !at.ip().is_loopback() && config.principals.is_empty() {
+                return Err(deskgym_server::RunError::InsecureBind(at).into());
+            }
+            Some(m)
+        }
+        None => None,
+    };
     // Scripts that pass port 0 read the real address from this line.
     println!("deskgym-server listening on {}", listener.local_addr()?);
-    deskgym_server::run(listener, config, shutdown).await?;
+    if let Some(m) = &metrics {
+        println!(
+            "deskgym-server metrics on http://{}/metrics",
+            m.local_addr()?
+        );
+    }
+    deskgym_server::run_with(listener, metrics, config, shutdown).await?;
     Ok(())
 }
 

@@ -167,6 +167,81 @@ async fn first_message<T>(
     }
 }
 
+/// Runs a StepStream: starts each request as it is read (up to `max_batch` running),
+/// sends each result as it completes. Ends when the client ends its stream and every
+/// started request has answered, when the client goes away, or at shutdown.
+async fn step_stream(
+    svc: DeskgymService,
+    who: Principal,
+    mut inbound: tonic::Streaming<pb::StepStreamRequest>,
+    tx: tokio::sync::mpsc::Sender<Result<pb::StepStreamResult, Status>>,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+) {
+    use pb::step_stream_request::Kind as In;
+    use pb::step_stream_result::Kind as Out;
+    let max = svc.mgr.limits().max_batch.max(1) as usize;
+    let mut running = tokio::task::JoinSet::new();
+    let mut reading = true;
+    loop {
+        tokio::select! {
+            next = inbound.message(), if reading && running.len() < max => match next {
+                Ok(Some(m)) => {
+                    let tag = m.tag;
+                    match m.kind {
+                        Some(In::Step(s)) => {
+                            let env_id = s.env_id.clone();
+                            let started = svc.start_step(s, "step.", &[], &who);
+                            running.spawn(async move {
+                                let (code, message, r) = outcome(started).await;
+                                pb::StepStreamResult { env_id, tag, code, message, kind: r.map(Out::Step) }
+                            });
+                        }
+                        Some(In::Reset(r)) => {
+                            let env_id = r.env_id.clone();
+                            let started = svc.start_reset(r, "reset.", &[], &who);
+                            running.spawn(async move {
+                                let (code, message, r) = outcome(started).await;
+                                pb::StepStreamResult { env_id, tag, code, message, kind: r.map(Out::Reset) }
+                            });
+                        }
+                        None => {
+                            let s = Status::from(Invalid::new("kind", "set step or reset"));
+                            let r = pb::StepStreamResult {
+                                tag,
+                                code: s.code() as i32,
+                                message: s.message().to_string(),
+                                ..Default::default()
+                            };
+                            if tx.send(Ok(r)).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+                Ok(None) => reading = false,
+                Err(_) => return, // the client went away
+            },
+            Some(done) = running.join_next(), if !running.is_empty() => {
+                let result = done.unwrap_or_else(|e| pb::StepStreamResult {
+                    code: tonic::Code::Internal as i32,
+                    message: format!("a stream step failed: {e}"),
+                    ..Default::default()
+                });
+                if tx.send(Ok(result)).await.is_err() {
+                    return;
+                }
+            }
+            _ = closing.changed() => {
+                let _ = tx.send(Err(Status::unavailable("the server is shutting down"))).await;
+                return;
+            }
+        }
+        if !reading && running.is_empty() {
+            return;
+        }
+    }
+}
+
 async fn finish<T>(started: Result<EnvJob<T>, PoolError>) -> Result<T, PoolError> {
     started?.finish().await
 }
@@ -251,6 +326,15 @@ impl Deskgym for DeskgymService {
                 })
                 .collect(),
             allowed_capabilities: self.mgr.policy().allow.clone(),
+            capacity: Some({
+                let used = self.mgr.usage();
+                pb::Capacity {
+                    envs_in_use: used.desktops,
+                    envs_free: l.max_envs.saturating_sub(used.desktops),
+                    pixels_in_use: used.pixels,
+                    pixels_free: l.max_total_pixels.saturating_sub(used.pixels),
+                }
+            }),
             limits: Some(pb::Limits {
                 max_envs: l.max_envs,
                 max_batch: l.max_batch,
@@ -779,6 +863,28 @@ impl Deskgym for DeskgymService {
             first.data,
             inbound,
             self.closing.clone(),
+        )))
+    }
+
+    type StepStreamStream =
+        tokio_stream::wrappers::ReceiverStream<Result<pb::StepStreamResult, Status>>;
+
+    async fn step_stream(
+        &self,
+        req: Request<tonic::Streaming<pb::StepStreamRequest>>,
+    ) -> Result<Response<Self::StepStreamStream>, Status> {
+        let who = principal(&req)?;
+        let inbound = req.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(self.mgr.limits().max_batch.max(1) as usize);
+        tokio::spawn(step_stream(
+            self.clone(),
+            who,
+            inbound,
+            tx,
+            self.closing.clone(),
+        ));
+        Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(
+            rx,
         )))
     }
 

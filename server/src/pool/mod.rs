@@ -273,6 +273,22 @@ impl PoolManager {
         pending.desktops + self.held_by_pools().desktops
     }
 
+    /// Desktops (and pixels) alive or being started, over all pools.
+    pub(crate) fn usage(&self) -> Usage {
+        let pending = lock(&self.pending).total;
+        pending.plus(self.held_by_pools()).unwrap_or(pending)
+    }
+
+    /// Pools open, and how many of them record.
+    pub(crate) fn pool_counts(&self) -> (usize, usize) {
+        let pools = lock(&self.pools);
+        let recording = pools
+            .values()
+            .filter(|p| p.recording_path.is_some())
+            .count();
+        (pools.len(), recording)
+    }
+
     /// Desktops an owner's pools hold.
     fn held_by_owner(&self, owner: &str) -> u32 {
         lock(&self.pools)

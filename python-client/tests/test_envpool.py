@@ -1,0 +1,87 @@
+"""EnvPool-style send/recv over the StepStream RPC, on one server and on two."""
+
+from __future__ import annotations
+
+import pathlib
+from collections import Counter
+
+import numpy as np
+import pytest
+
+import deskgym
+from deskgym.envpool import DeskgymEnvPool
+
+from conftest import Server
+
+
+def moves(ids: list[int], t: int) -> list[dict[str, object]]:
+    return [{"verb": "move", "x": (23 * i + 5 * t) % 320, "y": (31 * i + 3 * t) % 240} for i in ids]
+
+
+def test_recv_returns_the_first_finished_and_matches_synchronous_stepping(address: str) -> None:
+    n = 4
+    pool = deskgym.make_vec("click-target", n, batch_size=n, address=address, screen=(320, 240), seed=3)
+    sync = deskgym.make_vec("click-target", n, address=address, screen=(320, 240), seed=3)
+    try:
+        assert isinstance(pool, DeskgymEnvPool)
+        obs, infos = pool.reset(seed=0)
+        ref, ref_info = sync.reset(seed=0)
+        assert np.array_equal(obs, ref)
+        for t in range(5):
+            o, r, term, trunc, info = pool.step(moves(list(range(n)), t))
+            order = np.argsort(info["env_id"])
+            ro, rr, rterm, rtrunc, rinfo = sync.step(moves(list(range(n)), t))
+            assert np.array_equal(o[order], ro) and (r[order] == rr).all()
+            assert [info["frame_hash"][j] for j in order] == list(rinfo["frame_hash"])
+        # An env with a step in flight cannot be sent another.
+        pool.send(moves([0], 9), [0])
+        with pytest.raises(deskgym.DeskgymError) as e:
+            pool.send(moves([0], 9), [0])
+        assert e.value.code == "FAILED_PRECONDITION"
+        pool.recv()
+    finally:
+        pool.close()
+        sync.close()
+
+
+def test_a_slow_env_does_not_hold_back_the_batch(address: str) -> None:
+    n, k = 4, 2
+    pool = DeskgymEnvPool("click-target", n, batch_size=k, address=address, screen=(320, 240), seed=1,
+                          max_steps=10_000)
+    try:
+        pool.async_reset(seed=0)
+        seen: Counter[int] = Counter()
+        for t in range(40):
+            _, _, _, trunc, info = pool.recv()
+            ids = [int(i) for i in info["env_id"]]
+            assert not trunc.any()
+            seen.update(ids)
+            # Env 0 waits 300 ms a step; the others only move the pointer.
+            acts = [{"verb": "wait", "ms": 300} if i == 0 else moves([i], t)[0] for i in ids]
+            pool.send(acts, ids)
+        assert seen[0] < 10 < min(seen[1], seen[2], seen[3]), seen
+    finally:
+        pool.close()
+
+
+def test_an_env_pool_over_two_servers(tmp_path: pathlib.Path) -> None:
+    servers = [Server("--max-envs", "2", "--idle-timeout-s", "0", "--data-dir", str(tmp_path / f"d{i}")) for i in range(2)]
+    try:
+        pool = deskgym.make_vec("click-target", 4, batch_size=2, address=[s.address for s in servers],
+                                screen=(320, 240), seed=0)
+        try:
+            pool.async_reset(seed=0)
+            ids: set[int] = set()
+            for t in range(4):
+                _, _, _, trunc, info = pool.recv()
+                got = [int(i) for i in info["env_id"]]
+                assert len(got) == 2 and not trunc.any()
+                ids.update(got)
+                pool.send(moves(got, t), got)
+            assert ids == {0, 1, 2, 3}
+            assert [c.capabilities().capacity.envs_in_use for c in pool.clients] == [2, 2]
+        finally:
+            pool.close()
+    finally:
+        for s in servers:
+            s.stop()

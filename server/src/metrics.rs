@@ -1,0 +1,329 @@
+//! Prometheus metrics (`--metrics-listen`): counters kept in atomics on the hot path
+//! (no lock, no allocation per step), rendered in the text exposition format when
+//! scraped. The endpoint is a plain HTTP/1.1 `GET /metrics` on its own listener, so a
+//! scrape never touches the gRPC server.
+
+use std::fmt::Write as _;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use crate::pool::PoolManager;
+
+/// Upper bounds of the step latency buckets, in milliseconds.
+const BUCKETS_MS: [f64; 12] = [
+    0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 250.0, 500.0, 1000.0, 5000.0,
+];
+/// The gRPC status codes by number (0..=16).
+const CODES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+/// The longest request head a scrape may send.
+const MAX_REQUEST: usize = 8 * 1024;
+/// How long a scrape may take to send its request.
+const READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Process-wide counters.
+pub(crate) struct Metrics {
+    steps: AtomicU64,
+    /// Cumulative counts per bucket (a step counts in its own bucket only; rendering
+    /// sums them), then the +Inf bucket.
+    buckets: [AtomicU64; BUCKETS_MS.len() + 1],
+    /// Sum of step latencies in microseconds.
+    latency_us: AtomicU64,
+    resets: AtomicU64,
+    errors: [AtomicU64; CODES.len()],
+}
+
+/// The counters of this process.
+pub(crate) static METRICS: Metrics = Metrics {
+    steps: AtomicU64::new(0),
+    buckets: [const { AtomicU64::new(0) }; BUCKETS_MS.len() + 1],
+    latency_us: AtomicU64::new(0),
+    resets: AtomicU64::new(0),
+    errors: [const { AtomicU64::new(0) }; CODES.len()],
+};
+
+impl Metrics {
+    /// A step that completed, and how long the server spent on it.
+    pub(crate) fn step(&self, latency: Duration) {
+        self.steps.fetch_add(1, Ordering::Relaxed);
+        let ms = latency.as_secs_f64() * 1e3;
+        let i = BUCKETS_MS
+            .iter()
+            .position(|b| ms <= *b)
+            .unwrap_or(BUCKETS_MS.len());
+        self.buckets[i].fetch_add(1, Ordering::Relaxed);
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        self.latency_us.fetch_add(us, Ordering::Relaxed);
+    }
+
+    /// A reset that completed.
+    pub(crate) fn reset(&self) {
+        self.resets.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A call answered with `code` (counted where errors become statuses).
+    pub(crate) fn error(&self, code: tonic::Code) {
+        if let Some(c) = self.errors.get(code as usize) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What a scrape shows besides the counters, read when it happens.
+pub(crate) struct Gauges {
+    pub envs: u32,
+    pub max_envs: u32,
+    pub pools: usize,
+    pub recordings: usize,
+    pub cache_hits: u64,
+    pub cache_misses: u64,
+    pub cache_bytes: u64,
+    pub encoder: Option<String>,
+}
+
+/// One metric family: its HELP and TYPE lines, then its samples.
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}\n{samples}");
+}
+
+/// The text exposition of the counters and `g`.
+pub(crate) fn render(m: &Metrics, g: &Gauges) -> String {
+    let mut out = String::with_capacity(4096);
+    let n = |v: &AtomicU64| v.load(Ordering::Relaxed);
+    for (name, kind, help, value) in [
+        (
+            "deskgym_envs",
+            "gauge",
+            "Desktops alive or being started.",
+            u64::from(g.envs),
+        ),
+        (
+            "deskgym_envs_max",
+            "gauge",
+            "The server's max_envs.",
+            u64::from(g.max_envs),
+        ),
+        ("deskgym_pools", "gauge", "Pools open.", g.pools as u64),
+        (
+            "deskgym_recordings",
+            "gauge",
+            "Recordings being written.",
+            g.recordings as u64,
+        ),
+        (
+            "deskgym_steps_total",
+            "counter",
+            "Steps completed.",
+            n(&m.steps),
+        ),
+        (
+            "deskgym_resets_total",
+            "counter",
+            "Resets completed.",
+            n(&m.resets),
+        ),
+        (
+            "deskgym_frame_cache_hits_total",
+            "counter",
+            "Frames found in the fleet frame cache.",
+            g.cache_hits,
+        ),
+        (
+            "deskgym_frame_cache_misses_total",
+            "counter",
+            "Frames not in the fleet frame cache.",
+            g.cache_misses,
+        ),
+        (
+            "deskgym_frame_cache_bytes",
+            "gauge",
+            "Bytes held by the frame cache.",
+            g.cache_bytes,
+        ),
+    ] {
+        family(&mut out, name, kind, help, &format!("{name} {value}"));
+    }
+    let mut hist = String::new();
+    let mut cumulative = 0u64;
+    for (i, le) in BUCKETS_MS
+        .iter()
+        .map(|b| (b / 1e3).to_string())
+        .chain(["+Inf".to_string()])
+        .enumerate()
+    {
+        cumulative += n(&m.buckets[i]);
+        let _ = writeln!(
+            hist,
+            "deskgym_step_latency_seconds_bucket{{le=\"{le}\"}} {cumulative}"
+        );
+    }
+    let _ = write!(
+        hist,
+        "deskgym_step_latency_seconds_sum {}\ndeskgym_step_latency_seconds_count {cumulative}",
+        n(&m.latency_us) as f64 / 1e6
+    );
+    family(
+        &mut out,
+        "deskgym_step_latency_seconds",
+        "histogram",
+        "Server time of a step (action, settle, capture, encode).",
+        &hist,
+    );
+    let errors: Vec<String> = CODES
+        .iter()
+        .zip(&m.errors)
+        .skip(1)
+        .map(|(code, c)| format!("deskgym_errors_total{{code=\"{code}\"}} {}", n(c)))
+        .collect();
+    family(
+        &mut out,
+        "deskgym_errors_total",
+        "counter",
+        "Calls answered with an error, by gRPC code.",
+        &errors.join("\n"),
+    );
+    if let Some(e) = &g.encoder {
+        family(
+            &mut out,
+            "deskgym_encoder_info",
+            "gauge",
+            "The H.264 encoder recordings use.",
+            &format!("deskgym_encoder_info{{encoder=\"{e}\"}} 1"),
+        );
+    }
+    out
+}
+
+/// Serves `GET /metrics` on `listener` until the task is dropped.
+pub(crate) async fn serve(listener: TcpListener, mgr: Arc<PoolManager>) {
+    loop {
+        let Ok((mut stream, _)) = listener.accept().await else {
+            continue;
+        };
+        let mgr = mgr.clone();
+        tokio::spawn(async move {
+            let mut head = Vec::with_capacity(512);
+            let mut buf = [0u8; 1024];
+            let read = tokio::time::timeout(READ_TIMEOUT, async {
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < MAX_REQUEST {
+                    match stream.read(&mut buf).await {
+                        Ok(0) | Err(_) => return false,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                true
+            })
+            .await;
+            if !matches!(read, Ok(true)) {
+                return;
+            }
+            let (status, body) = if head.starts_with(b"GET /metrics ") {
+                match gauges(&mgr).await {
+                    Some(g) => ("200 OK", render(&METRICS, &g)),
+                    None => ("500 Internal Server Error", "gauges unavailable\n".into()),
+                }
+            } else {
+                (
+                    "404 Not Found",
+                    "only GET /metrics is served here\n".to_string(),
+                )
+            };
+            let reply = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: text/plain; version=0.0.4\r\n\
+                 content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(reply.as_bytes()).await;
+        });
+    }
+}
+
+async fn gauges(mgr: &Arc<PoolManager>) -> Option<Gauges> {
+    let m = mgr.clone();
+    // The pool tables are behind short std locks and the encoder probe runs a pipeline
+    // once: read them off the runtime.
+    tokio::task::spawn_blocking(move || {
+        let s = m.cache.stats();
+        let (pools, recordings) = m.pool_counts();
+        Gauges {
+            envs: m.env_count(),
+            max_envs: m.limits().max_envs,
+            pools,
+            recordings,
+            cache_hits: s.hits,
+            cache_misses: s.misses,
+            cache_bytes: s.bytes,
+            encoder: deskgym_datasets::video::encoder().ok().map(|c| c.element),
+        }
+    })
+    .await
+    .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exposition_has_every_metric_with_cumulative_buckets() {
+        let m = Metrics {
+            steps: AtomicU64::new(0),
+            buckets: [const { AtomicU64::new(0) }; BUCKETS_MS.len() + 1],
+            latency_us: AtomicU64::new(0),
+            resets: AtomicU64::new(0),
+            errors: [const { AtomicU64::new(0) }; CODES.len()],
+        };
+        m.step(Duration::from_micros(700));
+        m.step(Duration::from_millis(3));
+        m.step(Duration::from_secs(9));
+        m.error(tonic::Code::Unavailable);
+        let g = Gauges {
+            envs: 3,
+            max_envs: 64,
+            pools: 1,
+            recordings: 0,
+            cache_hits: 5,
+            cache_misses: 2,
+            cache_bytes: 100,
+            encoder: Some("x264enc".into()),
+        };
+        let text = render(&m, &g);
+        for line in [
+            "deskgym_envs 3",
+            "deskgym_steps_total 3",
+            "deskgym_step_latency_seconds_bucket{le=\"0.0005\"} 0",
+            "deskgym_step_latency_seconds_bucket{le=\"0.001\"} 1",
+            "deskgym_step_latency_seconds_bucket{le=\"0.005\"} 2",
+            "deskgym_step_latency_seconds_bucket{le=\"5\"} 2",
+            "deskgym_step_latency_seconds_bucket{le=\"+Inf\"} 3",
+            "deskgym_step_latency_seconds_count 3",
+            "deskgym_errors_total{code=\"UNAVAILABLE\"} 1",
+            "deskgym_errors_total{code=\"NOT_FOUND\"} 0",
+            "deskgym_encoder_info{encoder=\"x264enc\"} 1",
+            "# TYPE deskgym_step_latency_seconds histogram",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");
+        }
+    }
+}
