@@ -205,6 +205,10 @@ class Client:
             options=[
                 ("grpc.max_receive_message_length", -1),
                 ("grpc.max_send_message_length", 64 << 20),
+                # A server that restarts (a fleet's, under its Ray actor) is reached
+                # again within a second, not after gRPC's default backoff of up to 2 min.
+                ("grpc.initial_reconnect_backoff_ms", 100),
+                ("grpc.max_reconnect_backoff_ms", 1000),
             ],
         )
         # The generated stub is untyped; replies are checked in `_call`.

@@ -33,8 +33,9 @@ from deskgym.vector import _MODES, DeskgymVectorEnv
 
 logger = logging.getLogger("deskgym.fleet")
 
-#: Whole-call failures that mean "this server is gone", not "the request was wrong".
-SERVER_FAULTS = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN", "CANCELLED"}
+#: Whole-call failures that mean "this server is gone", not "the request was wrong"
+#: (NOT_FOUND: a restarted server no longer knows the pools).
+SERVER_FAULTS = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN", "CANCELLED", "NOT_FOUND"}
 
 
 @dataclass
@@ -136,15 +137,16 @@ class ShardedVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     # -- placement ---------------------------------------------------------------------
 
     def _free(self) -> list[int]:
-        """Each server's free desktops (0 for a server found gone)."""
+        """Each server's free desktops, asked of every server: one found gone counts 0,
+        and one that answers again (restarted, say by its Ray actor) is used again."""
         def ask(i: int) -> int:
-            if i in self.dead:
-                return 0
             try:
-                return int(self.clients[i].capabilities().capacity.envs_free)
+                free = int(self.clients[i].capabilities().capacity.envs_free)
             except DeskgymError as e:
                 self._lose_server(i, e)
                 return 0
+            self.dead.discard(i)
+            return free
         return list(self._pool.map(ask, range(len(self.clients))))
 
     def _open(self, server: int, start: int, k: int) -> Shard:
