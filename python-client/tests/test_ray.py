@@ -40,6 +40,18 @@ def alive(pid: int) -> bool:
         return f.read().split()[2] != "Z"
 
 
+def children(pid: int) -> set[int]:
+    """Processes a server started (Xvfb, task apps), from every thread's children list."""
+    out: set[int] = set()
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out.update(int(c) for c in f.read().split())
+    except FileNotFoundError:
+        pass
+    return out
+
+
 def moves(t: int, n: int) -> list[dict[str, object]]:
     return [{"verb": "move", "x": (23 * i + 5 * t) % 320, "y": (31 * i + 3 * t) % 240} for i in range(n)]
 
@@ -63,6 +75,8 @@ def test_envs_spread_over_the_nodes_and_survive_a_server_death(cluster: Cluster,
         # Kill one node's server: its envs come back truncated, the others go on.
         victim = next(i for i in infos if i["max_envs"] == 2)
         lost = [p == victim["address"] for p in env.placement()]
+        desktops = children(victim["pid"])
+        assert desktops, "the server runs its desktops as children"
         killed = ray.get(next(a for a, i in zip(actors, infos) if i is victim).kill_server.remote())
         _, _, _, trunc, step_infos = env.step(moves(3, 5))
         assert list(trunc) == lost and any(lost)
@@ -80,13 +94,14 @@ def test_envs_spread_over_the_nodes_and_survive_a_server_death(cluster: Cluster,
         for t in range(t, t + 3):
             _, _, _, trunc, _ = env.step(moves(t, 5))
             assert not trunc.any()
-        assert not alive(killed)
+        assert not alive(killed) and not any(alive(p) for p in desktops), "a killed server's desktops die with it"
         again = ray.get([a.info.remote() for a in actors])
         assert sum(i["restarts"] for i in again) == 1
         assert {i["address"] for i in again} == {i["address"] for i in infos}, "restarted on the same port"
         pids = [i["pid"] for i in again]
+        pids += [c for p in pids for c in children(p)]
     finally:
         env.close()
         single.close()
         dray.shutdown()
-    assert not any(alive(p) for p in pids), "no server outlives its actor"
+    assert not any(alive(p) for p in pids), "no server or desktop outlives its actor"
