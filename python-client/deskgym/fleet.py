@@ -114,6 +114,8 @@ class ShardedVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         self._seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
         self._pool = concurrent.futures.ThreadPoolExecutor(len(self.addresses), thread_name_prefix="deskgym-shard")
         self.dead: set[int] = set()
+        #: Re-placements so far (names re-placed shards' recordings).
+        self._generation = 0
         #: Errors of servers found gone, by address.
         self.server_errors: dict[str, str] = {}
         self.shards: list[Shard] = []
@@ -149,10 +151,21 @@ class ShardedVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
             return free
         return list(self._pool.map(ask, range(len(self.clients))))
 
-    def _open(self, server: int, start: int, k: int) -> Shard:
+    def _open(self, server: int, start: int, k: int, generation: int = 0) -> Shard:
+        kwargs = dict(self._kwargs)
+        if kwargs.get("record"):
+            # One recording per shard (run names are per server, a re-placed run may land
+            # beside another shard or on a restarted server that kept the old one):
+            # "<run>-<first env>", then "-r<n>" for the n-th re-placement.
+            kwargs["record"] = f"{kwargs['record']}-{start}" + (f"-r{generation}" if generation else "")
         env = DeskgymVectorEnv(self.task, k, client=self.clients[server], seed=self._seed + start,
-                               autoreset_mode=self.autoreset_mode, **self._kwargs)
+                               autoreset_mode=self.autoreset_mode, **kwargs)
         return Shard(server, start, env)
+
+    @property
+    def recording_paths(self) -> list[str]:
+        """Where each shard records (``record=`` runs), in env order."""
+        return [s.env.recording_path for s in self.shards if s.env.recording_path]
 
     def _lose_server(self, server: int, e: DeskgymError) -> None:
         if server not in self.dead:
@@ -182,6 +195,7 @@ class ShardedVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
             else:
                 runs.append((g, 1))
         new: list[Shard] = []
+        self._generation += 1
         free = self._free()
         for start, n in runs:
             try:
@@ -190,7 +204,7 @@ class ShardedVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
                 continue
             for server, s, k in parts:
                 try:
-                    shard = self._open(server, s, k)
+                    shard = self._open(server, s, k, self._generation)
                 except DeskgymError as e:
                     if e.code in SERVER_FAULTS:
                         self._lose_server(server, e)

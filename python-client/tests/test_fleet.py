@@ -40,11 +40,13 @@ def actions(step: int, n: int, verb: str = "click") -> list[dict[str, object]]:
 def test_a_sharded_env_steps_like_one_server_for_the_same_seeds(two_servers: list[Server], address: str) -> None:
     n = 6
     sharded = deskgym.make_vec("click-target", n, address=[s.address for s in two_servers], screen=(320, 240),
-                               seed=5, max_steps=4)
+                               seed=5, max_steps=4, record="fleet")
     single = deskgym.make_vec("click-target", n, address=address, screen=(320, 240), seed=5, max_steps=4)
     try:
         assert isinstance(sharded, ShardedVectorEnv)
         assert sharded.placement() == [two_servers[0].address] * 2 + [two_servers[1].address] * 4
+        # Each shard records on its own server, named by its first env.
+        assert [pathlib.Path(p).name for p in sharded.recording_paths] == ["fleet-0.skn", "fleet-2.skn"]
         a, ia = sharded.reset(seed=0)
         b, ib = single.reset(seed=0)
         assert np.array_equal(a, b) and list(ia["frame_hash"]) == list(ib["frame_hash"])

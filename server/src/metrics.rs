@@ -219,6 +219,8 @@ pub(crate) fn render(m: &Metrics, g: &Gauges) -> String {
 pub(crate) async fn serve(listener: TcpListener, mgr: Arc<PoolManager>) {
     loop {
         let Ok((mut stream, _)) = listener.accept().await else {
+            // Out of descriptors, say: wait rather than spin.
+            tokio::time::sleep(Duration::from_millis(100)).await;
             continue;
         };
         let mgr = mgr.clone();
