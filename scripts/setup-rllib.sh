@@ -13,7 +13,10 @@ if [ ! -x .venv-rllib/bin/python ]; then
 fi
 site() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
 site .venv/bin/python > "$(site .venv-rllib/bin/python)/deskgym-main-venv.pth"
+# pip sees .venv's packages too: it notes that it leaves them alone ("outside
+# environment") and that .venv's miniwob wants a newer Gymnasium; both are expected.
 .venv-rllib/bin/pip install -q --disable-pip-version-check "ray[rllib]==2.60.0" 2>&1 \
-  | grep -v "outside environment" || true
+  | grep -v -e "outside environment" -e "^miniwob .* requires gymnasium" -e "dependency resolver does not" \
+      -e "^desktop-env .* requires" || true
 .venv-rllib/bin/python -c 'import ray.rllib, gymnasium, deskgym, torch; assert gymnasium.__version__ == "1.2.2", gymnasium.__version__'
 echo "setup-rllib: ok (.venv-rllib/bin/python)"

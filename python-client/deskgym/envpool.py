@@ -12,11 +12,15 @@ Each server gets one ``StepStream`` (a bidirectional gRPC stream): every request
 on the server as it arrives and its result comes back as soon as it is done. Envs are
 placed over the servers by free capacity, seeded as in a one-server vector env. An env
 whose episode ended is reset by its next ``send`` (its result is the new episode's first
-observation, reward 0), as Gymnasium's next-step autoreset does.
+observation, reward 0), as Gymnasium's next-step autoreset does. When a server's stream
+fails, its envs in flight come back truncated with ``info["error"]``, and their next
+``send`` places them on a server with room (a restarted one too), as the sharded vector
+env does; the loop never sees an exception for it.
 """
 
 from __future__ import annotations
 
+import logging
 import queue
 import threading
 from collections.abc import Iterator, Sequence
@@ -29,7 +33,7 @@ from deskgym.actions import to_proto
 from deskgym.client import Client, Pool, encoding_of
 from deskgym.env import OBS_TYPES
 from deskgym.errors import DeskgymError, code_name
-from deskgym.fleet import place
+from deskgym.fleet import SERVER_FAULTS, place
 from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
 from deskgym.observation import info as info_of
 from deskgym.observation import observation_space
@@ -37,12 +41,16 @@ from deskgym.v1 import deskgym_pb2 as pb
 
 _END = object()
 
+logger = logging.getLogger("deskgym.envpool")
+
 
 class _Stream:
     """One server's StepStream: a request queue and a thread reading results."""
 
-    def __init__(self, client: Client, out: queue.Queue[Any]) -> None:
-        self.client = client
+    def __init__(self, server: int, client: Client, out: queue.Queue[Any]) -> None:
+        self.server, self.client = server, client
+        #: Set when the stream failed (its server is gone): its envs move elsewhere.
+        self.dead: DeskgymError | None = None
         self.requests: queue.Queue[Any] = queue.Queue()
 
         def requests() -> Iterator[pb.StepStreamRequest]:
@@ -106,13 +114,14 @@ class DeskgymEnvPool:
         #: Per env: its server's stream and its id there.
         self._where: list[tuple[_Stream, str]] = []
         self._streams: list[_Stream] = []
+        self._spec = {"task": task, "screen": screen or (0, 0), "max_steps": max_steps or 0, "encoding": obs_type}
+        self._base = base
         try:
             for server, start, k in place(num_envs, 0, free):
                 c = self.clients[server]
-                p = c.create_pool(task, k, screen=screen or (0, 0), seed=base + start, max_steps=max_steps or 0,
-                                  encoding=obs_type)
+                p = c.create_pool(num_envs=k, seed=base + start, **self._spec)  # type: ignore[arg-type]
                 self._pools.append((c, p))
-                s = _Stream(c, self._results)
+                s = _Stream(server, c, self._results)
                 self._streams.append(s)
                 self._where += [(s, e) for e in p.env_ids]
         except BaseException:
@@ -132,6 +141,8 @@ class DeskgymEnvPool:
         self._hashes: list[str] = [""] * num_envs
         self._ended = np.zeros(num_envs, dtype=bool)
         self._pending = np.zeros(num_envs, dtype=bool)
+        #: Results made here for envs whose server is gone: (env, code, message).
+        self._failed: list[tuple[int, str, str]] = []
         self._tag = 0
 
     # -- requests ----------------------------------------------------------------------
@@ -143,6 +154,42 @@ class DeskgymEnvPool:
         self._tag += 1
         stream, _ = self._where[i]
         stream.requests.put(pb.StepStreamRequest(tag=self._tag, **{kind: msg}))
+
+    def _lose(self, stream: _Stream, e: DeskgymError) -> None:
+        """A stream that failed: every env of it in flight comes back truncated."""
+        if stream.dead is None:
+            logger.warning("deskgym server %s lost: %s", stream.client.address, e)
+            stream.dead = e
+        for i, (s, _) in enumerate(self._where):
+            if s is stream and self._pending[i] and all(f[0] != i for f in self._failed):
+                self._failed.append((i, e.code, e.message))
+
+    def _move(self, i: int) -> bool:
+        """Places env ``i``, whose server is gone, on a server with room (a restarted one
+        too): a pool of one, seeded as it was. False when none has room."""
+        free = []
+        for c in self.clients:
+            try:
+                free.append(int(c.capabilities().capacity.envs_free))
+            except DeskgymError:
+                free.append(0)
+        server = max(range(len(free)), key=lambda k: (free[k], -k))
+        if free[server] <= 0:
+            return False
+        c = self.clients[server]
+        try:
+            p = c.create_pool(num_envs=1, seed=self._base + i, **self._spec)  # type: ignore[arg-type]
+        except DeskgymError:
+            return False
+        self._pools.append((c, p))
+        stream = next((s for s in self._streams if s.server == server and s.dead is None), None)
+        if stream is None:
+            stream = _Stream(server, c, self._results)
+            self._streams.append(stream)
+        self._where[i] = (stream, p.env_ids[0])
+        self._index[(id(stream), p.env_ids[0])] = i
+        self._hashes[i] = ""
+        return True
 
     def _reset_req(self, i: int, seed: int | None = None) -> pb.ResetRequest:
         _, env_id = self._where[i]
@@ -166,6 +213,14 @@ class DeskgymEnvPool:
         for i, a in zip(ids, acts):
             if not 0 <= i < self.num_envs:
                 raise DeskgymError("INVALID_ARGUMENT", f"env_ids: {i} is outside 0..{self.num_envs - 1}")
+            stream, _ = self._where[i]
+            if stream.dead is not None and not self._move(i):
+                # Nowhere to go yet: it comes back truncated again, and tries next time.
+                if self._pending[i]:
+                    raise DeskgymError("FAILED_PRECONDITION", f"env {i} has a step in flight: recv() it first")
+                self._pending[i] = True
+                self._failed.append((i, stream.dead.code, stream.dead.message))
+                continue
             if self._ended[i]:
                 self._put(i, "reset", self._reset_req(i))
                 continue
@@ -189,26 +244,38 @@ class DeskgymEnvPool:
         trunc: list[bool] = []
         ids: list[int] = []
         infos: list[dict[str, Any]] = []
+
+        def failed(i: int, code: str, message: str) -> None:
+            self._pending[i] = False
+            self._ended[i] = True
+            ids.append(i)
+            obs.append(np.zeros_like(self._blank) if self._blank is not None else b"")
+            rew.append(0.0)
+            term.append(False)
+            trunc.append(True)
+            infos.append({"error": {"code": code, "message": message, "server": self._where[i][0].client.address}})
+
         while len(ids) < n:
+            if self._failed:
+                failed(*self._failed.pop(0))
+                continue
             try:
                 stream, r = self._results.get(timeout=self.timeout)
             except queue.Empty:
                 raise DeskgymError("DEADLINE_EXCEEDED", f"no step result within {self.timeout} s") from None
             if isinstance(r, DeskgymError):
-                raise r
+                if r.code not in SERVER_FAULTS:
+                    raise r
+                self._lose(stream, r)
+                continue
             i = self._index.get((id(stream), r.env_id))
-            if i is None:
-                raise DeskgymError("INTERNAL", f"a result for unknown env {r.env_id!r}: {r.message}")
+            if i is None or self._where[i][0] is not stream:
+                continue  # a late answer from a stream the env has left
+            if r.code != 0:
+                failed(i, code_name(r.code), r.message)
+                continue
             self._pending[i] = False
             ids.append(i)
-            if r.code != 0:
-                self._ended[i] = True
-                obs.append(np.zeros_like(self._blank) if self._blank is not None else b"")
-                rew.append(0.0)
-                term.append(False)
-                trunc.append(True)
-                infos.append({"error": {"code": code_name(r.code), "message": r.message}})
-                continue
             if r.HasField("step"):
                 res = r.step
                 o, step_info, reward, t, tr = res.observation, res.info, res.reward, res.terminated, res.truncated

@@ -85,3 +85,35 @@ def test_an_env_pool_over_two_servers(tmp_path: pathlib.Path) -> None:
     finally:
         for s in servers:
             s.stop()
+
+
+def test_a_lost_server_truncates_its_envs_in_flight_and_they_move(tmp_path: pathlib.Path) -> None:
+    servers = [Server("--max-envs", "4", "--idle-timeout-s", "0", "--data-dir", str(tmp_path / f"d{i}")) for i in range(2)]
+    try:
+        pool = deskgym.make_vec("click-target", 4, batch_size=4, address=[s.address for s in servers],
+                                screen=(320, 240), seed=0, max_steps=10_000)
+        try:
+            pool.reset(seed=0)
+            pool.step(moves([0, 1, 2, 3], 0))
+            lost = [pool._where[i][0].client.address == servers[0].address for i in range(4)]
+            assert lost == [True, True, False, False]
+            servers[0].proc.kill()
+            servers[0].proc.wait()
+            _, _, _, trunc, info = pool.step(moves([0, 1, 2, 3], 1))
+            order = np.argsort(info["env_id"])
+            assert [bool(trunc[j]) for j in order] == lost
+            assert {info["error"][j]["code"] for j in order[:2]} == {"UNAVAILABLE"}
+            # Their next send resets them on the server that is left.
+            _, r, _, trunc, info = pool.step(moves([0, 1, 2, 3], 2))
+            assert not trunc.any() and "error" not in info
+            assert {pool._where[i][0].client.address for i in range(4)} == {servers[1].address}
+            assert pool.clients[1].capabilities().capacity.envs_in_use == 4
+            for t in range(3, 6):
+                _, _, _, trunc, _ = pool.step(moves([0, 1, 2, 3], t))
+                assert not trunc.any()
+        finally:
+            pool.close()
+    finally:
+        for s in servers:
+            if s.proc.poll() is None:
+                s.stop()
