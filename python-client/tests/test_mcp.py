@@ -9,7 +9,6 @@ import os
 import socket
 import subprocess
 import sys
-
 from typing import Any
 
 import anyio
@@ -163,4 +162,3 @@ def test_granted_tools_and_desktops_over_streamable_http(exec_server: Server) ->
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-
