@@ -98,6 +98,25 @@ pub struct Tree {
     pub notes: Vec<String>,
 }
 
+impl Tree {
+    /// Element `id` of this reading; one that is not in it is gone (the error every
+    /// desktop answers for an element that no longer exists).
+    pub fn take(self, id: &str) -> crate::Result<Node> {
+        self.nodes.into_iter().find(|n| n.id == id).ok_or_else(|| {
+            crate::DesktopError::element(client::Failure::Gone, "the element no longer exists")
+        })
+    }
+}
+
+impl From<&Node> for Live {
+    fn from(n: &Node) -> Self {
+        Self {
+            bounds: n.bounds,
+            states: n.states.clone(),
+        }
+    }
+}
+
 /// Bounds of one walk.
 #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Limits {

@@ -16,20 +16,13 @@ use crate::windows::WindowInfo;
 
 /// The task app's widget `id` as the app shows it now.
 fn widget(app: &mut TaskApp, id: &str) -> Result<crate::a11y::Node> {
-    app.tree()?
-        .nodes
-        .into_iter()
-        .find(|n| n.id == id)
-        .ok_or_else(|| DesktopError::element(Failure::Gone, "the element no longer exists"))
+    app.tree()?.take(id)
 }
 
 /// Where a pointer action on a widget lands (its centre), if it shows.
 fn showing_target(n: &crate::a11y::Node) -> Result<Point> {
-    let live = Live {
-        bounds: n.bounds,
-        states: n.states.clone(),
-    };
-    live.target()
+    Live::from(n)
+        .target()
         .ok_or_else(|| DesktopError::element(Failure::Gone, "the element is not showing"))
 }
 
@@ -384,10 +377,7 @@ impl Desktop {
             return page.live(id);
         }
         match (&mut self.app, &self.sandbox) {
-            (Some(app), _) => widget(app, id).map(|n| Live {
-                bounds: n.bounds,
-                states: n.states,
-            }),
+            (Some(app), _) => widget(app, id).map(|n| Live::from(&n)),
             (None, Some(sb)) => sb.a11y_live(id),
             (None, None) => Err(no_tree()),
         }

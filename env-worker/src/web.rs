@@ -561,21 +561,8 @@ impl Page {
 
     /// What element `id` of the page is now (re-read: refs are per episode).
     pub fn live(&mut self, id: &str) -> Result<crate::a11y::Live> {
-        let n = self
-            .tree(&Limits::default())?
-            .nodes
-            .into_iter()
-            .find(|n| n.id == id)
-            .ok_or_else(|| {
-                DesktopError::element(
-                    crate::a11y::client::Failure::Gone,
-                    "the element no longer exists",
-                )
-            })?;
-        Ok(crate::a11y::Live {
-            bounds: n.bounds,
-            states: n.states,
-        })
+        let n = self.tree(&Limits::default())?.take(id)?;
+        Ok(crate::a11y::Live::from(&n))
     }
 
     /// Where a pointer action on element `id` lands (its centre), if it shows.

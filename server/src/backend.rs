@@ -345,21 +345,8 @@ pub(crate) mod fake {
         }
 
         fn live(&mut self, id: &str) -> WorkerResult<Live> {
-            let n = self
-                .tree(&Limits::default())?
-                .nodes
-                .into_iter()
-                .find(|n| n.id == id)
-                .ok_or_else(|| {
-                    DesktopError::element(
-                        deskgym_worker::a11y::client::Failure::Gone,
-                        "the element no longer exists",
-                    )
-                })?;
-            Ok(Live {
-                bounds: n.bounds,
-                states: n.states,
-            })
+            let n = self.tree(&Limits::default())?.take(id)?;
+            Ok(Live::from(&n))
         }
     }
 }
