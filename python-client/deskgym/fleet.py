@@ -29,7 +29,7 @@ from gymnasium.vector.utils import batch_space, iterate
 
 from deskgym.client import Client
 from deskgym.errors import DeskgymError
-from deskgym.vector import _MODES, DeskgymVectorEnv
+from deskgym.vector import _MODES, DeskgymVectorEnv, reset_args
 
 logger = logging.getLogger("deskgym.fleet")
 
@@ -242,20 +242,7 @@ class ShardedVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     ) -> tuple[Any, dict[str, Any]]:
         """As :meth:`DeskgymVectorEnv.reset` (``seed + i`` for env ``i``); lost envs are
         placed on the servers left first."""
-        n = self.num_envs
-        if isinstance(seed, (int, np.integer)):
-            seeds: list[int | None] = [int(seed) + i for i in range(n)]
-        elif seed is None:
-            seeds = [None] * n
-        else:
-            seeds = [None if s is None else int(s) for s in seed]
-            if len(seeds) != n:
-                raise DeskgymError("INVALID_ARGUMENT", f"seed: got {len(seeds)} seeds for {n} envs")
-        mask = np.ones(n, dtype=bool)
-        if options and "reset_mask" in options:
-            mask = np.asarray(options["reset_mask"], dtype=bool)
-            if mask.shape != (n,):
-                raise DeskgymError("INVALID_ARGUMENT", f"options.reset_mask: expected shape ({n},), got {mask.shape}")
+        seeds, mask = reset_args(self.num_envs, seed, options)
         if self._lost:
             self._replace()
         infos: dict[str, Any] = {}

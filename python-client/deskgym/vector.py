@@ -31,6 +31,27 @@ _MODES = {
 _ENV_FAULTS = {"UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED", "UNKNOWN"}
 
 
+def reset_args(
+    n: int, seed: int | Sequence[int | None] | None, options: dict[str, Any] | None
+) -> tuple[list[int | None], np.ndarray]:
+    """A vector reset's per-env seeds (an int: ``seed + i``; a list: one each; ``None``:
+    each env's own sequence) and its ``reset_mask`` (default: every env), checked."""
+    if isinstance(seed, (int, np.integer)):
+        seeds: list[int | None] = [int(seed) + i for i in range(n)]
+    elif seed is None:
+        seeds = [None] * n
+    else:
+        seeds = [None if s is None else int(s) for s in seed]
+        if len(seeds) != n:
+            raise DeskgymError("INVALID_ARGUMENT", f"seed: got {len(seeds)} seeds for {n} envs")
+    mask = np.ones(n, dtype=bool)
+    if options and "reset_mask" in options:
+        mask = np.asarray(options["reset_mask"], dtype=bool)
+        if mask.shape != (n,):
+            raise DeskgymError("INVALID_ARGUMENT", f"options.reset_mask: expected shape ({n},), got {mask.shape}")
+    return seeds, mask
+
+
 class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     """``num_envs`` desktops of one task, stepped together.
 
@@ -181,19 +202,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         ``seed``: an int seeds env i with ``seed + i``; a list gives one seed per env;
         ``None`` continues each env's own seed sequence.
         """
-        if isinstance(seed, (int, np.integer)):
-            seeds: list[int | None] = [int(seed) + i for i in range(self.num_envs)]
-        elif seed is None:
-            seeds = [None] * self.num_envs
-        else:
-            seeds = [None if s is None else int(s) for s in seed]
-            if len(seeds) != self.num_envs:
-                raise DeskgymError("INVALID_ARGUMENT", f"seed: got {len(seeds)} seeds for {self.num_envs} envs")
-        mask = np.ones(self.num_envs, dtype=bool)
-        if options and "reset_mask" in options:
-            mask = np.asarray(options["reset_mask"], dtype=bool)
-            if mask.shape != (self.num_envs,):
-                raise DeskgymError("INVALID_ARGUMENT", f"options.reset_mask: expected shape ({self.num_envs},), got {mask.shape}")
+        seeds, mask = reset_args(self.num_envs, seed, options)
         idx = [i for i in range(self.num_envs) if mask[i]]
         reqs = []
         for i in idx:
