@@ -210,3 +210,33 @@ def test_a_bad_first_message_is_a_clear_error(address: str) -> None:
         assert e.value.code == "NOT_FOUND"
     finally:
         c.close()
+
+
+def test_drive_refuses_bad_first_messages_and_oversized_text_on_the_wire(address: str) -> None:
+    import grpc
+
+    from deskgym.v1 import deskgym_pb2 as pb
+
+    env = deskgym.make("click-target", address=address, screen=(320, 240))
+    try:
+        env.reset(seed=0)
+        stub, env_id = env.client._stub, env.env_id
+
+        def drive(*msgs: pb.DriveRequest) -> grpc.RpcError:
+            with pytest.raises(grpc.RpcError) as e:
+                list(stub.Drive(iter(msgs), timeout=30))
+            return e.value
+
+        e = drive(pb.DriveRequest(env_id=env_id, risky=7))
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "risky" in e.details()
+        e = drive()
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "no message" in e.details()
+        e = drive(pb.DriveRequest(env_id=env_id), pb.DriveRequest(text="x" * ((1 << 20) + 1)))
+        assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "smaller chunks" in e.details()
+        # A line over 64 KiB is skipped (never buffered whole); the stream goes on.
+        ex = Executor(env)
+        reports = ex.feed("```\n" + "{" * (70 * 1024) + "\n" + '{"op":"wait","ms":1}\n')
+        assert [(r.status, r.reason) for r in reports] == [("skipped", "a line over 65536 bytes"), ("executed", "")]
+        ex.close()
+    finally:
+        env.close()

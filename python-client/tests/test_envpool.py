@@ -117,3 +117,28 @@ def test_a_lost_server_truncates_its_envs_in_flight_and_they_move(tmp_path: path
         for s in servers:
             if s.proc.poll() is None:
                 s.stop()
+
+
+def test_step_stream_answers_bad_requests_per_request_on_the_wire(address: str) -> None:
+    from deskgym.actions import to_proto
+    from deskgym.v1 import deskgym_pb2 as pb
+
+    env = deskgym.make_vec("click-target", 1, address=address, screen=(320, 240), seed=0)
+    try:
+        env.reset(seed=0)
+        env_id = env.env_ids[0]
+        wait = pb.StepRequest(env_id=env_id, action=to_proto({"verb": "wait", "ms": 300}))
+        reqs = [
+            pb.StepStreamRequest(tag=1),  # neither step nor reset
+            pb.StepStreamRequest(tag=2, step=pb.StepRequest(env_id="no-such-env", action=wait.action)),
+            pb.StepStreamRequest(tag=3, step=pb.StepRequest(env_id=env_id, action=to_proto({"verb": "click", "x": 9999, "y": 1}))),
+            pb.StepStreamRequest(tag=4, step=wait),
+            pb.StepStreamRequest(tag=5, step=wait),  # the env is still busy with tag 4
+        ]
+        got = {r.tag: r for r in env.client._stub.StepStream(iter(reqs), timeout=60)}
+        codes = {t: deskgym.errors.code_name(r.code) if r.code else "OK" for t, r in got.items()}
+        assert codes == {1: "INVALID_ARGUMENT", 2: "NOT_FOUND", 3: "INVALID_ARGUMENT", 4: "OK", 5: "ABORTED"}, codes
+        assert got[1].message.startswith("kind") and got[3].message.startswith("action.click.target.point_px")
+        assert got[4].HasField("step")
+    finally:
+        env.close()
