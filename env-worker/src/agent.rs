@@ -20,6 +20,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::error::quote;
+
 /// Where the session's programs and the sandbox's user start.
 pub const HOME: &str = "/home/user";
 
@@ -41,6 +43,10 @@ pub struct SessionSpec {
     pub session: Vec<SessionProgram>,
     /// Environment of every program the agent starts (besides the sandbox's own).
     pub env: Vec<(String, String)>,
+    /// A directory (read-only in the sandbox) copied into the home before the session
+    /// starts: the profile's seed files.
+    #[serde(default)]
+    pub home_template: Option<String>,
 }
 
 /// A command to run and wait for.
@@ -148,7 +154,11 @@ pub enum FileErrorKind {
     NotDir,
     /// A resumed write past the end of the file.
     Short,
-    /// Anything else (permissions, disk).
+    /// A FIFO, socket or device where a regular file is needed.
+    NotRegular,
+    /// The desktop's disk limit is reached.
+    Full,
+    /// Anything else (permissions).
     Io,
 }
 
@@ -245,6 +255,11 @@ pub enum Reply {
     Done,
     /// Answer to `Connect`: raw bytes follow, both ways.
     Connected,
+    /// The agent is serving as many requests as it may: try again later.
+    Busy {
+        /// Which limit, for the user.
+        message: String,
+    },
     /// An accessibility request failed.
     ElementError {
         /// Why.
@@ -271,29 +286,37 @@ impl Reply {
             Self::Done => "a done reply",
             Self::ElementError { .. } => "an element error",
             Self::Connected => "a connected reply",
+            Self::Busy { .. } => "a busy reply",
         }
     }
 }
 
 type Children = Arc<Mutex<Vec<Child>>>;
 
-/// The agent program: `deskgym-sandbox-agent <socket> <session.json>`.
+/// Most requests (exec, file, tunnel...) the agent serves at once; more are answered
+/// `Busy` at once, so a flood of tunnels never leaves one half-served.
+pub const MAX_CONCURRENT: usize = 64;
+
+/// The agent program: `deskgym-sandbox-agent fd:<n>|<socket> <session.json>`. With
+/// `fd:<n>` it listens on a socket the worker bound (in a directory of the worker's)
+/// and passed down; the sandbox never holds a path to it.
 pub fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [socket, session] = args.as_slice() else {
-        return Err("usage: deskgym-sandbox-agent <socket> <session.json>".into());
+        return Err("usage: deskgym-sandbox-agent fd:<n>|<socket> <session.json>".into());
     };
+    let listener = listen(socket)?;
     let spec: SessionSpec = serde_json::from_slice(&std::fs::read(session)?)?;
+    if let Some(t) = &spec.home_template {
+        if let Err(e) = copy_tree(std::path::Path::new(t), std::path::Path::new(HOME)) {
+            eprintln!("home template: {e}");
+        }
+    }
     let children: Children = Arc::default();
-    let log = session_log(session);
     for program in &spec.session {
         let argv = &program.argv;
-        let started = base_command(argv, &spec.env).and_then(|mut c| {
-            if let Some(f) = log.as_ref().and_then(|f| f.try_clone().ok()) {
-                c.stderr(f);
-            }
-            c.spawn()
-        });
+        // Session programs write to the agent's stderr: a pipe the worker drains.
+        let started = base_command(argv, &spec.env).and_then(|mut c| c.stderr(Stdio::inherit()).spawn());
         match started {
             Ok(c) => lock(&children).push(c),
             // Logged where the worker can read it; the session goes on without it.
@@ -306,22 +329,90 @@ pub fn main() -> Result<(), Box<dyn std::error::Error>> {
             }
         }
     }
-    let _ = std::fs::remove_file(socket);
-    let listener = UnixListener::bind(socket)?;
     std::thread::spawn({
         let children = children.clone();
         move || reap(&children)
     });
+    let active = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     for conn in listener.incoming() {
-        let Ok(conn) = conn else { continue };
+        let Ok(mut conn) = conn else { continue };
         let (env, children) = (spec.env.clone(), children.clone());
+        use std::sync::atomic::Ordering::AcqRel;
+        if active.fetch_add(1, AcqRel) >= MAX_CONCURRENT {
+            active.fetch_sub(1, AcqRel);
+            let message = format!(
+                "the desktop's agent is serving {MAX_CONCURRENT} requests (exec, files, \
+                 tunnels) already; retry when some have ended"
+            );
+            let _ = reply_line(&mut conn, &Reply::Busy { message });
+            continue;
+        }
+        let done = Done(active.clone());
         // Without a thread to serve it (the sandbox at its process limit) the
-        // connection drops and the worker reports that; the agent stays up.
-        let _ = helper(move || {
+        // connection gets a busy answer; the agent stays up.
+        let spare = conn.try_clone();
+        let started = helper(move || {
+            let _done = done;
             if let Err(e) = serve(conn, &env, &children) {
                 eprintln!("request failed: {e}");
             }
         });
+        if let (Err(message), Ok(mut c)) = (started, spare) {
+            let _ = reply_line(&mut c, &Reply::Busy { message });
+        }
+    }
+    Ok(())
+}
+
+/// Counts a request as ended when dropped (whatever way its thread ends).
+struct Done(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::AcqRel);
+    }
+}
+
+/// The agent's listening socket: a bound socket passed as descriptor `fd:<n>` (the
+/// agent listens, so the socket's peer credentials name the agent), or a path.
+fn listen(socket: &str) -> std::io::Result<UnixListener> {
+    use std::os::fd::FromRawFd;
+    let Some(fd) = socket.strip_prefix("fd:") else {
+        let _ = std::fs::remove_file(socket);
+        return UnixListener::bind(socket);
+    };
+    let fd: i32 = fd
+        .parse()
+        .map_err(|_| std::io::Error::other(format!("bad descriptor {fd:?}")))?;
+    // SAFETY: listen/fcntl on a descriptor the worker passed for this; it is owned
+    // from here on.
+    unsafe {
+        if libc::listen(fd, 128) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        // Not inherited by the programs the agent starts.
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        Ok(UnixListener::from_raw_fd(fd))
+    }
+}
+
+/// Copies a directory tree (modes kept, symlinks as links) into `to`.
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let meta = std::fs::symlink_metadata(&src)?;
+        if meta.file_type().is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else if meta.is_dir() {
+            std::fs::create_dir_all(&dst)?;
+            copy_tree(&src, &dst)?;
+            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(meta.permissions().mode() | 0o700))?;
+        } else if meta.is_file() {
+            std::fs::copy(&src, &dst)?;
+            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(meta.permissions().mode() | 0o600))?;
+        }
     }
     Ok(())
 }
@@ -363,16 +454,6 @@ fn a11y(
 
 fn lock(c: &Children) -> std::sync::MutexGuard<'_, Vec<Child>> {
     c.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// `session.log` beside the session spec (the control dir the worker can read).
-fn session_log(session: &str) -> Option<std::fs::File> {
-    let path = std::path::Path::new(session).with_file_name("session.log");
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .ok()
 }
 
 /// Collects exited session and launched programs, so none stays a zombie.
@@ -695,9 +776,67 @@ fn io_err(path: &std::path::Path, e: std::io::Error) -> (FileErrorKind, String) 
         std::io::ErrorKind::NotFound => FileErrorKind::NotFound,
         std::io::ErrorKind::IsADirectory => FileErrorKind::IsDir,
         std::io::ErrorKind::NotADirectory => FileErrorKind::NotDir,
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded => {
+            return (
+                FileErrorKind::Full,
+                format!(
+                    "{}: the desktop's disk limit is reached (its home and /tmp are each \
+                     size-limited); delete files in it or ask for a larger limit",
+                    shown(path)
+                ),
+            );
+        }
         _ => FileErrorKind::Io,
     };
-    (kind, format!("{}: {e}", path.display()))
+    (kind, format!("{}: {e}", shown(path)))
+}
+
+/// A path as messages show it (at most 64 characters of it).
+fn shown(p: &std::path::Path) -> String {
+    crate::error::quote(&p.to_string_lossy())
+}
+
+/// Opens a regular file without blocking (a FIFO or device planted in the home would
+/// hold the request until its time bound), then refuses anything else.
+fn open_regular(p: &std::path::Path, opts: &mut std::fs::OpenOptions) -> FileResult<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = opts
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(p)
+        .map_err(|e| match e.raw_os_error() {
+            // A FIFO with no reader, opened to write.
+            Some(libc::ENXIO) => not_regular(p),
+            _ => io_err(p, e),
+        })?;
+    let meta = f.metadata().map_err(|e| io_err(p, e))?;
+    if meta.is_dir() {
+        return Err((
+            FileErrorKind::IsDir,
+            format!("{} is a directory; ListDirectory lists it", shown(p)),
+        ));
+    }
+    if !meta.is_file() {
+        return Err(not_regular(p));
+    }
+    // Back to blocking reads and writes on the regular file.
+    // SAFETY: fcntl on a descriptor this function owns.
+    unsafe {
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&f);
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+    }
+    Ok(f)
+}
+
+fn not_regular(p: &std::path::Path) -> (FileErrorKind, String) {
+    (
+        FileErrorKind::NotRegular,
+        format!(
+            "{} is not a regular file (a FIFO, socket or device); file verbs read and write \
+             regular files only",
+            shown(p)
+        ),
+    )
 }
 
 fn inside(p: &std::path::Path) -> bool {
@@ -714,13 +853,13 @@ fn resolve(path: &str, exists: bool) -> FileResult<std::path::PathBuf> {
     }
     let p = Path::new(HOME).join(path);
     if p.components().any(|c| matches!(c, Component::ParentDir)) {
-        return Err(outside(format!("{path:?}: '..' is not allowed")));
+        return Err(outside(format!("{}: '..' is not allowed", quote(path))));
     }
     let resolved = if exists {
         p.canonicalize().map_err(|e| io_err(&p, e))?
     } else {
         let (Some(parent), Some(name)) = (p.parent(), p.file_name()) else {
-            return Err(outside(format!("{path:?} names no file")));
+            return Err(outside(format!("{} names no file", quote(path))));
         };
         let dir = parent.canonicalize().map_err(|e| io_err(parent, e))?;
         let full = dir.join(name);
@@ -732,8 +871,9 @@ fn resolve(path: &str, exists: bool) -> FileResult<std::path::PathBuf> {
     };
     if !inside(&resolved) {
         return Err(outside(format!(
-            "{path:?} resolves to {}, outside {} and /tmp",
-            resolved.display(),
+            "{} resolves to {}, outside {} and /tmp",
+            quote(path),
+            shown(&resolved),
             HOME
         )));
     }
@@ -743,15 +883,8 @@ fn resolve(path: &str, exists: bool) -> FileResult<std::path::PathBuf> {
 fn read(path: &str, offset: u64, max: u64) -> FileResult<(u64, Vec<u8>, bool)> {
     use std::io::{Seek, SeekFrom};
     let p = resolve(path, true)?;
-    let meta = std::fs::metadata(&p).map_err(|e| io_err(&p, e))?;
-    if meta.is_dir() {
-        return Err((
-            FileErrorKind::IsDir,
-            format!("{} is a directory; ListDirectory lists it", p.display()),
-        ));
-    }
-    let size = meta.len();
-    let mut f = std::fs::File::open(&p).map_err(|e| io_err(&p, e))?;
+    let mut f = open_regular(&p, std::fs::OpenOptions::new().read(true))?;
+    let size = f.metadata().map_err(|e| io_err(&p, e))?.len();
     f.seek(SeekFrom::Start(offset)).map_err(|e| io_err(&p, e))?;
     let mut data = Vec::new();
     f.take(max)
@@ -765,38 +898,28 @@ fn write(path: &str, offset: u64, mode: u32, data: &[u8]) -> FileResult<u64> {
     use std::io::{Seek, SeekFrom};
     use std::os::unix::fs::OpenOptionsExt;
     let p = resolve(path, false)?;
-    if p.is_dir() {
+    let mut f = open_regular(
+        &p,
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .mode(if mode == 0 { 0o644 } else { mode & 0o7777 }),
+    )?;
+    let have = f.metadata().map_err(|e| io_err(&p, e))?.len();
+    if have < offset {
         return Err((
-            FileErrorKind::IsDir,
-            format!("{} is a directory", p.display()),
+            FileErrorKind::Short,
+            format!(
+                "{} has {have} bytes; an upload resumed at {offset} needs them all",
+                shown(&p)
+            ),
         ));
     }
-    if offset > 0 {
-        let have = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
-        if have < offset {
-            return Err((
-                FileErrorKind::Short,
-                format!(
-                    "{} has {have} bytes; an upload resumed at {offset} needs them all",
-                    p.display()
-                ),
-            ));
-        }
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(offset == 0)
-        .mode(if mode == 0 { 0o644 } else { mode & 0o7777 })
-        .open(&p)
-        .map_err(|e| io_err(&p, e))?;
+    // Truncated only now that it is known to be a regular file; a resumed upload ends
+    // where its data ends.
+    f.set_len(offset).map_err(|e| io_err(&p, e))?;
     f.seek(SeekFrom::Start(offset)).map_err(|e| io_err(&p, e))?;
     f.write_all(data).map_err(|e| io_err(&p, e))?;
-    if offset > 0 {
-        // A resumed upload ends where its data ends.
-        f.set_len(offset + data.len() as u64)
-            .map_err(|e| io_err(&p, e))?;
-    }
     Ok(offset + data.len() as u64)
 }
 
@@ -805,7 +928,7 @@ fn list(path: &str, depth: u32, max: usize) -> FileResult<(String, Vec<Entry>, b
     if !root.is_dir() {
         return Err((
             FileErrorKind::NotDir,
-            format!("{} is not a directory", root.display()),
+            format!("{} is not a directory", shown(&root)),
         ));
     }
     let mut entries = Vec::new();

@@ -165,8 +165,8 @@ impl Desktop {
     /// The sandbox agent's socket, for connections that outlive one call (a port
     /// tunnel: [`crate::agent::Request::Connect`]); `None` without a sandbox. It
     /// changes when a reset restarts the sandbox.
-    pub fn agent_socket(&self) -> Option<std::path::PathBuf> {
-        self.sandbox.as_ref().map(Sandbox::socket)
+    pub fn agent_socket(&self) -> Option<crate::sandbox::AgentPeer> {
+        self.sandbox.as_ref().map(Sandbox::agent)
     }
 
     /// True when a reset would restart the sandbox (something ran in it since it

@@ -58,6 +58,10 @@ pub enum DesktopError {
     /// An X protocol request failed in a way that does not mean the display is gone.
     #[error("X request failed: {0}")]
     X11(String),
+    /// A limit of the desktop was reached (its memory, the agent's concurrent
+    /// requests): this env's call fails, never a neighbour's.
+    #[error("{0}")]
+    Limit(String),
     /// An operating system call failed.
     #[error("I/O error: {0}")]
     Io(#[from] io::Error),
@@ -86,6 +90,21 @@ impl DesktopError {
             self,
             Self::DisplayGone { .. } | Self::App(_) | Self::XvfbStart(_) | Self::NotReady(_)
         )
+    }
+}
+
+/// Longest part of a caller's string quoted in an error message.
+pub const QUOTE_CHARS: usize = 64;
+
+/// A caller's string as error messages quote it: at most [`QUOTE_CHARS`] characters
+/// (a long path or key name would otherwise travel back whole, in status metadata).
+pub fn quote(s: &str) -> String {
+    let mut chars = s.chars();
+    let head: String = chars.by_ref().take(QUOTE_CHARS).collect();
+    if chars.next().is_none() {
+        format!("{head:?}")
+    } else {
+        format!("{head:?}... ({} chars)", s.chars().count())
     }
 }
 

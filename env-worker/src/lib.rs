@@ -14,6 +14,7 @@
 //! - [`sandbox`]: an env's bubblewrap sandbox (profile desktops); [`agent`]: the
 //!   program inside it that starts the session and runs `exec`/`launch` (binary
 //!   `deskgym-sandbox-agent`).
+//! - [`limits`]: per-sandbox memory (cgroup or `RLIMIT_AS`), open files, processes.
 //! - [`clipboard`]: the CLIPBOARD selection as text (read, and owned by a thread of ours).
 //! - [`script`]: declarative tasks (setup steps, a checker command for the reward).
 //! - [`windows`]: top-level windows through the window manager (EWMH).
@@ -30,6 +31,7 @@ pub mod desktop;
 pub mod error;
 pub mod frame;
 pub mod keys;
+pub mod limits;
 pub mod sandbox;
 pub mod script;
 pub mod task_app;
@@ -43,7 +45,7 @@ pub use action::{Action, Button, Point};
 pub use desktop::{Desktop, DesktopConfig, Outcome};
 pub use error::{DesktopError, Result};
 pub use frame::{Frame, frame_hash, hash_hex};
-pub use sandbox::SandboxConfig;
+pub use sandbox::{SandboxConfig, SandboxLimits};
 pub use task_app::AppState;
 pub use tasks::{TASKS, TaskSpec, task_spec};
 pub use x11::{Settle, SettlePolicy, SettleReport};

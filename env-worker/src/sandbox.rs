@@ -10,16 +10,19 @@
 //! sandbox kills everything in it (pid namespace) and removes its directory.
 
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::agent::{Entry, ExecEnd, ExecSpec, Reply, Request, SessionProgram, SessionSpec};
 use crate::error::{DesktopError, Result};
+use crate::limits::{Cgroup, set_rlimit};
 
 /// Name of the agent binary.
 pub const AGENT_BINARY: &str = "deskgym-sandbox-agent";
@@ -27,8 +30,35 @@ pub const AGENT_BINARY: &str = "deskgym-sandbox-agent";
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// First host uid of sandboxes of a server running as root (display `n` gets base + n).
 const SANDBOX_UID_BASE: u32 = 2_000_000;
-/// Where the control directory appears inside the sandbox.
+/// Where the control directory appears inside the sandbox (read-only).
 const CTL: &str = "/run/deskgym";
+/// Where the profile's home template appears inside the sandbox (read-only).
+const TEMPLATE: &str = "/run/deskgym-template";
+
+/// Per-sandbox resource limits (see [`crate::limits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// Most memory its processes may use together, in MiB (a cgroup; else each
+    /// process's address space).
+    pub memory_mb: u64,
+    /// Size of its home and of its `/tmp`, each a tmpfs, in MiB.
+    pub disk_mb: u64,
+    /// Most open files per process.
+    pub open_files: u64,
+    /// Most processes `user` may run at once (fork bombs stop there).
+    pub processes: u32,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        Self {
+            memory_mb: 4096,
+            disk_mb: 2048,
+            open_files: 4096,
+            processes: 512,
+        }
+    }
+}
 
 /// What a sandbox runs and may reach.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -41,15 +71,86 @@ pub struct SandboxConfig {
     pub network: bool,
     /// Copied into the home directory at every start (the profile's seed files).
     pub home_template: Option<PathBuf>,
-    /// Host paths masked inside (the server's token file and data dir).
+    /// Host paths masked inside (the server's token file and data dir, where they lie
+    /// in the system trees a sandbox sees).
     pub hide: Vec<PathBuf>,
     /// The user's password, which the sandbox's `sudo` accepts.
     pub password: String,
-    /// Most processes `user` may run at once in this sandbox (fork bombs stop there).
-    pub max_processes: u32,
+    /// Its resource limits.
+    pub limits: SandboxLimits,
     /// Host directories shown read-only inside, each at a path under `/run` (a web
-    /// task's pages, wherever the host keeps them: its home and `/tmp` are masked).
+    /// task's pages, wherever the host keeps them).
     pub shares: Vec<(PathBuf, String)>,
+}
+
+/// Who may answer on a sandbox's agent socket: the process that listens on it must
+/// run in the sandbox's own pid namespace (and, under a root server, as its host uid).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AgentPeer {
+    /// The agent socket's host path (in a directory only the server can write).
+    pub socket: PathBuf,
+    /// Inode of the sandbox's pid namespace.
+    pidns: u64,
+    /// The sandbox's host uid (a root server gives each its own).
+    uid: u32,
+}
+
+impl AgentPeer {
+    /// Checks the process listening on the other end of `fd` (a connected Unix
+    /// socket): the sandbox's own agent, or an error that names neither side's paths.
+    pub fn verify(&self, fd: std::os::fd::BorrowedFd<'_>) -> Result<()> {
+        let (pid, uid) = peer_cred(fd)?;
+        if uid != self.uid || pid_namespace(pid) != Some(self.pidns) {
+            return Err(DesktopError::App(
+                "the desktop's agent socket is answered by a process outside this desktop; \
+                 call Reset to restart it"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The pid and uid (as this process sees them) of the process that listens on the
+/// other end of a connected Unix socket.
+fn peer_cred(fd: std::os::fd::BorrowedFd<'_>) -> Result<(i32, u32)> {
+    use std::os::fd::AsRawFd;
+    let mut cred = libc::ucred {
+        pid: 0,
+        uid: 0,
+        gid: 0,
+    };
+    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `cred`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_PEERCRED,
+            (&raw mut cred).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error().into());
+    }
+    Ok((cred.pid, cred.uid))
+}
+
+/// The inode of `pid`'s pid namespace.
+fn pid_namespace(pid: i32) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(format!("/proc/{pid}/ns/pid"))
+        .ok()
+        .map(|m| m.ino())
+}
+
+/// The parent of `pid`.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces and parentheses: fields follow the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// A running sandbox.
@@ -57,6 +158,13 @@ pub struct SandboxConfig {
 pub struct Sandbox {
     child: Child,
     dir: PathBuf,
+    peer: AgentPeer,
+    /// The last bytes the agent and the session wrote to stderr (a pipe, drained by a
+    /// thread: the sandbox can neither grow a file of ours nor make us follow one).
+    log: Arc<Mutex<Vec<u8>>>,
+    /// Its memory cgroup, if the host lets us make one.
+    cgroup: Option<Cgroup>,
+    limits: SandboxLimits,
 }
 
 /// Finds a deskgym helper binary: `$var`, else next to the running executable (or one
@@ -80,10 +188,37 @@ pub fn helper_binary(name: &str, var: &str) -> Result<PathBuf> {
         })
 }
 
-/// The host directory under which every sandbox of this process keeps its files; it is
-/// masked inside every sandbox.
+/// Prefix of the host directories under which each process keeps its sandboxes' files.
+const ROOT_PREFIX: &str = "deskgym-sandboxes-";
+
+/// The host directory under which every sandbox of this process keeps its files. No
+/// sandbox sees it: each sees only its own control files, bound read-only.
 pub fn sandboxes_root() -> PathBuf {
-    std::env::temp_dir().join(format!("deskgym-sandboxes-{}", std::process::id()))
+    std::env::temp_dir().join(format!("{ROOT_PREFIX}{}", std::process::id()))
+}
+
+/// Removes what sandboxes of deskgym processes that are gone left behind (a server
+/// killed with SIGKILL): their directories and memory cgroups. Called at server start.
+pub fn sweep_leftovers() -> usize {
+    let mut swept = 0;
+    if let Ok(d) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in d.flatten() {
+            let name = e.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(ROOT_PREFIX))
+                .and_then(|p| p.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let alive = Path::new(&format!("/proc/{pid}")).exists();
+            if pid != std::process::id() && !alive && std::fs::remove_dir_all(e.path()).is_ok() {
+                swept += 1;
+            }
+        }
+    }
+    crate::limits::sweep_cgroups();
+    swept
 }
 
 /// The sandbox's `sudo`: checks the profile's password, then runs the command as
@@ -114,37 +249,117 @@ fi
 exec "$@"
 "#;
 
+/// Chromium flags for every Chromium in a sandbox (Debian's `/usr/bin/chromium`
+/// sources `/etc/chromium.d/*`). Nested user namespaces are off in sandboxes, so
+/// Chromium's own sandbox cannot start: the env's sandbox is the boundary.
+/// `--test-type` keeps the "unsupported flag" bar off the screen, as under ChromeDriver.
+const CHROMIUM_FLAGS: &str = "export CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --no-sandbox --test-type\"\n";
+
 fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     std::fs::write(path, bytes)?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     Ok(())
 }
 
+/// The system trees a sandbox sees, read-only (with `/bin`, `/lib`... as the host has
+/// them: links into `/usr` on a merged-/usr system). Nothing else of the host shows:
+/// not `/opt`, `/srv`, `/mnt`, `/work`, other homes or checkouts.
+const SYSTEM: &[&str] = &["/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+/// Parts of `/var` programs read (font caches, D-Bus's machine id).
+const SYSTEM_VAR: &[&str] = &["/var/cache/fontconfig", "/var/lib/dbus"];
+
+/// A copy of the host's `/etc/chromium.d` with deskgym's flags, in `ctl`.
+fn chromium_d(ctl: &Path) -> Result<Option<PathBuf>> {
+    let host = Path::new("/etc/chromium.d");
+    if !host.is_dir() {
+        return Ok(None);
+    }
+    let dir = ctl.join("chromium.d");
+    make_dir(&dir, 0o755)?;
+    for e in std::fs::read_dir(host)?.flatten() {
+        if e.file_type().is_ok_and(|t| t.is_file()) {
+            std::fs::copy(e.path(), dir.join(e.file_name()))?;
+        }
+    }
+    write(&dir.join("zz-deskgym"), CHROMIUM_FLAGS.as_bytes(), 0o644)?;
+    Ok(Some(dir))
+}
+
+/// Makes `dir` with `mode` (ignoring the umask).
+fn make_dir(dir: &Path, mode: u32) -> Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))?;
+    Ok(())
+}
+
+/// A Unix socket bound at `path`, not yet listening: the agent listens on it, so the
+/// socket's peer credentials are the agent's (`SO_PEERCRED` records the listener).
+fn bound_socket(path: &Path) -> Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    let bytes = path.as_os_str().as_encoded_bytes();
+    // SAFETY: sockaddr_un is plain data; zeroed is a valid value.
+    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
+    if bytes.len() >= addr.sun_path.len() {
+        return Err(DesktopError::App("the sandbox directory's path is too long".into()));
+    }
+    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
+        *d = *s as libc::c_char;
+    }
+    // SAFETY: socket() and bind() with a valid address; the fd is owned right away.
+    unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        let fd = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
+        if libc::bind(
+            std::os::fd::AsRawFd::as_raw_fd(&fd),
+            (&raw const addr).cast(),
+            len,
+        ) != 0
+        {
+            return Err(std::io::Error::last_os_error().into());
+        }
+        Ok(fd)
+    }
+}
+
+/// The descriptor number the agent finds its socket at.
+pub const AGENT_FD: i32 = 3;
+
 impl Sandbox {
     /// Starts a sandbox on `display` and waits until its agent answers.
+    ///
+    /// Host layout, all made by this process before the sandbox starts: `<dir>/` (mode
+    /// 0711, the server's) holds `agent.sock` (bound here, listened on by the agent
+    /// through an inherited descriptor) and `ctl/` (session spec, passwd, sudo: bound
+    /// read-only at `/run/deskgym`). The home and `/tmp` are size-limited tmpfs mounts
+    /// of the sandbox's own, filled from the profile's template by the agent, so
+    /// nothing the tenant writes exists on a host path the server (or Xvfb, which runs
+    /// as the server's user) could be made to follow.
     pub fn start(display: u32, cfg: &SandboxConfig) -> Result<Self> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let root = sandboxes_root();
-        let dir = root.join(format!(
-            "{display}-{}",
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
+        make_dir(&root, 0o711)?;
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = root.join(format!("{display}-{n}"));
         let _ = std::fs::remove_dir_all(&dir);
-        for d in ["home", "tmp", "ctl", "ctl/bin"] {
-            std::fs::create_dir_all(dir.join(d))?;
-        }
-        if let Some(t) = &cfg.home_template {
-            copy_tree(t, &dir.join("home"))?;
-        }
+        make_dir(&dir, 0o711)?;
+        let ctl = dir.join("ctl");
+        make_dir(&ctl.join("bin"), 0o755)?;
+        std::fs::set_permissions(&ctl, std::fs::Permissions::from_mode(0o755))?;
         // A server running as root gives each sandbox its own unprivileged host uid, so
         // its files and processes are its own (and the process limit counts only its
         // processes: the kernel exempts root from RLIMIT_NPROC altogether).
-        // SAFETY: plain syscall without arguments.
-        let host_uid = (unsafe { libc::geteuid() } == 0).then_some(SANDBOX_UID_BASE + display);
-        let ctl = dir.join("ctl");
+        // SAFETY: plain syscalls without arguments.
+        let (euid, uid) = unsafe { (libc::geteuid(), libc::getuid()) };
+        let host_uid = (euid == 0).then_some(SANDBOX_UID_BASE + display);
         let session = SessionSpec {
             session: cfg.session.clone(),
             env: cfg.env.clone(),
+            home_template: cfg.home_template.as_ref().map(|_| TEMPLATE.to_string()),
         };
         write(
             &ctl.join("session.json"),
@@ -164,46 +379,57 @@ impl Sandbox {
         )?;
         write(&ctl.join("password"), cfg.password.as_bytes(), 0o644)?;
         write(&ctl.join("bin/sudo"), SUDO.as_bytes(), 0o755)?;
-        if let Some(uid) = host_uid {
-            chown_tree(&dir, uid)?;
-        }
+        let socket_path = dir.join("agent.sock");
+        let socket = bound_socket(&socket_path)?;
         let agent = helper_binary(AGENT_BINARY, "DESKGYM_SANDBOX_AGENT")?;
         let x_socket = format!("/tmp/.X11-unix/X{display}");
+        let lim = cfg.limits;
+        let disk = (lim.disk_mb.max(16) << 20).to_string();
         let mut cmd = Command::new(bwrap_binary()?);
         cmd.env_clear()
             .args(["--unshare-user", "--uid", "1000", "--gid", "1000"])
-            .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts"])
+            .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"])
+            // No user namespaces inside: their kernel surface is the tenant's way out.
+            .arg("--disable-userns")
             .args(["--hostname", "deskgym"])
             .args(["--die-with-parent", "--new-session"]);
         if !cfg.network {
             cmd.arg("--unshare-net");
         }
-        cmd.args(["--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]);
-        // Replaced wholesale (and /tmp by the env's own): nothing under them shows.
-        const MASKED: [&str; 5] = ["/root", "/home", "/run", "/var/tmp", "/tmp"];
-        for masked in &MASKED[..4] {
-            cmd.args(["--tmpfs", masked]);
-        }
-        let hidden_anyway = |p: &Path| MASKED.iter().any(|m| p.starts_with(m));
-        for h in cfg.hide.iter().chain([&root]) {
-            if hidden_anyway(h) {
-                continue;
+        for p in SYSTEM.iter().chain(SYSTEM_VAR) {
+            let path = Path::new(p);
+            match std::fs::read_link(path) {
+                Ok(target) => {
+                    cmd.arg("--symlink").arg(target).arg(path);
+                }
+                Err(_) if path.is_dir() => {
+                    cmd.arg("--ro-bind").arg(path).arg(path);
+                }
+                Err(_) => {}
             }
+        }
+        cmd.args(["--ro-bind", "/sys", "/sys", "--tmpfs", "/sys/fs/cgroup"])
+            .args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run"])
+            .args(["--dir", "/var/tmp", "--dir", "/root"]);
+        let shown = |p: &Path| SYSTEM.iter().chain(SYSTEM_VAR).any(|s| p.starts_with(s));
+        for h in cfg.hide.iter().filter(|h| shown(h)) {
             if h.is_dir() {
                 cmd.arg("--tmpfs").arg(h);
             } else if h.exists() {
                 cmd.args(["--ro-bind", "/dev/null"]).arg(h);
             }
         }
+        if let Some(d) = chromium_d(&ctl)? {
+            cmd.arg("--ro-bind").arg(d).arg("/etc/chromium.d");
+        }
         for (host, inside) in &cfg.shares {
             cmd.arg("--ro-bind").arg(host).arg(inside);
         }
-        cmd.arg("--bind")
-            .arg(dir.join("home"))
-            .arg("/home/user")
-            .arg("--bind")
-            .arg(dir.join("tmp"))
-            .arg("/tmp")
+        if let Some(t) = &cfg.home_template {
+            cmd.arg("--ro-bind").arg(t).arg(TEMPLATE);
+        }
+        cmd.args(["--perms", "0700", "--size", &disk, "--tmpfs", "/home/user"])
+            .args(["--perms", "1777", "--size", &disk, "--tmpfs", "/tmp"])
             .args([
                 "--dir",
                 "/tmp/.X11-unix",
@@ -211,7 +437,7 @@ impl Sandbox {
                 &x_socket,
                 "/tmp/.X11-unix/X0",
             ])
-            .arg("--bind")
+            .arg("--ro-bind")
             .arg(&ctl)
             .arg(CTL)
             .arg("--ro-bind")
@@ -247,42 +473,86 @@ impl Sandbox {
         for (k, v) in &cfg.env {
             cmd.arg("--setenv").arg(k).arg(v);
         }
-        let max_processes = u64::from(cfg.max_processes.max(16))
+        let max_processes = u64::from(lim.processes.max(16))
             + if host_uid.is_some() {
                 0
             } else {
                 processes_of_this_uid()
             };
-        if let Some(uid) = host_uid {
-            cmd.uid(uid).gid(uid);
-        }
+        let cgroup = Cgroup::create(&format!("{display}-{n}"), lim.memory_mb.max(64) << 20)?;
+        let (log_read, log_write) = std::io::pipe()?;
         cmd.arg("--")
             .arg("/run/deskgym-agent")
-            .arg(format!("{CTL}/agent.sock"))
+            .arg(format!("fd:{AGENT_FD}"))
             .arg(format!("{CTL}/session.json"))
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(ctl.join("agent.log"))?)
+            .stderr(log_write)
             .process_group(0);
-        // SAFETY: only async-signal-safe calls (prctl, setrlimit) between fork and exec.
+        let sock_fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
+        let memory = lim.memory_mb.max(64) << 20;
+        let open_files = lim.open_files.max(64);
+        let cg = cgroup.as_ref().map(|c| c as *const Cgroup as usize);
+        // SAFETY: only async-signal-safe calls (open/write, dup2, fcntl, setgroups,
+        // setgid, setuid, prctl, setrlimit) between fork and exec; `cg` points at the
+        // cgroup this function owns until after spawn returns.
         unsafe {
             cmd.pre_exec(move || {
+                if let Some(cg) = cg {
+                    // Before dropping root: a cgroup's procs file is root's to write.
+                    (*(cg as *const Cgroup)).enter_from_child()?;
+                }
+                // The agent's socket at a fixed number, kept across exec.
+                if sock_fd == AGENT_FD {
+                    libc::fcntl(AGENT_FD, libc::F_SETFD, 0);
+                } else if libc::dup2(sock_fd, AGENT_FD) < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(uid) = host_uid {
+                    if libc::setgroups(0, std::ptr::null()) != 0
+                        || libc::setgid(uid) != 0
+                        || libc::setuid(uid) != 0
+                    {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                // After the uid change, which clears it.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
-                limit_processes(max_processes);
+                set_rlimit(libc::RLIMIT_NPROC, max_processes);
+                set_rlimit(libc::RLIMIT_NOFILE, open_files);
+                if cg.is_none() {
+                    set_rlimit(libc::RLIMIT_AS, memory);
+                }
                 Ok(())
             });
         }
         let child = cmd
             .spawn()
             .map_err(|e| DesktopError::App(format!("cannot start bwrap: {e}")))?;
-        let mut sb = Self { child, dir };
+        drop(socket);
+        let log = Arc::new(Mutex::new(Vec::new()));
+        spawn_log_reader(log_read, log.clone());
+        let peer = AgentPeer {
+            socket: socket_path,
+            pidns: 0,
+            uid: host_uid.unwrap_or(uid),
+        };
+        let mut sb = Self {
+            child,
+            dir,
+            peer,
+            log,
+            cgroup,
+            limits: lim,
+        };
         sb.wait_ready()?;
         Ok(sb)
     }
 
-    /// The agent's socket (one request per connection; see [`crate::agent`]).
-    pub fn socket(&self) -> PathBuf {
-        self.dir.join("ctl/agent.sock")
+    /// How to reach the agent, and whom to expect there (for the server's own
+    /// async connections, such as port tunnels).
+    pub fn agent(&self) -> AgentPeer {
+        self.peer.clone()
     }
 
     fn wait_ready(&mut self) -> Result<()> {
@@ -295,8 +565,25 @@ impl Sandbox {
                     self.log_tail()
                 )));
             }
-            if let Ok((Reply::Ready, _)) = self.call(&Request::Ping, &[], READY_TIMEOUT) {
-                return Ok(());
+            if let Ok(conn) = UnixStream::connect(&self.peer.socket) {
+                // The first answer fixes whom to expect: a process in a pid namespace
+                // whose first process is a child of our bwrap.
+                if let Ok((pid, uid)) = peer_cred(conn.as_fd()) {
+                    let ours = std::iter::successors(Some(pid), |p| parent_of(*p))
+                        .take(4)
+                        .any(|p| p == self.child.id() as i32);
+                    if ours && uid == self.peer.uid {
+                        if let Some(ns) = pid_namespace(pid) {
+                            self.peer.pidns = ns;
+                        }
+                    }
+                }
+                drop(conn);
+                if self.peer.pidns != 0
+                    && let Ok((Reply::Ready, _)) = self.call(&Request::Ping, &[], READY_TIMEOUT)
+                {
+                    return Ok(());
+                }
             }
             if Instant::now() >= deadline {
                 return Err(DesktopError::App(format!(
@@ -310,16 +597,11 @@ impl Sandbox {
         }
     }
 
-    /// The end of the agent's and the session's logs (for error messages).
+    /// The end of the agent's and the session's stderr (for error messages).
     fn log_tail(&self) -> String {
-        let mut s = String::new();
-        for f in ["agent.log", "session.log"] {
-            if let Ok(t) = std::fs::read_to_string(self.dir.join("ctl").join(f)) {
-                let start = t.len().saturating_sub(400);
-                s.push_str(t.get(start..).unwrap_or(""));
-            }
-        }
-        s.trim().to_string()
+        let log = self.log.lock().unwrap_or_else(|p| p.into_inner());
+        let start = log.len().saturating_sub(400);
+        String::from_utf8_lossy(&log[start..]).trim().to_string()
     }
 
     /// One request/reply exchange with the agent; what follows the reply line (an
@@ -330,9 +612,7 @@ impl Sandbox {
         body: &[u8],
         bound: Duration,
     ) -> Result<(Reply, BufReader<UnixStream>)> {
-        let mut conn = UnixStream::connect(self.socket())?;
-        conn.set_read_timeout(Some(bound))?;
-        conn.set_write_timeout(Some(bound))?;
+        let mut conn = self.connect_agent(bound)?;
         let mut line = serde_json::to_vec(req).map_err(std::io::Error::other)?;
         line.push(b'\n');
         conn.write_all(&line)?;
@@ -341,7 +621,31 @@ impl Sandbox {
         let reply = read_line(&mut conn)?;
         let reply: Reply = serde_json::from_str(&reply)
             .map_err(|e| DesktopError::App(format!("the sandbox agent answered {reply:?}: {e}")))?;
+        if let Reply::Busy { message } = reply {
+            return Err(DesktopError::Limit(message));
+        }
         Ok((reply, conn))
+    }
+
+    /// A connection to this sandbox's own agent, checked.
+    fn connect_agent(&self, bound: Duration) -> Result<UnixStream> {
+        let conn = UnixStream::connect(&self.peer.socket)?;
+        self.peer.verify(conn.as_fd())?;
+        conn.set_read_timeout(Some(bound))?;
+        conn.set_write_timeout(Some(bound))?;
+        Ok(conn)
+    }
+
+    /// Turns an exec that the kernel's memory bound killed into a limit error.
+    fn over_memory(&self, oom_before: u64) -> Option<DesktopError> {
+        let cg = self.cgroup.as_ref()?;
+        (cg.oom_kills() > oom_before).then(|| {
+            DesktopError::Limit(format!(
+                "the desktop reached its memory limit of {} MiB and the kernel killed a \
+                 process in it",
+                self.limits.memory_mb
+            ))
+        })
     }
 
     /// Runs a command as `user` and waits for it (at most its time bound, plus a margin
@@ -353,9 +657,18 @@ impl Sandbox {
         };
         let bound = Duration::from_millis(spec.timeout_ms) + Duration::from_secs(5);
         let spec_max = spec.max_output;
+        let oom_before = self.cgroup.as_ref().map_or(0, Cgroup::oom_kills);
         let (reply, mut conn) = self.call(&Request::Exec(spec), stdin, bound)?;
         match reply {
             Reply::Exec(end) => {
+                // Killed by the kernel's memory bound (not by its own time bound): the
+                // limit is the answer, not a command that "exited on signal 9".
+                if end.signal == Some(libc::SIGKILL)
+                    && !end.timed_out
+                    && let Some(e) = self.over_memory(oom_before)
+                {
+                    return Err(e);
+                }
                 // The agent shares its uid with the untrusted code it runs: its claims
                 // are bounded before anything is allocated on them.
                 if end.stdout_len.max(end.stderr_len) > spec_max {
@@ -367,7 +680,9 @@ impl Sandbox {
                 conn.read_exact(&mut err)?;
                 Ok((end, out, err))
             }
-            Reply::Failed { message } => Err(DesktopError::Exec(message)),
+            Reply::Failed { message } => Err(self
+                .over_memory(oom_before)
+                .unwrap_or(DesktopError::Exec(message))),
             other => Err(untrusted(other.kind())),
         }
     }
@@ -376,9 +691,7 @@ impl Sandbox {
     /// `Connect`), with `bound` as its read and write timeout. `Exec` when nothing
     /// accepts on the port (yet).
     pub fn connect(&self, port: u16, bound: Duration) -> Result<UnixStream> {
-        let mut conn = UnixStream::connect(self.socket())?;
-        conn.set_read_timeout(Some(bound))?;
-        conn.set_write_timeout(Some(bound))?;
+        let mut conn = self.connect_agent(bound)?;
         let mut line =
             serde_json::to_vec(&Request::Connect { port }).map_err(std::io::Error::other)?;
         line.push(b'\n');
@@ -397,6 +710,7 @@ impl Sandbox {
         }
         match serde_json::from_slice::<Reply>(&reply) {
             Ok(Reply::Connected) => Ok(conn),
+            Ok(Reply::Busy { message }) => Err(DesktopError::Limit(message)),
             Ok(Reply::Failed { message }) => Err(DesktopError::Exec(message)),
             Ok(other) => Err(untrusted(other.kind())),
             Err(_) => Err(untrusted("a cut Connect reply")),
@@ -542,11 +856,6 @@ impl Sandbox {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
-
-    /// The host directory backing `/home/user`.
-    pub fn home(&self) -> PathBuf {
-        self.dir.join("home")
-    }
 }
 
 /// How long one file request may take (a large file on a slow disk).
@@ -614,18 +923,28 @@ fn processes_of_this_uid() -> u64 {
         .unwrap_or(0)
 }
 
-/// Caps `RLIMIT_NPROC` in the sandbox at `limit`. The kernel counts it per real uid of
-/// the host, which the server and all its sandboxes share, so a fork bomb is bounded
-/// (the server itself, privileged or not inheriting the limit, keeps running) but
-/// shares the headroom with its neighbours until its command's time bound kills it.
-fn limit_processes(limit: u64) {
-    let lim = libc::rlimit {
-        rlim_cur: limit as libc::rlim_t,
-        rlim_max: limit as libc::rlim_t,
-    };
-    // SAFETY: plain syscall on this (child) process.
-    unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &lim) };
+/// Keeps the last [`LOG_KEEP`] bytes the sandbox writes to its stderr pipe.
+fn spawn_log_reader(mut pipe: std::io::PipeReader, log: Arc<Mutex<Vec<u8>>>) {
+    let _ = std::thread::Builder::new()
+        .name("sandbox-log".into())
+        .spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = pipe.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                let mut log = log.lock().unwrap_or_else(|p| p.into_inner());
+                log.extend_from_slice(&buf[..n]);
+                if log.len() > 2 * LOG_KEEP {
+                    let cut = log.len() - LOG_KEEP;
+                    log.drain(..cut);
+                }
+            }
+        });
 }
+
+/// Bytes of a sandbox's stderr kept for error messages.
+const LOG_KEEP: usize = 4096;
 
 fn bwrap_binary() -> Result<PathBuf> {
     which("bwrap").ok_or_else(|| {
@@ -649,39 +968,6 @@ pub fn which(program: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Gives a tree to `uid` (group `uid`).
-fn chown_tree(root: &Path, uid: u32) -> Result<()> {
-    let status = Command::new("chown")
-        .args(["-R", "-h", &format!("{uid}:{uid}")])
-        .arg(root)
-        .status()?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(DesktopError::App(format!(
-            "cannot chown {}",
-            root.display()
-        )))
-    }
-}
-
-/// Copies a directory tree (`cp -a`, which reflinks where the filesystem can).
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    let status = Command::new("cp")
-        .args(["-a", "--reflink=auto"])
-        .arg(from.join("."))
-        .arg(to)
-        .status()?;
-    if status.success() {
-        Ok(())
-    } else {
-        Err(DesktopError::App(format!(
-            "cannot copy the home template {}",
-            from.display()
-        )))
-    }
-}
-
 impl Drop for Sandbox {
     fn drop(&mut self) {
         // SIGKILL to bwrap's group: its pid-namespace init dies (PDEATHSIG), and the
@@ -690,6 +976,7 @@ impl Drop for Sandbox {
         unsafe { libc::killpg(self.child.id() as libc::pid_t, libc::SIGKILL) };
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
+        // The cgroup (a field) goes after this, once the processes are gone.
     }
 }
 
@@ -703,8 +990,11 @@ mod tests {
         let dir =
             std::env::temp_dir().join(format!("deskgym-impostor-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(dir.join("ctl")).unwrap();
-        let listener = UnixListener::bind(dir.join("ctl/agent.sock")).unwrap();
+        std::fs::create_dir_all(&dir).unwrap();
+        let socket = dir.join("agent.sock");
+        let listener = UnixListener::bind(&socket).unwrap();
+        // SAFETY: plain syscall without arguments.
+        let uid = unsafe { libc::getuid() };
         std::thread::spawn(move || {
             if let Ok((mut c, _)) = listener.accept() {
                 let mut line = String::new();
@@ -717,7 +1007,18 @@ mod tests {
             .process_group(0)
             .spawn()
             .unwrap();
-        Sandbox { child, dir }
+        Sandbox {
+            child,
+            dir,
+            peer: AgentPeer {
+                socket,
+                pidns: pid_namespace(std::process::id() as i32).unwrap(),
+                uid,
+            },
+            log: Arc::default(),
+            cgroup: None,
+            limits: SandboxLimits::default(),
+        }
     }
 
     /// The agent shares its uid with the code it runs, which could replace it: lying

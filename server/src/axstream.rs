@@ -766,6 +766,7 @@ impl Driver {
             env.pool.spec.screen,
             mgr.limits(),
             &env.pool.spec.profile.apps,
+            &env.pool.spec.profile.app_args,
         )
         .map_err(|i| Invalid::new(i.field.replace("action.move.target", "target"), i.message))?;
         mgr.on_env(&env, Call::Observe, mgr.op_timeout(), move |e, _| {

@@ -33,7 +33,7 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
         false
     }
     /// The sandbox agent's socket (port tunnels); `None` without a sandbox.
-    fn agent_socket(&self) -> Option<std::path::PathBuf> {
+    fn agent_socket(&self) -> Option<deskgym_worker::sandbox::AgentPeer> {
         None
     }
     /// The top-level windows, through the window manager.
@@ -95,7 +95,7 @@ impl Desktop for deskgym_worker::Desktop {
     fn restarts_to_reset(&self) -> bool {
         deskgym_worker::Desktop::restarts_to_reset(self)
     }
-    fn agent_socket(&self) -> Option<std::path::PathBuf> {
+    fn agent_socket(&self) -> Option<deskgym_worker::sandbox::AgentPeer> {
         deskgym_worker::Desktop::agent_socket(self)
     }
     fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>> {

@@ -47,6 +47,13 @@ pub struct Limits {
     pub max_exec_stdin: u32,
     /// Most processes a sandbox's user may run at once (fork bombs stop there).
     pub max_sandbox_processes: u32,
+    /// Most memory one sandbox may use, in MiB (a profile may set its own).
+    pub sandbox_memory_mb: u64,
+    /// Size of a sandbox's home and of its `/tmp`, each, in MiB (tmpfs; counted as
+    /// memory where a cgroup bounds it).
+    pub sandbox_disk_mb: u64,
+    /// Most open files per sandboxed process.
+    pub sandbox_open_files: u64,
     /// Most bytes one PutFile writes, and one GetFile returns (call again from the next
     /// offset for more).
     pub max_file_bytes: u64,
@@ -77,6 +84,9 @@ impl Default for Limits {
             max_exec_output: 256 << 10,
             max_exec_stdin: 4 << 20,
             max_sandbox_processes: 512,
+            sandbox_memory_mb: 4096,
+            sandbox_disk_mb: 2048,
+            sandbox_open_files: 4096,
             max_file_bytes: 64 << 20,
             max_list_entries: 10_000,
         }
@@ -130,6 +140,8 @@ pub struct ServerConfig {
     pub allow_capabilities: Vec<String>,
     /// Host paths masked inside every sandbox besides the data dir (the token file).
     pub sandbox_hide: Vec<std::path::PathBuf>,
+    /// Caps on open connections and their idle timeout.
+    pub connections: crate::conn::ConnLimits,
 }
 
 impl Default for ServerConfig {
@@ -147,6 +159,7 @@ impl Default for ServerConfig {
             record_block_limit: deskgym_datasets::writer::BLOCK_LIMIT,
             record_video_fps: Some(10),
             record_video_variable_rate: false,
+            connections: crate::conn::ConnLimits::default(),
             profiles: None,
             tasks_dir: None,
             miniwob_dir: None,

@@ -265,6 +265,7 @@ pub(crate) fn action(
     screen: Screen,
     limits: &Limits,
     apps: &BTreeMap<String, Vec<String>>,
+    app_args: &BTreeMap<String, crate::profiles::AppArgs>,
 ) -> Result<Planned, Invalid> {
     use pb::action::Verb;
     let a = a.ok_or_else(|| Invalid::new("action", "action is missing"))?;
@@ -461,14 +462,19 @@ pub(crate) fn action(
                     format!("more than {MAX_LAUNCH_ARGS} arguments"),
                 ));
             }
+            let takes = app_args.get(&l.app).copied().unwrap_or_default();
             for (i, a) in l.args.iter().enumerate() {
-                if a.contains('\0') || a.len() > limits.max_text_len as usize {
+                let field = format!("action.launch_app.args[{i}]");
+                if a.len() > limits.max_text_len as usize {
                     return Err(Invalid::new(
-                        format!("action.launch_app.args[{i}]"),
-                        format!(
-                            "contains a NUL byte or is over {} bytes",
-                            limits.max_text_len
-                        ),
+                        field,
+                        format!("is over {} bytes", limits.max_text_len),
+                    ));
+                }
+                if let Some(why) = takes.refuses(a) {
+                    return Err(Invalid::new(
+                        field,
+                        format!("{} {why} (app {})", quote(a), quote(&l.app)),
                     ));
                 }
             }
@@ -738,7 +744,7 @@ mod tests {
     }
 
     fn err_field(a: pb::Action) -> String {
-        match action(Some(&a), SCREEN, &Limits::default(), &BTreeMap::new()) {
+        match action(Some(&a), SCREEN, &Limits::default(), &BTreeMap::new(), &BTreeMap::new()) {
             Err(Invalid { field, .. }) => field,
             other => panic!("expected InvalidArgument, got {other:?}"),
         }
@@ -753,6 +759,7 @@ mod tests {
             Some(&act(Verb::Move(pb::Move { target: t }))),
             SCREEN,
             &Limits::default(),
+            &BTreeMap::new(),
             &BTreeMap::new(),
         )
         .unwrap();
@@ -968,7 +975,7 @@ mod fuzz {
             width: w,
             height: h,
         };
-        match action(a, screen, &Limits::default(), &BTreeMap::new()).map(|p| p.action) {
+        match action(a, screen, &Limits::default(), &BTreeMap::new(), &BTreeMap::new()).map(|p| p.action) {
             Ok(Action::Click { at, .. }) => {
                 assert!(
                     (0..w as i32).contains(&at.x) && (0..h as i32).contains(&at.y),

@@ -79,6 +79,9 @@ pub(crate) enum EnvError {
     /// The sandbox could not start a program (missing, bad cwd).
     #[error("{0}")]
     Refused(String),
+    /// A limit of this env was reached (its memory, its agent's concurrent requests).
+    #[error("{0}")]
+    Limit(String),
     /// An element target or element verb cannot be carried out: `reason` is
     /// `stale_element_ref`, `element_not_found`, `ambiguous_element`,
     /// `element_unsupported` or `accessibility_unavailable`.
@@ -122,6 +125,7 @@ impl From<DesktopError> for EnvError {
                 Self::Invalid(Invalid { field, message })
             }
             DesktopError::Exec(m) => Self::Refused(m),
+            DesktopError::Limit(m) => Self::Limit(m),
             DesktopError::Clipboard(m) => Self::Clipboard(m),
             DesktopError::File {
                 kind: deskgym_worker::agent::FileErrorKind::Outside,
@@ -384,7 +388,7 @@ pub(crate) struct Env {
     app_pid: AtomicU32,
     /// The sandbox agent's socket for tunnels, kept beside the state so opening a
     /// tunnel never waits for the call in flight (held only to copy a path).
-    agent_socket: Mutex<Option<std::path::PathBuf>>,
+    agent_socket: Mutex<Option<deskgym_worker::sandbox::AgentPeer>>,
     /// Test hook: the next capture after an action fails (as an X error would).
     #[cfg(test)]
     pub(crate) fail_next_capture: std::sync::atomic::AtomicBool,
@@ -437,11 +441,7 @@ impl Env {
         episode: Option<&str>,
     ) -> Result<Obs, EnvError> {
         let (width, height, hash) = (frame.width, frame.height, frame.hash);
-        let raw = Blob {
-            width,
-            height,
-            bytes: Bytes::from(frame.rgb),
-        };
+        let raw = Blob::new(width, height, Bytes::from(frame.rgb), &self.pool.owner);
         // The recorder shares the buffer and stores each distinct frame once, on its thread.
         self.pool.record(|| {
             record::frame(
@@ -460,10 +460,12 @@ impl Env {
                 pb::ImageEncoding::RawRgb | pb::ImageEncoding::Unspecified => {
                     raw.bytes.len() as u64
                 }
-                e => cache.get(hash, e)?.map_or(0, |b| b.bytes.len() as u64),
+                e => cache
+                    .get(hash, e, &self.pool.owner)?
+                    .map_or(0, |b| b.bytes.len() as u64),
             };
             cache.put(hash, raw, pb::ImageEncoding::RawRgb)?;
-            cache.record_not_modified(saved);
+            cache.record_not_modified(saved, &self.pool.owner);
             Bytes::new()
         } else {
             cache.put(hash, raw, enc)?.bytes
@@ -639,7 +641,7 @@ impl Env {
     }
 
     /// Blocking (a short lock): where a tunnel into this env connects.
-    pub(crate) fn agent_socket(&self) -> Result<std::path::PathBuf, EnvError> {
+    pub(crate) fn agent_socket(&self) -> Result<deskgym_worker::sandbox::AgentPeer, EnvError> {
         lock(&self.agent_socket).clone().ok_or_else(|| {
             EnvError::Refused(format!(
                 "env {:?} has no sandbox (profile {:?}): tunnels reach sandboxed desktops only",

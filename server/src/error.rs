@@ -35,12 +35,14 @@ impl EnvError {
             // A page that never became ready: a timeout, and the desktop restarts.
             Self::Down(DesktopError::NotReady(_)) => Code::DeadlineExceeded,
             Self::NoDesktop { .. } | Self::Down(_) => Code::Unavailable,
+            Self::Limit(_) => Code::ResourceExhausted,
             Self::Refused(_) | Self::Clipboard(_) | Self::Element { .. } => {
                 Code::FailedPrecondition
             }
             Self::File { kind, .. } => match kind {
                 deskgym_worker::agent::FileErrorKind::NotFound => Code::NotFound,
                 deskgym_worker::agent::FileErrorKind::Outside => Code::InvalidArgument,
+                deskgym_worker::agent::FileErrorKind::Full => Code::ResourceExhausted,
                 _ => Code::FailedPrecondition,
             },
             Self::Desktop(_) | Self::Encode(_) | Self::Bug(_) => Code::Internal,

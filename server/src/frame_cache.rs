@@ -34,6 +34,48 @@ pub(crate) struct Blob {
     pub height: u32,
     /// The bytes (shared, never copied on the way to the wire).
     pub bytes: Bytes,
+    /// The principals whose envs showed this frame (shared by all of a frame's
+    /// encodings): GetFrames answers only them, so a hash is no way into another
+    /// tenant's screen, nor a way to learn what it shows.
+    pub owners: Owners,
+}
+
+/// Principals that showed a frame (a few at most: replicas share their owner).
+pub(crate) type Owners = Arc<std::sync::Mutex<Vec<Arc<str>>>>;
+
+/// Most principals remembered per frame; beyond, the oldest is forgotten (GetFrames
+/// then answers it NOT_FOUND, as for an evicted frame).
+const MAX_OWNERS: usize = 16;
+
+impl Blob {
+    /// A frame shown by `owner`'s env.
+    pub(crate) fn new(width: u32, height: u32, bytes: Bytes, owner: &Arc<str>) -> Self {
+        Self {
+            width,
+            height,
+            bytes,
+            owners: Arc::new(std::sync::Mutex::new(vec![owner.clone()])),
+        }
+    }
+
+    fn lock_owners(&self) -> std::sync::MutexGuard<'_, Vec<Arc<str>>> {
+        self.owners.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether `who`'s envs showed this frame.
+    fn owned_by(&self, who: &str) -> bool {
+        self.lock_owners().iter().any(|o| &**o == who)
+    }
+
+    fn add_owner(&self, who: &Arc<str>) {
+        let mut owners = self.lock_owners();
+        if !owners.iter().any(|o| o == who) {
+            if owners.len() >= MAX_OWNERS {
+                owners.remove(0);
+            }
+            owners.push(who.clone());
+        }
+    }
 }
 
 /// Per-entry bookkeeping overhead, so tiny entries still cost something.
@@ -77,6 +119,9 @@ pub(crate) struct FrameCache {
     cache: Cache<Key, Blob, ByBytes, DefaultHashBuilder, CountEvictions>,
     evictions: CountEvictions,
     counters: Counters,
+    /// Each principal's own counters (GetCacheStats on a server with tokens answers a
+    /// principal its own, never the fleet's activity).
+    tenants: std::sync::Mutex<std::collections::HashMap<Arc<str>, Arc<Counters>>>,
     capacity: u64,
 }
 
@@ -105,13 +150,30 @@ impl FrameCache {
             cache,
             evictions,
             counters: Counters::default(),
+            tenants: Default::default(),
             capacity: capacity_bytes,
         }
+    }
+
+    /// `who`'s own counters.
+    fn tenant(&self, who: &Arc<str>) -> Arc<Counters> {
+        let mut t = self.tenants.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = t.get(who) {
+            return c.clone();
+        }
+        t.entry(who.clone()).or_default().clone()
+    }
+
+    /// Adds to the fleet's counters and to `who`'s.
+    fn count(&self, who: &Arc<str>, f: impl Fn(&Counters)) {
+        f(&self.counters);
+        f(&self.tenant(who));
     }
 
     fn lookup(
         &self,
         key: Key,
+        who: &Arc<str>,
         make: impl FnOnce() -> Result<Blob, EncodeError>,
     ) -> Result<Blob, EncodeError> {
         let mut made = false;
@@ -119,18 +181,20 @@ impl FrameCache {
             made = true;
             make()
         })?;
-        let c = &self.counters;
-        if made {
-            c.misses.fetch_add(1, Ordering::Relaxed);
-            if key.1 != pb::ImageEncoding::RawRgb {
-                c.encodes.fetch_add(1, Ordering::Relaxed);
+        let encoded = key.1 != pb::ImageEncoding::RawRgb;
+        self.count(who, |c| {
+            if made {
+                c.misses.fetch_add(1, Ordering::Relaxed);
+                if encoded {
+                    c.encodes.fetch_add(1, Ordering::Relaxed);
+                }
+            } else {
+                c.hits.fetch_add(1, Ordering::Relaxed);
+                if encoded {
+                    c.encodes_saved.fetch_add(1, Ordering::Relaxed);
+                }
             }
-        } else {
-            c.hits.fetch_add(1, Ordering::Relaxed);
-            if key.1 != pb::ImageEncoding::RawRgb {
-                c.encodes_saved.fetch_add(1, Ordering::Relaxed);
-            }
-        }
+        });
         Ok(blob)
     }
 
@@ -143,8 +207,14 @@ impl FrameCache {
         raw: Blob,
         encoding: pb::ImageEncoding,
     ) -> Result<Blob, EncodeError> {
-        let raw = self.lookup((hash, pb::ImageEncoding::RawRgb), || Ok(raw))?;
-        self.encoded(hash, raw, encoding)
+        let who = raw
+            .lock_owners()
+            .first()
+            .cloned()
+            .unwrap_or_else(|| Arc::from(""));
+        let raw = self.lookup((hash, pb::ImageEncoding::RawRgb), &who, || Ok(raw))?;
+        raw.add_owner(&who);
+        self.encoded(hash, raw, encoding, &who)
     }
 
     fn encoded(
@@ -152,6 +222,7 @@ impl FrameCache {
         hash: u128,
         raw: Blob,
         encoding: pb::ImageEncoding,
+        who: &Arc<str>,
     ) -> Result<Blob, EncodeError> {
         if matches!(
             encoding,
@@ -159,7 +230,7 @@ impl FrameCache {
         ) {
             return Ok(raw);
         }
-        self.lookup((hash, encoding), || {
+        self.lookup((hash, encoding), who, || {
             let frame = Frame {
                 width: raw.width,
                 height: raw.height,
@@ -170,36 +241,59 @@ impl FrameCache {
                 width: raw.width,
                 height: raw.height,
                 bytes: Bytes::from(encode(frame, encoding)?),
+                owners: raw.owners.clone(),
             })
         })
     }
 
     /// A cached frame in `encoding`, encoding it from the cached raw frame if needed.
-    /// `None` when the frame is not (or no longer) cached.
+    /// `None` when the frame is not (or no longer) cached, or `who`'s envs never
+    /// showed it (the same answer: no one learns what another principal's envs show).
     pub(crate) fn get(
         &self,
         hash: u128,
         encoding: pb::ImageEncoding,
+        who: &Arc<str>,
     ) -> Result<Option<Blob>, EncodeError> {
         if let Some(b) = self.cache.get(&(hash, encoding)) {
-            self.counters.hits.fetch_add(1, Ordering::Relaxed);
+            if !b.owned_by(who) {
+                return Ok(None);
+            }
+            self.count(who, |c| {
+                c.hits.fetch_add(1, Ordering::Relaxed);
+            });
             return Ok(Some(b));
         }
         match self.cache.get(&(hash, pb::ImageEncoding::RawRgb)) {
-            Some(raw) => self.encoded(hash, raw, encoding).map(Some),
-            None => Ok(None),
+            Some(raw) if raw.owned_by(who) => self.encoded(hash, raw, encoding, who).map(Some),
+            _ => Ok(None),
         }
     }
 
-    /// Counts a frame answered `not_modified` (its `bytes` were not sent).
-    pub(crate) fn record_not_modified(&self, bytes: u64) {
-        self.counters.not_modified.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .bytes_saved
-            .fetch_add(bytes, Ordering::Relaxed);
+    /// Counts a frame answered `not_modified` to `who` (its `bytes` were not sent).
+    pub(crate) fn record_not_modified(&self, bytes: u64, who: &Arc<str>) {
+        self.count(who, |c| {
+            c.not_modified.fetch_add(1, Ordering::Relaxed);
+            c.bytes_saved.fetch_add(bytes, Ordering::Relaxed);
+        });
     }
 
-    /// The counters.
+    /// `who`'s own counters, with no figure of the fleet's (entries, bytes,
+    /// evictions, capacity are 0): what a principal of a server with tokens sees.
+    pub(crate) fn stats_of(&self, who: &Arc<str>) -> pb::CacheStats {
+        let c = self.tenant(who);
+        pb::CacheStats {
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            encodes: c.encodes.load(Ordering::Relaxed),
+            encodes_saved: c.encodes_saved.load(Ordering::Relaxed),
+            bytes_saved: c.bytes_saved.load(Ordering::Relaxed),
+            not_modified: c.not_modified.load(Ordering::Relaxed),
+            ..Default::default()
+        }
+    }
+
+    /// The fleet's counters.
     pub(crate) fn stats(&self) -> pb::CacheStats {
         let c = &self.counters;
         pb::CacheStats {

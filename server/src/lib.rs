@@ -21,6 +21,7 @@
 //!   tree's renderings (elements, prompt text and diffs, OSWorld's XML).
 //! - `frame_cache`: the fleet-wide content-addressed frame cache; `encode`: RAW/PNG/JPEG.
 //! - `tunnel`: a port on an env's own loopback carried over a gRPC stream.
+//! - `conn`: connection budgets (caps in all and per peer, idle timeout).
 //! - `service`: the RPC handlers; `auth`: tokens, principals and quotas.
 //!
 //! [`run`] takes an already-bound listener and a shutdown future, so tests bind port 0
@@ -31,6 +32,7 @@ mod auth;
 mod axstream;
 mod backend;
 mod config;
+mod conn;
 mod convert;
 mod encode;
 mod env;
@@ -52,12 +54,11 @@ use std::sync::Arc;
 
 use deskgym_proto::v1::deskgym_server::DeskgymServer;
 use tokio::net::TcpListener;
-use tokio_stream::StreamExt as _;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic_health::ServingStatus;
 
 pub use auth::{PrincipalSpec, parse_token_file};
 pub use config::{Limits, ServerConfig};
+pub use conn::ConnLimits;
 pub use env::episode_seed;
 use pool::PoolManager;
 use service::DeskgymService;
@@ -91,6 +92,10 @@ fn log_cache(mgr: &PoolManager) {
 
 /// HTTP/2 flow-control window, sized for a batch of raw frames in flight.
 pub const WINDOW_BYTES: u32 = 32 << 20;
+
+/// How often the server pings an idle HTTP/2 connection (and how long it waits for
+/// the answer): a live client's answers keep its connection from going idle.
+const KEEPALIVE: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Why the server could not run.
 #[derive(Debug, thiserror::Error)]
@@ -132,8 +137,19 @@ pub async fn run_with(
     if !addr.ip().is_loopback() && config.principals.is_empty() {
         return Err(RunError::InsecureBind(addr));
     }
-    // Recordings a crashed predecessor left open are closed out before anything new.
+    // Recordings a crashed predecessor left open are closed out before anything new,
+    // and its sandboxes' directories and cgroups swept.
     record::recover_all(&config.data_dir);
+    let swept = deskgym_worker::sandbox::sweep_leftovers();
+    if swept > 0 {
+        tracing::info!(swept, "removed sandboxes left by servers that are gone");
+    }
+    let open_files = deskgym_worker::limits::raise_open_files();
+    tracing::info!(
+        open_files,
+        memory_bound = deskgym_worker::limits::memory_bound().name(),
+        "limits"
+    );
     let settings = record::RecordSettings {
         data_dir: config.data_dir.clone(),
         roll_bytes: config.record_roll_bytes,
@@ -168,6 +184,7 @@ pub async fn run_with(
                 all
             }),
         hide,
+        tenants: !config.principals.is_empty(),
     };
     let mgr = Arc::new(
         PoolManager::new(config.limits.clone(), config.step_threads, settings)?.with_policy(policy),
@@ -212,14 +229,12 @@ pub async fn run_with(
     // Step replies are small (PNG, not_modified) or large (raw frames): without NODELAY a
     // small reply waits for the client's delayed ACK (tens of ms); with a 64 KiB HTTP/2
     // window a raw 1280x720 frame needs a dozen window updates.
-    let incoming = TcpListenerStream::new(listener).map(|s| {
-        if let Ok(s) = &s {
-            let _ = s.set_nodelay(true);
-        }
-        s
-    });
+    let incoming = conn::incoming(listener, config.connections);
     let health_down = health.clone();
     let result = tonic::transport::Server::builder()
+        // Live clients answer pings, so only a silent peer goes idle (see `conn`).
+        .http2_keepalive_interval(Some(KEEPALIVE))
+        .http2_keepalive_timeout(Some(KEEPALIVE))
         .initial_connection_window_size(Some(WINDOW_BYTES))
         .initial_stream_window_size(Some(WINDOW_BYTES))
         .add_service(health_service)
@@ -244,6 +259,10 @@ pub async fn run_with(
     log_cache(&mgr);
     tracing::info!(envs = mgr.env_count(), "closing pools");
     mgr.close_all().await;
+    // Every sandbox of this server is gone (each removed its own directory): the
+    // root goes too unless another server of this process still has sandboxes there.
+    let _ = std::fs::remove_dir(deskgym_worker::sandbox::sandboxes_root());
+    deskgym_worker::limits::remove_cgroups();
     tracing::info!("stopped");
     result.map_err(Into::into)
 }

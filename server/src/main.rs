@@ -27,6 +27,29 @@ struct Args {
     /// answers DEADLINE_EXCEEDED and the desktop is killed (the next Reset restarts it).
     #[arg(long, default_value_t = Limits::default().op_timeout.as_millis() as u64)]
     op_timeout_ms: u64,
+    /// Most memory one sandboxed desktop may use, in MiB (a cgroup where the host
+    /// allows one, else each process's address space; GetCapabilities says which).
+    #[arg(long, default_value_t = Limits::default().sandbox_memory_mb)]
+    sandbox_memory_mb: u64,
+    /// Size of a sandboxed desktop's home, and of its /tmp, each, in MiB.
+    #[arg(long, default_value_t = Limits::default().sandbox_disk_mb)]
+    sandbox_disk_mb: u64,
+    /// Most open files per sandboxed process.
+    #[arg(long, default_value_t = Limits::default().sandbox_open_files)]
+    sandbox_open_files: u64,
+    /// Most processes a sandboxed desktop's user may run at once.
+    #[arg(long, default_value_t = Limits::default().max_sandbox_processes)]
+    sandbox_processes: u32,
+    /// Most open client connections; at the cap the longest-idle one is closed.
+    #[arg(long, default_value_t = deskgym_server::ConnLimits::default().max_total)]
+    max_connections: usize,
+    /// Most open client connections from one IP address.
+    #[arg(long, default_value_t = deskgym_server::ConnLimits::default().max_per_peer)]
+    max_connections_per_peer: usize,
+    /// A client connection that sends nothing (not even keepalive answers) for this
+    /// many seconds is closed.
+    #[arg(long, default_value_t = deskgym_server::ConnLimits::default().idle.as_secs())]
+    connection_idle_s: u64,
     /// Threads driving desktops (they mostly wait on X, so more than cores is fine).
     #[arg(long, default_value_t = 64)]
     step_threads: usize,
@@ -107,7 +130,16 @@ async fn main() -> anyhow::Result<()> {
             max_envs: args.max_envs,
             max_batch: args.max_batch,
             op_timeout: Duration::from_millis(args.op_timeout_ms.max(1)),
+            sandbox_memory_mb: args.sandbox_memory_mb,
+            sandbox_disk_mb: args.sandbox_disk_mb,
+            sandbox_open_files: args.sandbox_open_files,
+            max_sandbox_processes: args.sandbox_processes,
             ..Limits::default()
+        },
+        connections: deskgym_server::ConnLimits {
+            max_total: args.max_connections.max(1),
+            max_per_peer: args.max_connections_per_peer.max(1),
+            idle: Duration::from_secs(args.connection_idle_s.max(1)),
         },
         principals,
         step_threads: args.step_threads,

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use deskgym_worker::agent::SessionProgram;
 use deskgym_worker::sandbox::which;
-use deskgym_worker::{SandboxConfig, SettlePolicy};
+use deskgym_worker::{SandboxConfig, SandboxLimits, SettlePolicy};
 use serde::Deserialize;
 
 /// The bundled catalog.
@@ -82,6 +82,73 @@ struct ProfileDef {
     /// Directories created in every new home (relative paths).
     #[serde(default)]
     dirs: Vec<String>,
+    /// Its own sandbox limits, in place of the server's.
+    #[serde(default)]
+    limits: ProfileLimits,
+    /// What `launch_app` arguments each app takes: `none` (the default), `paths`,
+    /// `urls` or `paths_or_urls`.
+    #[serde(default)]
+    app_args: BTreeMap<String, AppArgs>,
+}
+
+/// A profile's own sandbox limits (the server's flags where unset).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProfileLimits {
+    /// Memory, MiB.
+    pub(crate) memory_mb: Option<u64>,
+    /// Home and `/tmp` size, each, MiB.
+    pub(crate) disk_mb: Option<u64>,
+    /// Open files per process.
+    pub(crate) open_files: Option<u64>,
+}
+
+/// The arguments `launch_app` may add to an app's catalog argv. Never flags: an
+/// argument that starts with `-` is refused (a flag can run a command: a terminal's
+/// `--`, a browser's `--renderer-cmd-prefix`), and so is a URL of any other scheme
+/// (LibreOffice's `macro:` and `vnd.sun.star.script:` run code).
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum AppArgs {
+    /// No arguments.
+    #[default]
+    None,
+    /// File paths (absolute or relative to the home).
+    Paths,
+    /// `http`, `https`, `file` or `about` URLs.
+    Urls,
+    /// Either.
+    PathsOrUrls,
+}
+
+impl AppArgs {
+    /// Why `arg` is refused, or `None` when this app takes it.
+    pub(crate) fn refuses(self, arg: &str) -> Option<&'static str> {
+        const SCHEMES: [&str; 4] = ["http://", "https://", "file://", "about:"];
+        let lower = arg.to_ascii_lowercase();
+        let is_url = SCHEMES.iter().any(|s| lower.starts_with(s));
+        // Any other `scheme:` is a URL this policy does not allow.
+        let other_scheme = !is_url
+            && lower.split_once(':').is_some_and(|(s, _)| {
+                !s.is_empty()
+                    && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
+            });
+        if arg.starts_with('-') {
+            return Some("is a flag; launch_app takes no flags (running commands is exec's)");
+        }
+        if arg.is_empty() || arg.contains(['\0', '\n']) {
+            return Some("is empty or holds a NUL or newline");
+        }
+        match self {
+            Self::None => Some("is not taken: this app takes no arguments"),
+            Self::Paths if is_url || other_scheme => Some("is a URL; this app takes file paths"),
+            Self::Urls if !is_url => Some("is not an http, https, file or about URL"),
+            Self::PathsOrUrls if other_scheme => {
+                Some("is a URL of a scheme other than http, https, file, about")
+            }
+            _ => None,
+        }
+    }
 }
 
 /// A profile of the catalog, checked against this host.
@@ -95,6 +162,10 @@ pub(crate) struct Profile {
     pub(crate) missing: Vec<String>,
     /// Launchable applications: name -> argv.
     pub(crate) apps: BTreeMap<String, Vec<String>>,
+    /// What arguments `launch_app` may add to each app (unlisted: none).
+    pub(crate) app_args: BTreeMap<String, AppArgs>,
+    /// Its own sandbox limits.
+    limits: ProfileLimits,
     /// Its settle policy when it runs a sandboxed session (not the task app).
     pub(crate) settle: Option<SettlePolicy>,
     /// Whether its sandboxes may reach the network.
@@ -109,11 +180,18 @@ impl Profile {
         self.missing.is_empty()
     }
 
-    /// The sandbox its desktops run, with `hide` masked inside (`None`: the task app).
-    pub(crate) fn sandbox(&self, hide: &[PathBuf], max_processes: u32) -> Option<SandboxConfig> {
+    /// The sandbox its desktops run, with `hide` masked inside and the server's
+    /// `limits` where the profile sets none of its own (`None`: the task app).
+    pub(crate) fn sandbox(&self, hide: &[PathBuf], limits: SandboxLimits) -> Option<SandboxConfig> {
         self.sandbox.clone().map(|mut s| {
             s.hide.extend_from_slice(hide);
-            s.max_processes = max_processes;
+            let own = &self.limits;
+            s.limits = SandboxLimits {
+                memory_mb: own.memory_mb.unwrap_or(limits.memory_mb),
+                disk_mb: own.disk_mb.unwrap_or(limits.disk_mb),
+                open_files: own.open_files.unwrap_or(limits.open_files),
+                processes: limits.processes,
+            };
             s
         })
     }
@@ -342,7 +420,7 @@ fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, Strin
             home_template: Some(dir),
             hide: Vec::new(),
             password: def.password.clone(),
-            max_processes: 0,
+            limits: SandboxLimits::default(),
             shares: Vec::new(),
         })
     } else {
@@ -353,6 +431,8 @@ fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, Strin
         description: def.description,
         missing,
         apps: def.apps,
+        app_args: def.app_args,
+        limits: def.limits,
         settle: def.settle.as_deref().map(|s| match s {
             "sync" => SettlePolicy::Sync,
             "browser" => SettlePolicy::Browser,

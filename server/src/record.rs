@@ -74,32 +74,41 @@ impl RecordSettings {
 /// Opens the bundle for run `name`: INVALID_ARGUMENT for a name that could leave the
 /// data dir, ALREADY_EXISTS for a run that exists, FAILED_PRECONDITION when the data
 /// dir cannot be written (the pool is then not created).
+///
+/// `owner`: a principal of a server with tokens, whose runs live in a folder of its
+/// own (`<data_dir>/<principal>/`): run names are per principal, and no principal
+/// learns another's. `None` (a server without tokens): `<data_dir>/<run>.skn`.
 pub(crate) fn open(
     settings: &RecordSettings,
     name: &str,
     spec: &PoolSpec,
+    owner: Option<&str>,
 ) -> Result<Recorder, RecordingError> {
     deskgym_datasets::validate_run_name(name)
         .map_err(|m| RecordingError::BadName(Invalid::new("record", m)))?;
-    let data_dir = &settings.data_dir;
+    let data_dir = &match owner {
+        // Principal names are the operator's; one that is no plain folder name is
+        // written by its bytes.
+        Some(o) if deskgym_datasets::validate_run_name(o).is_ok() => settings.data_dir.join(o),
+        Some(o) => settings
+            .data_dir
+            .join(o.bytes().map(|b| format!("{b:02x}")).collect::<String>()),
+        None => settings.data_dir.clone(),
+    };
     std::fs::create_dir_all(data_dir).map_err(|e| {
-        RecordingError::Unusable(format!(
-            "data dir {} cannot be created: {e}",
-            data_dir.display()
-        ))
+        // The server's log has the path; the client's message has none of it.
+        tracing::error!(dir = %data_dir.display(), error = %e, "data dir cannot be created");
+        RecordingError::Unusable(format!("the server's data dir cannot be created ({e})"))
     })?;
     let data_dir = data_dir.canonicalize().map_err(|e| {
-        RecordingError::Unusable(format!(
-            "data dir {} is not usable: {e}",
-            data_dir.display()
-        ))
+        tracing::error!(dir = %data_dir.display(), error = %e, "data dir is not usable");
+        RecordingError::Unusable(format!("the server's data dir is not usable ({e})"))
     })?;
     let dir = data_dir.join(format!("{name}{}", deskgym_datasets::BUNDLE_SUFFIX));
     if dir.exists() {
         return Err(RecordingError::Exists(format!(
-            "recording {} exists at {}; pick another run name",
+            "recording {} exists; pick another run name",
             quote(name),
-            dir.display()
         )));
     }
     Recorder::start(RecorderConfig {
@@ -121,9 +130,17 @@ pub(crate) fn open(
         deskgym_datasets::RecordError::Io { ref source, .. }
             if source.kind() == std::io::ErrorKind::AlreadyExists =>
         {
-            RecordingError::Exists(e.to_string())
+            RecordingError::Exists(format!(
+                "recording {} exists; pick another run name",
+                quote(name)
+            ))
         }
-        e => RecordingError::Unusable(format!("recording cannot start: {e}")),
+        e => {
+            tracing::error!(error = %e, "recording cannot start");
+            RecordingError::Unusable(
+                "the recording cannot start: the server cannot write its data dir".into(),
+            )
+        }
     })
     .map(|mut r| {
         r.set_block_limit(settings.block_limit);
@@ -134,6 +151,11 @@ pub(crate) fn open(
 /// Finishes recordings a crashed server left open in `data_dir` (their unclosed chunks
 /// are counted as lost in their manifests).
 pub(crate) fn recover_all(data_dir: &std::path::Path) {
+    recover_in(data_dir, true);
+}
+
+/// [`recover_all`] in one directory; `principals`: also in its principals' folders.
+fn recover_in(data_dir: &std::path::Path, principals: bool) {
     let Ok(entries) = std::fs::read_dir(data_dir) else {
         return;
     };
@@ -143,6 +165,9 @@ pub(crate) fn recover_all(data_dir: &std::path::Path) {
             .to_string_lossy()
             .ends_with(deskgym_datasets::BUNDLE_SUFFIX)
         {
+            if principals && path.is_dir() {
+                recover_in(&path, false);
+            }
             continue;
         }
         match deskgym_datasets::read_manifest(&path) {

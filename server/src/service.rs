@@ -85,6 +85,7 @@ impl DeskgymService {
             env.pool.spec.screen,
             self.mgr.limits(),
             &env.pool.spec.profile.apps,
+            &env.pool.spec.profile.app_args,
         )?;
         let opts = self.opts(
             &format!("{field}if_none_match"),
@@ -262,6 +263,7 @@ async fn outcome<T>(started: Result<EnvJob<T>, PoolError>) -> (i32, String, Opti
 /// an earlier one already carries becomes `not_modified`.
 struct Dedup<'a> {
     mgr: &'a PoolManager,
+    who: &'a Principal,
     sent: HashSet<(String, i32)>,
 }
 
@@ -272,20 +274,28 @@ impl Dedup<'_> {
             return;
         }
         if !self.sent.insert((o.frame_hash.clone(), o.encoding)) {
-            self.mgr.cache.record_not_modified(o.frame.len() as u64);
+            self.mgr
+                .cache
+                .record_not_modified(o.frame.len() as u64, &self.who.name);
             o.frame = Bytes::new();
             o.not_modified = true;
         }
     }
 }
 
+/// Bytes of an upload written to the desktop at a time.
+const UPLOAD_PIECE: usize = 256 << 10;
+/// Pieces of one upload queued for the desktop before reading the client waits.
+const UPLOAD_QUEUE: usize = 2;
+
 #[tonic::async_trait]
 impl Deskgym for DeskgymService {
     async fn get_capabilities(
         &self,
-        _: Request<pb::GetCapabilitiesRequest>,
+        req: Request<pb::GetCapabilitiesRequest>,
     ) -> Result<Response<pb::Capabilities>, Status> {
         let l = self.mgr.limits();
+        let who = principal(&req)?;
         Ok(Response::new(pb::Capabilities {
             server_version: env!("CARGO_PKG_VERSION").to_string(),
             protocol: "deskgym.v1".into(),
@@ -328,11 +338,27 @@ impl Deskgym for DeskgymService {
             allowed_capabilities: self.mgr.policy().allow.clone(),
             capacity: Some({
                 let used = self.mgr.usage();
-                pb::Capacity {
+                let free = pb::Capacity {
                     envs_in_use: used.desktops,
                     envs_free: l.max_envs.saturating_sub(used.desktops),
                     pixels_in_use: used.pixels,
                     pixels_free: l.max_total_pixels.saturating_sub(used.pixels),
+                };
+                if self.mgr.policy().tenants {
+                    // A principal's own use, and what it may still take (its quota,
+                    // within what is free): never the other tenants' figures.
+                    let own = self.mgr.usage_of(&who.name);
+                    pb::Capacity {
+                        envs_in_use: own.desktops,
+                        envs_free: who
+                            .max_desktops
+                            .saturating_sub(own.desktops)
+                            .min(free.envs_free),
+                        pixels_in_use: own.pixels,
+                        pixels_free: free.pixels_free,
+                    }
+                } else {
+                    free
                 }
             }),
             limits: Some(pb::Limits {
@@ -491,6 +517,7 @@ impl Deskgym for DeskgymService {
             .collect();
         let mut dedup = Dedup {
             mgr: &self.mgr,
+            who: &who,
             sent: HashSet::new(),
         };
         let mut results = Vec::with_capacity(steps.len());
@@ -553,6 +580,7 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::GetFramesRequest>,
     ) -> Result<Response<pb::GetFramesResponse>, Status> {
+        let who = principal(&req)?;
         let req = req.into_inner();
         let max = self.mgr.limits().max_if_none_match;
         if req.hashes.len() > max as usize {
@@ -590,7 +618,7 @@ impl Deskgym for DeskgymService {
             let mut missing = Vec::new();
             let mut bytes = 0u64;
             for (hex, h) in hashes {
-                match mgr.cache.get(h, enc)? {
+                match mgr.cache.get(h, enc, &who.name)? {
                     Some(b) => {
                         bytes = bytes.saturating_add(b.bytes.len() as u64);
                         if bytes > max_bytes {
@@ -622,9 +650,15 @@ impl Deskgym for DeskgymService {
 
     async fn get_cache_stats(
         &self,
-        _: Request<pb::GetCacheStatsRequest>,
+        req: Request<pb::GetCacheStatsRequest>,
     ) -> Result<Response<pb::CacheStats>, Status> {
-        Ok(Response::new(self.mgr.cache.stats()))
+        let who = principal(&req)?;
+        // On a server with tokens a principal sees its own counters, never the fleet's.
+        Ok(Response::new(if self.mgr.policy().tenants {
+            self.mgr.cache.stats_of(&who.name)
+        } else {
+            self.mgr.cache.stats()
+        }))
     }
 
     async fn save(
@@ -756,40 +790,88 @@ impl Deskgym for DeskgymService {
             return Err(Invalid::new("path", "the first message must name the file").into());
         }
         let max = self.mgr.limits().max_file_bytes;
-        let mut data = first.data.to_vec();
-        // A client that stops sending must not hold its upload open for ever.
+        if first.data.len() as u64 > max {
+            return Err(PoolError::Limit(format!(
+                "the file is over max_file_bytes={max}; upload it in several PutFile calls"
+            ))
+            .into());
+        }
         let bound = self.mgr.op_timeout();
-        let deadline = tokio::time::Instant::now() + bound;
-        loop {
-            let next = tokio::time::timeout_at(deadline, stream.message())
-                .await
-                .map_err(|_| PoolError::SlowUpload {
-                    ms: bound.as_millis(),
-                })??;
-            let Some(chunk) = next else { break };
-            if (data.len() + chunk.data.len()) as u64 > max {
-                return Err(PoolError::Limit(format!(
-                    "the file is over max_file_bytes={max}; upload the rest with a second \
-                     PutFile at offset {}",
-                    data.len()
-                ))
-                .into());
-            }
-            data.extend_from_slice(&chunk.data);
-        }
-        if data.len() as u64 > max {
-            return Err(PoolError::Limit(format!("the file is over max_file_bytes={max}")).into());
-        }
+        // The env's flight is taken before any of the upload is read: a busy env
+        // refuses at once, and the file goes to the desktop as it arrives, a bounded
+        // piece at a time (the server never holds a whole upload).
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Option<bytes::Bytes>>(UPLOAD_QUEUE);
         let (path, offset, mode) = (first.path, first.offset, first.mode);
+        // The job outlives the upload's own bound (the client's pace, which must not
+        // count as a stuck desktop) by one more bound for the writes.
         let job = self
             .mgr
-            .on_env(&env, Call::Files, self.mgr.op_timeout(), move |e, _| {
+            .on_env(&env, Call::Files, bound * 2, move |e, _| {
                 e.files("put_file", &path, |d| {
-                    d.write_file(&path, offset, mode, &data)
+                    let (mut at, mut size) = (offset, None);
+                    loop {
+                        match rx.blocking_recv() {
+                            Some(Some(piece)) => {
+                                size = Some(d.write_file(&path, at, mode, &piece)?);
+                                at += piece.len() as u64;
+                            }
+                            // The upload ended: an empty one still makes the file.
+                            Some(None) => {
+                                return match size {
+                                    Some(s) => Ok(s),
+                                    None => d.write_file(&path, offset, mode, &[]),
+                                };
+                            }
+                            // The client failed or went away: what arrived stays, and
+                            // the call answers the client's error.
+                            None => {
+                                return Err(deskgym_worker::DesktopError::Exec(
+                                    "the upload was cut".into(),
+                                ));
+                            }
+                        }
+                    }
                 })
             })?;
-        let size = job.finish().await?;
-        Ok(Response::new(pb::PutFileResponse { size }))
+        let upload = async {
+            let deadline = tokio::time::Instant::now() + bound;
+            let mut piece = bytes::BytesMut::from(&first.data[..]);
+            let mut total = piece.len() as u64;
+            loop {
+                if piece.len() >= UPLOAD_PIECE {
+                    let full = piece.split().freeze();
+                    // A closed receiver: the desktop side failed; its error answers.
+                    if tx.send(Some(full)).await.is_err() {
+                        return Ok(());
+                    }
+                }
+                let next = tokio::time::timeout_at(deadline, stream.message())
+                    .await
+                    .map_err(|_| PoolError::SlowUpload {
+                        ms: bound.as_millis(),
+                    })??;
+                let Some(chunk) = next else { break };
+                total += chunk.data.len() as u64;
+                if total > max {
+                    return Err(Status::from(PoolError::Limit(format!(
+                        "the file is over max_file_bytes={max}; upload the rest with a \
+                         second PutFile at offset {}",
+                        offset + total - chunk.data.len() as u64
+                    ))));
+                }
+                piece.extend_from_slice(&chunk.data);
+            }
+            if !piece.is_empty() {
+                let _ = tx.send(Some(piece.freeze())).await;
+            }
+            let _ = tx.send(None).await;
+            Ok(())
+        };
+        let uploaded: Result<(), Status> = upload.await;
+        drop(tx);
+        let written = job.finish().await;
+        uploaded?;
+        Ok(Response::new(pb::PutFileResponse { size: written? }))
     }
 
     type GetFileStream =

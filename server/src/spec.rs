@@ -36,20 +36,11 @@ impl Invalid {
     }
 }
 
-/// Longest piece of client input an error message quotes.
-const QUOTE_CHARS: usize = 64;
-
-/// Quotes client input for an error message: at most [`QUOTE_CHARS`] characters, so a
+/// Quotes client input for an error message: at most 64 characters, so a
 /// hostile 100,000-character value cannot turn into a 100 KB status message (which
 /// clients' metadata limits would reject as RESOURCE_EXHAUSTED).
 pub(crate) fn quote(s: &str) -> String {
-    let mut chars = s.chars();
-    let head: String = chars.by_ref().take(QUOTE_CHARS).collect();
-    if chars.next().is_none() {
-        format!("{head:?}")
-    } else {
-        format!("{head:?}... ({} chars)", s.chars().count())
-    }
+    deskgym_worker::error::quote(s)
 }
 
 /// Why a CreatePool request cannot be served as asked.
@@ -106,6 +97,9 @@ pub(crate) struct Policy {
     pub(crate) allow: Vec<String>,
     /// Host paths masked in every sandbox (token file, data dir).
     pub(crate) hide: Vec<std::path::PathBuf>,
+    /// True when the server has tokens (principals): figures of the whole server
+    /// (cache stats, capacity) are then scoped to the caller.
+    pub(crate) tenants: bool,
 }
 
 /// Screen geometry a target is resolved against.
@@ -410,7 +404,15 @@ pub(crate) fn validate(
         req.max_steps
     };
     let web = web_spec(&task, &profile, &req.task_options)?;
-    let mut sandbox = profile.sandbox(&policy.hide, l.max_sandbox_processes);
+    let mut sandbox = profile.sandbox(
+        &policy.hide,
+        deskgym_worker::SandboxLimits {
+            memory_mb: l.sandbox_memory_mb,
+            disk_mb: l.sandbox_disk_mb,
+            open_files: l.sandbox_open_files,
+            processes: l.max_sandbox_processes,
+        },
+    );
     if let (Some(page), Some(sb)) = (&task.page, sandbox.as_mut()) {
         sb.shares
             .push((page.root.clone(), crate::tasks::WEB_ROOT.to_string()));

@@ -8,12 +8,12 @@
 //! The connection ends when either side ends; a reset or close of the env ends the
 //! sandbox, its agent and so every tunnel into it.
 
-use std::path::Path;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use deskgym_proto::v1 as pb;
 use deskgym_worker::agent::{Reply, Request};
+use deskgym_worker::sandbox::AgentPeer;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
@@ -37,13 +37,17 @@ pub(crate) struct Open {
 }
 
 /// Connects to `port` on the sandbox's loopback through the agent at `socket`.
-pub(crate) async fn open(env: &str, socket: &Path, port: u16) -> Result<Open, EnvError> {
+pub(crate) async fn open(env: &str, agent: &AgentPeer, port: u16) -> Result<Open, EnvError> {
     let lost = |e: std::io::Error| {
         EnvError::Refused(format!(
             "env {env:?}: the desktop's agent did not answer a tunnel ({e}); call Reset to restart it"
         ))
     };
-    let stream = UnixStream::connect(socket).await.map_err(lost)?;
+    let stream = UnixStream::connect(&agent.socket).await.map_err(lost)?;
+    // Only this env's own agent may answer (see `AgentPeer`).
+    agent
+        .verify(std::os::fd::AsFd::as_fd(&stream))
+        .map_err(EnvError::from)?;
     let (read, mut writer) = stream.into_split();
     let mut line = serde_json::to_vec(&Request::Connect { port })
         .map_err(|_| EnvError::Bug("a Connect request does not serialize"))?;
@@ -65,6 +69,7 @@ pub(crate) async fn open(env: &str, socket: &Path, port: u16) -> Result<Open, En
     match serde_json::from_slice::<Reply>(&answer) {
         Ok(Reply::Connected) => Ok(Open { reader, writer }),
         Ok(Reply::Failed { message }) => Err(EnvError::Refused(format!("env {env:?}: {message}"))),
+        Ok(Reply::Busy { message }) => Err(EnvError::Limit(format!("env {env:?}: {message}"))),
         Ok(other) => Err(EnvError::Refused(format!(
             "env {env:?}: the desktop's agent answered a tunnel with {}",
             other.kind()

@@ -279,6 +279,15 @@ impl PoolManager {
         pending.plus(self.held_by_pools()).unwrap_or(pending)
     }
 
+    /// What `owner`'s pools hold.
+    pub(crate) fn usage_of(&self, owner: &str) -> Usage {
+        lock(&self.pools)
+            .values()
+            .filter(|p| &*p.owner == owner)
+            .map(|p| p.usage())
+            .fold(Usage::default(), |a, b| a.plus(b).unwrap_or(a))
+    }
+
     /// Pools open, and how many of them record.
     pub(crate) fn pool_counts(&self) -> (usize, usize) {
         let pools = lock(&self.pools);
@@ -516,7 +525,10 @@ impl PoolManager {
         })?;
         let pending = self.reserve(total, spec.screen, who, "this pool")?;
         let recorder = record_as
-            .map(|name| record::open(&self.record, name, &spec))
+            .map(|name| {
+                let owner = self.policy().tenants.then_some(&*who.name);
+                record::open(&self.record, name, &spec, owner)
+            })
             .transpose()?;
         let desktops = match self.start_desktops(&spec, total, spec.warm_spares).await {
             Ok(d) => d,
