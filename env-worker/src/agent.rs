@@ -47,6 +47,9 @@ pub struct SessionSpec {
     /// starts: the profile's seed files.
     #[serde(default)]
     pub home_template: Option<String>,
+    /// Modes of the template's files once in the home (relative paths).
+    #[serde(default)]
+    pub home_modes: Vec<(String, u32)>,
 }
 
 /// A command to run and wait for.
@@ -293,6 +296,9 @@ impl Reply {
 
 type Children = Arc<Mutex<Vec<Child>>>;
 
+/// How a failure for want of processes starts (answered `Busy`, a limit).
+const PROCESS_LIMIT: &str = "the desktop is at its process limit";
+
 /// Most requests (exec, file, tunnel...) the agent serves at once; more are answered
 /// `Busy` at once, so a flood of tunnels never leaves one half-served.
 pub const MAX_CONCURRENT: usize = 64;
@@ -311,12 +317,18 @@ pub fn main() -> Result<(), Box<dyn std::error::Error>> {
         if let Err(e) = copy_tree(std::path::Path::new(t), std::path::Path::new(HOME)) {
             eprintln!("home template: {e}");
         }
+        for (path, mode) in &spec.home_modes {
+            use std::os::unix::fs::PermissionsExt;
+            let p = std::path::Path::new(HOME).join(path);
+            let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(*mode));
+        }
     }
     let children: Children = Arc::default();
     for program in &spec.session {
         let argv = &program.argv;
         // Session programs write to the agent's stderr: a pipe the worker drains.
-        let started = base_command(argv, &spec.env).and_then(|mut c| c.stderr(Stdio::inherit()).spawn());
+        let started =
+            base_command(argv, &spec.env).and_then(|mut c| c.stderr(Stdio::inherit()).spawn());
         match started {
             Ok(c) => lock(&children).push(c),
             // Logged where the worker can read it; the session goes on without it.
@@ -408,10 +420,16 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()
         } else if meta.is_dir() {
             std::fs::create_dir_all(&dst)?;
             copy_tree(&src, &dst)?;
-            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(meta.permissions().mode() | 0o700))?;
+            std::fs::set_permissions(
+                &dst,
+                std::fs::Permissions::from_mode(meta.permissions().mode() | 0o700),
+            )?;
         } else if meta.is_file() {
             std::fs::copy(&src, &dst)?;
-            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(meta.permissions().mode() | 0o600))?;
+            std::fs::set_permissions(
+                &dst,
+                std::fs::Permissions::from_mode(meta.permissions().mode() | 0o600),
+            )?;
         }
     }
     Ok(())
@@ -575,6 +593,9 @@ fn serve(conn: UnixStream, env: &[(String, String)], children: &Children) -> std
                     conn.write_all(&out)?;
                     conn.write_all(&err)
                 }
+                Err(message) if message.starts_with(PROCESS_LIMIT) => {
+                    reply_line(&mut conn, &Reply::Busy { message })
+                }
                 Err(message) => reply_line(&mut conn, &Reply::Failed { message }),
             }
         }
@@ -624,9 +645,11 @@ type Captured = Arc<Mutex<(Vec<u8>, bool)>>;
 /// it runs, so under a fork bomb there may be none to have: that is an error, never a
 /// panic.
 fn helper(f: impl FnOnce() + Send + 'static) -> Result<(), String> {
-    std::thread::Builder::new().spawn(f).map(drop).map_err(|e| {
-        format!("the sandbox is at its process limit (the agent cannot start a thread: {e})")
-    })
+    // (Messages that start with PROCESS_LIMIT are answered `Busy`: a limit.)
+    std::thread::Builder::new()
+        .spawn(f)
+        .map(drop)
+        .map_err(|e| format!("{PROCESS_LIMIT} (the agent cannot start a thread: {e})"))
 }
 
 /// Reads a pipe to its end on a thread, keeping the first `max` bytes; the receiver
@@ -680,6 +703,7 @@ fn exec(
             spec.argv[0],
             spec.cwd.as_deref().unwrap_or(HOME)
         ),
+        std::io::ErrorKind::WouldBlock => format!("{PROCESS_LIMIT} ({e})"),
         _ => format!("cannot start {:?}: {e}", spec.argv[0]),
     })?;
     let pgid = child.id() as libc::pid_t;

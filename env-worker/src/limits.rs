@@ -139,7 +139,8 @@ impl Cgroup {
         };
         let dir = base.join(name);
         let _ = std::fs::remove_dir(&dir);
-        std::fs::create_dir(&dir)?;
+        // (The base again: a server of this process that stopped removed it.)
+        std::fs::create_dir_all(&dir)?;
         if v2 {
             std::fs::write(dir.join("memory.max"), bytes.to_string())?;
             let _ = std::fs::write(dir.join("memory.swap.max"), "0");
@@ -148,8 +149,12 @@ impl Cgroup {
             // Present only with swap accounting; then swap counts against the same bound.
             let _ = std::fs::write(dir.join("memory.memsw.limit_in_bytes"), bytes.to_string());
         }
-        let procs = CString::new(dir.join("cgroup.procs").into_os_string().into_encoded_bytes())
-            .map_err(std::io::Error::other)?;
+        let procs = CString::new(
+            dir.join("cgroup.procs")
+                .into_os_string()
+                .into_encoded_bytes(),
+        )
+        .map_err(std::io::Error::other)?;
         Ok(Some(Self { dir, procs, v2 }))
     }
 
@@ -225,5 +230,5 @@ pub fn raise_open_files() -> u64 {
             libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
         }
     }
-    lim.rlim_cur as u64
+    lim.rlim_cur
 }

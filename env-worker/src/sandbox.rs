@@ -30,7 +30,7 @@ pub const AGENT_BINARY: &str = "deskgym-sandbox-agent";
 const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// First host uid of sandboxes of a server running as root (display `n` gets base + n).
 const SANDBOX_UID_BASE: u32 = 2_000_000;
-/// Where the control directory appears inside the sandbox (read-only).
+/// Where the control files appear inside the sandbox (read-only).
 const CTL: &str = "/run/deskgym";
 /// Where the profile's home template appears inside the sandbox (read-only).
 const TEMPLATE: &str = "/run/deskgym-template";
@@ -71,6 +71,9 @@ pub struct SandboxConfig {
     pub network: bool,
     /// Copied into the home directory at every start (the profile's seed files).
     pub home_template: Option<PathBuf>,
+    /// Modes of the template's files in the home (the template itself is readable by
+    /// every sandbox's user).
+    pub home_modes: Vec<(String, u32)>,
     /// Host paths masked inside (the server's token file and data dir, where they lie
     /// in the system trees a sandbox sees).
     pub hide: Vec<PathBuf>,
@@ -255,34 +258,46 @@ exec "$@"
 /// `--test-type` keeps the "unsupported flag" bar off the screen, as under ChromeDriver.
 const CHROMIUM_FLAGS: &str = "export CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --no-sandbox --test-type\"\n";
 
-fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    std::fs::write(path, bytes)?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
-    Ok(())
-}
-
 /// The system trees a sandbox sees, read-only (with `/bin`, `/lib`... as the host has
 /// them: links into `/usr` on a merged-/usr system). Nothing else of the host shows:
 /// not `/opt`, `/srv`, `/mnt`, `/work`, other homes or checkouts.
-const SYSTEM: &[&str] = &["/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+const SYSTEM: &[&str] = &[
+    "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
+];
 /// Parts of `/var` programs read (font caches, D-Bus's machine id).
 const SYSTEM_VAR: &[&str] = &["/var/cache/fontconfig", "/var/lib/dbus"];
 
-/// A copy of the host's `/etc/chromium.d` with deskgym's flags, in `ctl`.
-fn chromium_d(ctl: &Path) -> Result<Option<PathBuf>> {
-    let host = Path::new("/etc/chromium.d");
-    if !host.is_dir() {
-        return Ok(None);
+/// A file whose bytes live in memory (a memfd), for bwrap's `--ro-bind-data`: the
+/// sandbox's control files come from descriptors, never from a host path.
+fn memfile(bytes: &[u8]) -> Result<std::os::fd::OwnedFd> {
+    use std::io::{Seek, SeekFrom};
+    use std::os::fd::FromRawFd;
+    // SAFETY: memfd_create with a NUL-terminated name; the fd is owned right away.
+    let fd = unsafe { libc::memfd_create(c"deskgym-ctl".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error().into());
     }
-    let dir = ctl.join("chromium.d");
-    make_dir(&dir, 0o755)?;
-    for e in std::fs::read_dir(host)?.flatten() {
-        if e.file_type().is_ok_and(|t| t.is_file()) {
-            std::fs::copy(e.path(), dir.join(e.file_name()))?;
-        }
-    }
-    write(&dir.join("zz-deskgym"), CHROMIUM_FLAGS.as_bytes(), 0o644)?;
-    Ok(Some(dir))
+    // SAFETY: a fresh descriptor no one else owns.
+    let mut f = std::fs::File::from(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) });
+    f.write_all(bytes)?;
+    // bwrap reads the data from the descriptor's position.
+    f.seek(SeekFrom::Start(0))?;
+    Ok(f.into())
+}
+
+/// The first descriptor number the control files are passed at.
+const DATA_FD_BASE: i32 = 10;
+
+/// The agent binary as a sandbox sees it: a hard link in the sandbox's directory, so
+/// no sandbox learns where the server's own files are (or, across filesystems, the
+/// binary itself).
+fn agent_for(dir: &Path) -> Result<PathBuf> {
+    let agent = helper_binary(AGENT_BINARY, "DESKGYM_SANDBOX_AGENT")?;
+    let link = dir.join("agent");
+    Ok(match std::fs::hard_link(&agent, &link) {
+        Ok(()) => link,
+        Err(_) => agent,
+    })
 }
 
 /// Makes `dir` with `mode` (ignoring the umask).
@@ -300,7 +315,9 @@ fn bound_socket(path: &Path) -> Result<std::os::fd::OwnedFd> {
     // SAFETY: sockaddr_un is plain data; zeroed is a valid value.
     let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
     if bytes.len() >= addr.sun_path.len() {
-        return Err(DesktopError::App("the sandbox directory's path is too long".into()));
+        return Err(DesktopError::App(
+            "the sandbox directory's path is too long".into(),
+        ));
     }
     addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
     for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
@@ -347,9 +364,6 @@ impl Sandbox {
         let dir = root.join(format!("{display}-{n}"));
         let _ = std::fs::remove_dir_all(&dir);
         make_dir(&dir, 0o711)?;
-        let ctl = dir.join("ctl");
-        make_dir(&ctl.join("bin"), 0o755)?;
-        std::fs::set_permissions(&ctl, std::fs::Permissions::from_mode(0o755))?;
         // A server running as root gives each sandbox its own unprivileged host uid, so
         // its files and processes are its own (and the process limit counts only its
         // processes: the kernel exempts root from RLIMIT_NPROC altogether).
@@ -360,35 +374,55 @@ impl Sandbox {
             session: cfg.session.clone(),
             env: cfg.env.clone(),
             home_template: cfg.home_template.as_ref().map(|_| TEMPLATE.to_string()),
+            home_modes: cfg.home_modes.clone(),
         };
-        write(
-            &ctl.join("session.json"),
-            &serde_json::to_vec(&session).map_err(std::io::Error::other)?,
-            0o644,
-        )?;
-        write(
-            &ctl.join("passwd"),
-            b"root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/bash\n\
-              nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-            0o644,
-        )?;
-        write(
-            &ctl.join("group"),
-            b"root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n",
-            0o644,
-        )?;
-        write(&ctl.join("password"), cfg.password.as_bytes(), 0o644)?;
-        write(&ctl.join("bin/sudo"), SUDO.as_bytes(), 0o755)?;
+        let session = serde_json::to_vec(&session).map_err(std::io::Error::other)?;
+        // (inside path, mode, bytes): read-only files in the sandbox's own tmpfs.
+        let mut data: Vec<(&str, &str, &[u8])> = vec![
+            ("/run/deskgym/session.json", "0644", &session),
+            ("/run/deskgym/password", "0644", cfg.password.as_bytes()),
+            ("/run/deskgym/bin/sudo", "0755", SUDO.as_bytes()),
+            (
+                "/etc/passwd",
+                "0644",
+                b"root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/bash\n\
+                  nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+            ),
+            (
+                "/etc/group",
+                "0644",
+                b"root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n",
+            ),
+        ];
+        let chromium_d = Path::new("/etc/chromium.d");
+        if chromium_d.is_dir() {
+            data.push((
+                "/etc/chromium.d/zz-deskgym",
+                "0644",
+                CHROMIUM_FLAGS.as_bytes(),
+            ));
+        }
+        // (At most 15 with the socket: the child moves them in a fixed-size array.)
+        debug_assert!(data.len() < 16);
+        let data_fds = data
+            .iter()
+            .map(|(_, _, bytes)| memfile(bytes))
+            .collect::<Result<Vec<_>>>()?;
         let socket_path = dir.join("agent.sock");
         let socket = bound_socket(&socket_path)?;
-        let agent = helper_binary(AGENT_BINARY, "DESKGYM_SANDBOX_AGENT")?;
+        let agent = agent_for(&dir)?;
         let x_socket = format!("/tmp/.X11-unix/X{display}");
         let lim = cfg.limits;
         let disk = (lim.disk_mb.max(16) << 20).to_string();
         let mut cmd = Command::new(bwrap_binary()?);
         cmd.env_clear()
             .args(["--unshare-user", "--uid", "1000", "--gid", "1000"])
-            .args(["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"])
+            .args([
+                "--unshare-pid",
+                "--unshare-ipc",
+                "--unshare-uts",
+                "--unshare-cgroup-try",
+            ])
             // No user namespaces inside: their kernel surface is the tenant's way out.
             .arg("--disable-userns")
             .args(["--hostname", "deskgym"])
@@ -419,8 +453,14 @@ impl Sandbox {
                 cmd.args(["--ro-bind", "/dev/null"]).arg(h);
             }
         }
-        if let Some(d) = chromium_d(&ctl)? {
-            cmd.arg("--ro-bind").arg(d).arg("/etc/chromium.d");
+        if chromium_d.is_dir() {
+            // The host's files, and deskgym's beside them (below).
+            cmd.arg("--tmpfs").arg(chromium_d);
+            for e in std::fs::read_dir(chromium_d)?.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_file()) {
+                    cmd.arg("--ro-bind").arg(e.path()).arg(e.path());
+                }
+            }
         }
         for (host, inside) in &cfg.shares {
             cmd.arg("--ro-bind").arg(host).arg(inside);
@@ -437,15 +477,6 @@ impl Sandbox {
                 &x_socket,
                 "/tmp/.X11-unix/X0",
             ])
-            .arg("--ro-bind")
-            .arg(&ctl)
-            .arg(CTL)
-            .arg("--ro-bind")
-            .arg(ctl.join("passwd"))
-            .arg("/etc/passwd")
-            .arg("--ro-bind")
-            .arg(ctl.join("group"))
-            .arg("/etc/group")
             .arg("--ro-bind")
             .arg(&agent)
             .arg("/run/deskgym-agent")
@@ -473,6 +504,14 @@ impl Sandbox {
         for (k, v) in &cfg.env {
             cmd.arg("--setenv").arg(k).arg(v);
         }
+        // A mount of its own, so it can be made read-only once filled.
+        cmd.args(["--perms", "0755", "--tmpfs", CTL]);
+        for (i, (inside, mode, _)) in data.iter().enumerate() {
+            let fd = (DATA_FD_BASE + i as i32).to_string();
+            cmd.args(["--perms", mode, "--ro-bind-data", &fd, inside]);
+        }
+        // Nothing can be added beside the control files either.
+        cmd.args(["--remount-ro", CTL]);
         let max_processes = u64::from(lim.processes.max(16))
             + if host_uid.is_some() {
                 0
@@ -490,6 +529,10 @@ impl Sandbox {
             .stderr(log_write)
             .process_group(0);
         let sock_fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
+        let data_raw: Vec<i32> = data_fds
+            .iter()
+            .map(std::os::fd::AsRawFd::as_raw_fd)
+            .collect();
         let memory = lim.memory_mb.max(64) << 20;
         let open_files = lim.open_files.max(64);
         let cg = cgroup.as_ref().map(|c| c as *const Cgroup as usize);
@@ -502,19 +545,30 @@ impl Sandbox {
                     // Before dropping root: a cgroup's procs file is root's to write.
                     (*(cg as *const Cgroup)).enter_from_child()?;
                 }
-                // The agent's socket at a fixed number, kept across exec.
-                if sock_fd == AGENT_FD {
-                    libc::fcntl(AGENT_FD, libc::F_SETFD, 0);
-                } else if libc::dup2(sock_fd, AGENT_FD) < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if let Some(uid) = host_uid {
-                    if libc::setgroups(0, std::ptr::null()) != 0
-                        || libc::setgid(uid) != 0
-                        || libc::setuid(uid) != 0
-                    {
+                // The agent's socket and the control files at fixed numbers, kept
+                // across exec. First out of the way (a source may sit on a target
+                // number), then into place (dup2 clears close-on-exec).
+                let mut moved = [0i32; 16];
+                let sources = std::iter::once(sock_fd).chain(data_raw.iter().copied());
+                for (slot, from) in moved.iter_mut().zip(sources) {
+                    *slot = libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 256);
+                    if *slot < 0 {
                         return Err(std::io::Error::last_os_error());
                     }
+                }
+                let targets = std::iter::once(AGENT_FD)
+                    .chain((0..data_raw.len() as i32).map(|i| DATA_FD_BASE + i));
+                for (from, to) in moved.iter().zip(targets) {
+                    if libc::dup2(*from, to) < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                }
+                if let Some(uid) = host_uid
+                    && (libc::setgroups(0, std::ptr::null()) != 0
+                        || libc::setgid(uid) != 0
+                        || libc::setuid(uid) != 0)
+                {
+                    return Err(std::io::Error::last_os_error());
                 }
                 // After the uid change, which clears it.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -529,7 +583,7 @@ impl Sandbox {
         let child = cmd
             .spawn()
             .map_err(|e| DesktopError::App(format!("cannot start bwrap: {e}")))?;
-        drop(socket);
+        drop((socket, data_fds));
         let log = Arc::new(Mutex::new(Vec::new()));
         spawn_log_reader(log_read, log.clone());
         let peer = AgentPeer {
@@ -572,10 +626,11 @@ impl Sandbox {
                     let ours = std::iter::successors(Some(pid), |p| parent_of(*p))
                         .take(4)
                         .any(|p| p == self.child.id() as i32);
-                    if ours && uid == self.peer.uid {
-                        if let Some(ns) = pid_namespace(pid) {
-                            self.peer.pidns = ns;
-                        }
+                    if ours
+                        && uid == self.peer.uid
+                        && let Some(ns) = pid_namespace(pid)
+                    {
+                        self.peer.pidns = ns;
                     }
                 }
                 drop(conn);
@@ -661,9 +716,10 @@ impl Sandbox {
         let (reply, mut conn) = self.call(&Request::Exec(spec), stdin, bound)?;
         match reply {
             Reply::Exec(end) => {
-                // Killed by the kernel's memory bound (not by its own time bound): the
-                // limit is the answer, not a command that "exited on signal 9".
-                if end.signal == Some(libc::SIGKILL)
+                // A command that failed while the kernel's memory bound killed in this
+                // desktop (it, or a child of its shell: "exit 137"): the limit is the
+                // answer, not a command that "exited on signal 9".
+                if end.exit_code != Some(0)
                     && !end.timed_out
                     && let Some(e) = self.over_memory(oom_before)
                 {

@@ -164,9 +164,8 @@ impl AsyncRead for Guarded {
             let idle = self.registry.limits.idle;
             while self.idle.as_mut().poll(cx).is_ready() {
                 let last = self.shared.last_read_ms.load(Ordering::Acquire);
-                let due = self.registry.epoch
-                    + Duration::from_millis(last.max(self.opened_ms))
-                    + idle;
+                let due =
+                    self.registry.epoch + Duration::from_millis(last.max(self.opened_ms)) + idle;
                 if due <= Instant::now() {
                     return Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::TimedOut,

@@ -744,7 +744,13 @@ mod tests {
     }
 
     fn err_field(a: pb::Action) -> String {
-        match action(Some(&a), SCREEN, &Limits::default(), &BTreeMap::new(), &BTreeMap::new()) {
+        match action(
+            Some(&a),
+            SCREEN,
+            &Limits::default(),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        ) {
             Err(Invalid { field, .. }) => field,
             other => panic!("expected InvalidArgument, got {other:?}"),
         }
@@ -975,7 +981,15 @@ mod fuzz {
             width: w,
             height: h,
         };
-        match action(a, screen, &Limits::default(), &BTreeMap::new(), &BTreeMap::new()).map(|p| p.action) {
+        match action(
+            a,
+            screen,
+            &Limits::default(),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+        )
+        .map(|p| p.action)
+        {
             Ok(Action::Click { at, .. }) => {
                 assert!(
                     (0..w as i32).contains(&at.x) && (0..h as i32).contains(&at.y),

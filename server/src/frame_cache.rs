@@ -349,12 +349,54 @@ mod tests {
     use deskgym_worker::hash_hex;
 
     fn put(c: &FrameCache, f: Frame, enc: pb::ImageEncoding) -> Result<Blob, EncodeError> {
-        let raw = Blob {
-            width: f.width,
-            height: f.height,
-            bytes: Bytes::from(f.rgb),
-        };
+        put_as(c, f, enc, "local")
+    }
+
+    fn put_as(
+        c: &FrameCache,
+        f: Frame,
+        enc: pb::ImageEncoding,
+        who: &str,
+    ) -> Result<Blob, EncodeError> {
+        let raw = Blob::new(f.width, f.height, Bytes::from(f.rgb), &Arc::from(who));
         c.put(f.hash, raw, enc)
+    }
+
+    #[test]
+    fn a_frame_is_answered_only_to_principals_whose_envs_showed_it() {
+        let c = FrameCache::new(64 << 20);
+        let (alice, bob): (Arc<str>, Arc<str>) = (Arc::from("alice"), Arc::from("bob"));
+        let f = frame(1, 32, 16);
+        put_as(&c, f.clone(), pb::ImageEncoding::Png, "alice").unwrap();
+        assert!(
+            c.get(f.hash, pb::ImageEncoding::Png, &alice)
+                .unwrap()
+                .is_some()
+        );
+        // Bob holds the hash, not the frame: the same answer as an evicted frame.
+        assert!(
+            c.get(f.hash, pb::ImageEncoding::Png, &bob)
+                .unwrap()
+                .is_none()
+        );
+        assert!(
+            c.get(f.hash, pb::ImageEncoding::RawRgb, &bob)
+                .unwrap()
+                .is_none()
+        );
+        // Once his own env shows the same pixels, they are his too (one encode).
+        put_as(&c, f.clone(), pb::ImageEncoding::Png, "bob").unwrap();
+        assert!(
+            c.get(f.hash, pb::ImageEncoding::Png, &bob)
+                .unwrap()
+                .is_some()
+        );
+        assert_eq!(c.stats().encodes, 1);
+        // Each sees its own counters; the fleet's figures stay out of them.
+        assert_eq!(c.stats_of(&alice).misses, 2);
+        assert_eq!(c.stats_of(&bob).misses, 0);
+        assert_eq!(c.stats_of(&bob).encodes_saved, 1);
+        assert_eq!(c.stats_of(&bob).entries, 0);
     }
 
     fn frame(seed: u8, w: u32, h: u32) -> Frame {
@@ -403,7 +445,10 @@ mod tests {
         assert!(c.stats().evictions > 0);
         let mut found = 0;
         for f in &frames {
-            if let Some(b) = c.get(f.hash, pb::ImageEncoding::RawRgb).unwrap() {
+            if let Some(b) = c
+                .get(f.hash, pb::ImageEncoding::RawRgb, &Arc::from("local"))
+                .unwrap()
+            {
                 found += 1;
                 assert_eq!(
                     deskgym_worker::frame_hash(b.width, b.height, &b.bytes),

@@ -229,7 +229,15 @@ pub async fn run_with(
     // Step replies are small (PNG, not_modified) or large (raw frames): without NODELAY a
     // small reply waits for the client's delayed ACK (tens of ms); with a 64 KiB HTTP/2
     // window a raw 1280x720 frame needs a dozen window updates.
-    let incoming = conn::incoming(listener, config.connections);
+    // Connections may hold at most half the descriptors: desktops, recordings and
+    // health checks need the rest.
+    let mut connections = config.connections;
+    let cap = usize::try_from(open_files / 2)
+        .unwrap_or(usize::MAX)
+        .max(16);
+    connections.max_total = connections.max_total.min(cap);
+    connections.max_per_peer = connections.max_per_peer.min(connections.max_total);
+    let incoming = conn::incoming(listener, connections);
     let health_down = health.clone();
     let result = tonic::transport::Server::builder()
         // Live clients answer pings, so only a silent peer goes idle (see `conn`).

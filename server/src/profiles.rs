@@ -131,7 +131,8 @@ impl AppArgs {
         let other_scheme = !is_url
             && lower.split_once(':').is_some_and(|(s, _)| {
                 !s.is_empty()
-                    && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
+                    && s.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
             });
         if arg.starts_with('-') {
             return Some("is a flag; launch_app takes no flags (running commands is exec's)");
@@ -418,6 +419,7 @@ fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, Strin
             env: def.env.clone().into_iter().collect(),
             network: def.network,
             home_template: Some(dir),
+            home_modes: def.files.iter().map(|f| (f.path.clone(), f.mode)).collect(),
             hide: Vec::new(),
             password: def.password.clone(),
             limits: SandboxLimits::default(),
@@ -469,7 +471,9 @@ fn write_template(dir: &Path, files: &[SeedFile], dirs: &[String]) -> Result<(),
             std::fs::create_dir_all(parent).map_err(|e| format!("{}: {e}", parent.display()))?;
         }
         std::fs::write(&path, text).map_err(|e| format!("{}: {e}", path.display()))?;
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(f.mode))
+        // Readable by every sandbox's user, which copies it into its home with the
+        // file's own mode (`home_modes`).
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(f.mode | 0o444))
             .map_err(|e| format!("{}: {e}", path.display()))?;
     }
     Ok(())
@@ -478,6 +482,42 @@ fn write_template(dir: &Path, files: &[SeedFile], dirs: &[String]) -> Result<(),
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn launch_arguments_are_paths_or_urls_never_flags_or_other_schemes() {
+        use AppArgs::{Paths, PathsOrUrls, Urls};
+        for (takes, arg) in [
+            (Paths, "/home/user/a.odt"),
+            (Paths, "notes.txt"),
+            (Paths, "dir/with:colon/x"),
+            (Urls, "https://example.org/?q=1"),
+            (Urls, "about:blank"),
+            (PathsOrUrls, "file:///home/user/x.html"),
+            (PathsOrUrls, "/tmp/page.html"),
+        ] {
+            assert_eq!(takes.refuses(arg), None, "{takes:?} {arg}");
+        }
+        for (takes, arg) in [
+            (AppArgs::None, "/home/user"),
+            (Paths, "-e"),
+            (Paths, "--"),
+            (Paths, "macro:///Standard.Module1.Main"),
+            (Paths, "vnd.sun.star.script:x"),
+            (Paths, "https://example.org"),
+            (Urls, "/home/user/x"),
+            (Urls, "javascript:alert(1)"),
+            (PathsOrUrls, "--renderer-cmd-prefix=sh"),
+            (PathsOrUrls, "chrome://settings"),
+            (PathsOrUrls, "a\nb"),
+            (PathsOrUrls, ""),
+        ] {
+            assert!(takes.refuses(arg).is_some(), "{takes:?} {arg:?} was taken");
+        }
+        let c = Catalog::load(None).unwrap();
+        let desktop = c.get("desktop").unwrap();
+        assert!(!desktop.app_args.contains_key("terminal"));
+        assert_eq!(desktop.app_args.get("editor"), Some(&Paths));
+    }
 
     #[test]
     fn the_bundled_catalog_loads_with_tasks_and_desktop() {

@@ -382,6 +382,13 @@ impl Deskgym for DeskgymService {
                 max_exec_stdin: l.max_exec_stdin,
                 max_file_bytes: l.max_file_bytes,
                 max_list_entries: l.max_list_entries,
+                sandbox: Some(pb::SandboxLimits {
+                    memory_mb: l.sandbox_memory_mb,
+                    memory_bound: deskgym_worker::limits::memory_bound().name().into(),
+                    disk_mb: l.sandbox_disk_mb,
+                    open_files: l.sandbox_open_files,
+                    processes: l.max_sandbox_processes,
+                }),
             }),
         }))
     }
@@ -804,35 +811,33 @@ impl Deskgym for DeskgymService {
         let (path, offset, mode) = (first.path, first.offset, first.mode);
         // The job outlives the upload's own bound (the client's pace, which must not
         // count as a stuck desktop) by one more bound for the writes.
-        let job = self
-            .mgr
-            .on_env(&env, Call::Files, bound * 2, move |e, _| {
-                e.files("put_file", &path, |d| {
-                    let (mut at, mut size) = (offset, None);
-                    loop {
-                        match rx.blocking_recv() {
-                            Some(Some(piece)) => {
-                                size = Some(d.write_file(&path, at, mode, &piece)?);
-                                at += piece.len() as u64;
-                            }
-                            // The upload ended: an empty one still makes the file.
-                            Some(None) => {
-                                return match size {
-                                    Some(s) => Ok(s),
-                                    None => d.write_file(&path, offset, mode, &[]),
-                                };
-                            }
-                            // The client failed or went away: what arrived stays, and
-                            // the call answers the client's error.
-                            None => {
-                                return Err(deskgym_worker::DesktopError::Exec(
-                                    "the upload was cut".into(),
-                                ));
-                            }
+        let job = self.mgr.on_env(&env, Call::Files, bound * 2, move |e, _| {
+            e.files("put_file", &path, |d| {
+                let (mut at, mut size) = (offset, None);
+                loop {
+                    match rx.blocking_recv() {
+                        Some(Some(piece)) => {
+                            size = Some(d.write_file(&path, at, mode, &piece)?);
+                            at += piece.len() as u64;
+                        }
+                        // The upload ended: an empty one still makes the file.
+                        Some(None) => {
+                            return match size {
+                                Some(s) => Ok(s),
+                                None => d.write_file(&path, offset, mode, &[]),
+                            };
+                        }
+                        // The client failed or went away: what arrived stays, and
+                        // the call answers the client's error.
+                        None => {
+                            return Err(deskgym_worker::DesktopError::Exec(
+                                "the upload was cut".into(),
+                            ));
                         }
                     }
-                })
-            })?;
+                }
+            })
+        })?;
         let upload = async {
             let deadline = tokio::time::Instant::now() + bound;
             let mut piece = bytes::BytesMut::from(&first.data[..]);

@@ -12,6 +12,9 @@ use tonic::transport::Channel;
 
 pub const RED: u32 = 0xd62828;
 
+/// The generated client.
+pub type Client = DeskgymClient<Channel>;
+
 /// A running server; `stop` shuts it down and waits until every pool is closed.
 pub struct TestServer {
     pub addr: SocketAddr,
@@ -199,4 +202,73 @@ pub fn children_of(parent: i32, name: &str) -> Vec<i32> {
         }
     }
     out
+}
+
+pub fn desktop_request(n: u32, caps: &[&str]) -> pb::CreatePoolRequest {
+    pb::CreatePoolRequest {
+        task: "blank".into(),
+        profile: "desktop".into(),
+        capabilities: caps.iter().map(|s| s.to_string()).collect(),
+        num_envs: n,
+        screen: Some(pb::ScreenSize {
+            width: 640,
+            height: 480,
+        }),
+        ..Default::default()
+    }
+}
+
+pub async fn desktop_pool(c: &mut Client, n: u32, caps: &[&str]) -> pb::CreatePoolResponse {
+    c.create_pool(desktop_request(n, caps))
+        .await
+        .expect("a desktop pool (needs `scripts/setup.sh --desktop`)")
+        .into_inner()
+}
+
+pub fn sh(env: &str, line: &str) -> pb::ExecRequest {
+    pb::ExecRequest {
+        env_id: env.into(),
+        shell: line.into(),
+        timeout_ms: 20_000,
+        ..Default::default()
+    }
+}
+
+pub async fn run(c: &mut Client, req: pb::ExecRequest) -> pb::ExecResponse {
+    let what = format!("{:?} {:?}", req.argv, req.shell);
+    c.exec(req)
+        .await
+        .unwrap_or_else(|e| panic!("exec {what}: {e:?}"))
+        .into_inner()
+}
+
+pub fn out(r: &pb::ExecResponse) -> String {
+    String::from_utf8_lossy(&r.stdout).trim().to_string()
+}
+
+/// Opens a tunnel; the sender carries the client's bytes, the first message the port.
+pub async fn tunnel(
+    c: &mut Client,
+    env: &str,
+    port: u32,
+) -> Result<
+    (
+        tokio::sync::mpsc::Sender<pb::TunnelData>,
+        tonic::Streaming<pb::TunnelData>,
+    ),
+    tonic::Status,
+> {
+    let (tx, rx) = tokio::sync::mpsc::channel(4);
+    tx.send(pb::TunnelData {
+        env_id: env.into(),
+        port,
+        data: Default::default(),
+    })
+    .await
+    .unwrap();
+    let inbound = c
+        .tunnel(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await?
+        .into_inner();
+    Ok((tx, inbound))
 }

@@ -1,0 +1,734 @@
+//! The hostile-tenant suite (SECURITY.md): from inside a sandbox, through `exec` and
+//! through the verbs a default pool has, every way out of a desktop or into another
+//! tenant's that a probe of the server found, and every way one tenant could starve
+//! the others. Needs the `desktop` profile's packages (`scripts/setup.sh --desktop`).
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+use deskgym_proto::v1 as pb;
+use deskgym_server::{Limits, ServerConfig};
+use tonic::Code;
+
+/// A server whose pools may be granted every capability, with small sandbox limits
+/// (so the bombs below reach them quickly).
+async fn server(tag: &str) -> (TestServer, Client, std::path::PathBuf) {
+    let data = std::env::temp_dir().join(format!("deskgym-ten-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let server = TestServer::start(ServerConfig {
+        data_dir: data.clone(),
+        allow_capabilities: vec!["exec".into(), "files".into()],
+        step_threads: 16,
+        limits: Limits {
+            sandbox_memory_mb: 512,
+            sandbox_disk_mb: 64,
+            op_timeout: Duration::from_secs(30),
+            ..Limits::default()
+        },
+        ..ServerConfig::default()
+    })
+    .await;
+    let c = server.client().await;
+    (server, c, data)
+}
+
+/// Runs `line` in `env` and returns (exit code, stdout, stderr).
+async fn shell(c: &mut Client, env: &str, line: &str) -> (Option<i32>, String, String) {
+    let r = run(c, sh(env, line)).await;
+    (
+        r.exit_code,
+        String::from_utf8_lossy(&r.stdout).trim().to_string(),
+        String::from_utf8_lossy(&r.stderr).trim().to_string(),
+    )
+}
+
+/// The agent's socket can neither be reached nor replaced from inside, the control
+/// files are read-only, and mountinfo names no host tree: a tenant has no handle on
+/// any other env's agent, so its verbs always run in its own desktop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_cannot_swap_its_agent_socket_or_see_host_trees() {
+    let (server, mut c, data) = server("socket").await;
+    let p = desktop_pool(&mut c, 2, &["exec", "files"]).await;
+    let (a, b) = (p.env_ids[0].clone(), p.env_ids[1].clone());
+    reset(&mut c, &a, 1).await;
+    reset(&mut c, &b, 1).await;
+    shell(&mut c, &b, "echo b-secret > ~/secret").await;
+
+    // The probe's attack: replace agent.sock with a link to another env's socket.
+    let (code, out, _) = shell(&mut c, &a, "ls -A /run/deskgym; ls -A /run/deskgym/bin").await;
+    assert_eq!(code, Some(0));
+    assert!(
+        !out.contains("agent.sock"),
+        "the socket shows inside: {out}"
+    );
+    for attempt in [
+        "ln -sf /tmp/x /run/deskgym/agent.sock",
+        "touch /run/deskgym/anything",
+        "echo x > /run/deskgym/session.json",
+        "mv /run/deskgym /run/moved",
+    ] {
+        let (code, _, _) = shell(&mut c, &a, attempt).await;
+        assert_ne!(code, Some(0), "{attempt} succeeded inside a sandbox");
+    }
+    // What the sandbox can learn of the host: no host path of the server's (its
+    // checkout, its sandboxes' control files), and the home and /tmp are its own.
+    let (_, mountinfo, _) = shell(&mut c, &a, "cat /proc/self/mountinfo").await;
+    let checkout = env!("CARGO_MANIFEST_DIR");
+    let checkout_root = std::path::Path::new(checkout).parent().unwrap();
+    for line in mountinfo.lines() {
+        let root = line.split(' ').nth(3).unwrap_or("");
+        assert!(
+            !root.starts_with(checkout_root.to_str().unwrap()) && !root.contains("/ctl"),
+            "mountinfo shows a host path: {line}"
+        );
+        let mountpoint = line.split(' ').nth(4).unwrap_or("");
+        if mountpoint == "/home/user" || mountpoint == "/tmp" {
+            assert!(
+                line.contains(" - tmpfs "),
+                "{mountpoint} is not its own: {line}"
+            );
+        }
+    }
+    let (_, out, _) = shell(
+        &mut c,
+        &a,
+        &format!(
+            "for p in {checkout} /work /opt /srv /mnt /root /home/user/../.. /var/lib/apt; do \
+             test -e \"$p\" && ls \"$p\" >/dev/null 2>&1 && echo \"readable: $p\"; done; true"
+        ),
+    )
+    .await;
+    assert!(!out.contains(checkout), "{out}");
+    for host_tree in ["/work", "/opt", "/srv", "/mnt", "/var/lib/apt"] {
+        assert!(!out.contains(&format!("readable: {host_tree}")), "{out}");
+    }
+    // No nested user namespaces (their kernel surface is a way out).
+    let (code, _, err) = shell(&mut c, &a, "unshare -rm true").await;
+    assert_ne!(code, Some(0), "unshare -rm worked inside: {err}");
+    // Every verb still reaches A itself and nothing of B's.
+    let (_, out, _) = shell(&mut c, &a, "cat ~/secret 2>&1; hostname").await;
+    assert!(!out.contains("b-secret"), "{out}");
+    let err = c
+        .get_file(pb::GetFileRequest {
+            env_id: a.clone(),
+            path: "secret".into(),
+            offset: 0,
+        })
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// Xvfb runs as the server's user on the host: a font path a tenant names must never
+/// reach files the tenant wrote (its home is a tmpfs the host cannot see).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_font_path_into_the_home_never_reaches_xvfb() {
+    let (server, mut c, data) = server("font").await;
+    let p = desktop_pool(&mut c, 1, &["exec"]).await;
+    let a = p.env_ids[0].clone();
+    reset(&mut c, &a, 1).await;
+    // A font directory in the home; then ask the X server to read it, at the path the
+    // tenant sees and at every host path mountinfo names for the home.
+    let script = r#"
+import os, re
+from Xlib import display, error
+os.makedirs('/home/user/f', exist_ok=True)
+open('/home/user/f/fonts.dir', 'w').write('0\n')
+roots = ['/home/user/f']
+for line in open('/proc/self/mountinfo'):
+    parts = line.split()
+    if parts[4] == '/home/user' and parts[3] != '/':
+        roots.append(parts[3] + '/f')
+d = display.Display()
+for r in roots:
+    # Errors of requests without replies arrive later: caught, then read after a sync.
+    caught = error.CatchError(error.BadValue)
+    d.set_font_path([r], onerror=caught)
+    d.sync()
+    print('refused' if caught.get_error() else 'ACCEPTED', r)
+"#;
+    let mut req = sh(&a, "python3 -");
+    req.stdin = script.as_bytes().to_vec();
+    let r = run(&mut c, req).await;
+    let out = String::from_utf8_lossy(&r.stdout);
+    assert!(
+        out.contains("refused"),
+        "{out} {:?}",
+        String::from_utf8_lossy(&r.stderr)
+    );
+    assert!(
+        !out.contains("ACCEPTED"),
+        "Xvfb read a tenant's font path: {out}"
+    );
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// `launch_app` arguments are file paths or URLs, never flags or other schemes: with
+/// only the default grants, nothing launches a command line.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn launch_app_arguments_cannot_run_commands() {
+    let (server, mut c, data) = server("launch").await;
+    let p = desktop_pool(&mut c, 1, &["launch_app"]).await;
+    let a = p.env_ids[0].clone();
+    reset(&mut c, &a, 1).await;
+    let launch = |app: &str, args: &[&str]| pb::StepRequest {
+        env_id: a.clone(),
+        action: Some(pb::Action {
+            verb: Some(pb::action::Verb::LaunchApp(pb::LaunchApp {
+                app: app.into(),
+                args: args.iter().map(|s| s.to_string()).collect(),
+            })),
+            extension: None,
+        }),
+        ..Default::default()
+    };
+    for (app, args) in [
+        ("terminal", vec!["--", "sh", "-c", "touch /tmp/pwned"]),
+        ("terminal", vec!["sh"]),
+        ("terminal", vec!["-x", "sh"]),
+        ("files", vec!["/home/user"]),
+        ("chromium", vec!["--renderer-cmd-prefix=sh -c id"]),
+        ("chromium", vec!["javascript:alert(1)"]),
+        ("writer", vec!["macro:///Standard.Module1.Main"]),
+        (
+            "writer",
+            vec!["vnd.sun.star.script:Standard.x?language=Basic"],
+        ),
+        ("writer", vec!["https://example.org/x.odt"]),
+        ("editor", vec!["-e"]),
+    ] {
+        let err = c.step(launch(app, &args)).await.unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument, "{app} {args:?}: {err:?}");
+        assert!(
+            err.message().starts_with("action.launch_app.args[0]"),
+            "{err:?}"
+        );
+    }
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// A memory bomb and a disk fill fail their own env with RESOURCE_EXHAUSTED (or the
+/// command's own error) while the neighbour keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn memory_and_disk_bombs_stay_in_their_env() {
+    let (server, mut c, data) = server("bombs").await;
+    let p = desktop_pool(&mut c, 2, &["exec", "files"]).await;
+    let (a, b) = (p.env_ids[0].clone(), p.env_ids[1].clone());
+    reset(&mut c, &a, 1).await;
+    reset(&mut c, &b, 1).await;
+    let limits = c
+        .get_capabilities(pb::GetCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .limits
+        .unwrap()
+        .sandbox
+        .unwrap();
+    assert_eq!((limits.memory_mb, limits.disk_mb), (512, 64));
+    let cgroup = limits.memory_bound.starts_with("cgroup");
+    assert!(cgroup || limits.memory_bound == "rlimit_as", "{limits:?}");
+    // 2 GiB touched, against a 512 MiB limit.
+    let bomb = c
+        .exec(sh(&a, "python3 -c 'a = bytearray(2 << 30); print(len(a))'"))
+        .await;
+    match bomb {
+        Err(e) => {
+            assert!(cgroup);
+            assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+            assert!(e.message().contains("memory limit of 512 MiB"), "{e:?}");
+        }
+        // Without a cgroup the address-space limit answers inside the command.
+        Ok(r) => {
+            assert!(!cgroup, "a cgroup bound answered {r:?}");
+            let r = r.into_inner();
+            assert_ne!(r.exit_code, Some(0), "{r:?}");
+            assert!(
+                String::from_utf8_lossy(&r.stderr).contains("MemoryError"),
+                "{r:?}"
+            );
+        }
+    }
+    let (code, out, _) = shell(&mut c, &b, "echo neighbour-fine").await;
+    assert_eq!((code, out.as_str()), (Some(0), "neighbour-fine"));
+
+    // The disk: 64 MiB of home.
+    let (code, _, err) = shell(&mut c, &a, "head -c 200M /dev/zero > ~/fill").await;
+    assert_ne!(code, Some(0));
+    assert!(err.contains("No space left"), "{err}");
+    let put = pb::PutFileChunk {
+        env_id: a.clone(),
+        path: "more.bin".into(),
+        data: vec![1; 1 << 20],
+        ..Default::default()
+    };
+    let err = c.put_file(tokio_stream::iter(vec![put])).await.unwrap_err();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("disk limit"), "{err:?}");
+    // The neighbour's disk is its own, and the host's is untouched.
+    let (code, _, err) = shell(&mut c, &b, "head -c 32M /dev/zero > ~/ok && rm ~/ok").await;
+    assert_eq!(code, Some(0), "{err}");
+    c.step(step_req(&b, noop())).await.unwrap();
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// The server's resident memory, in bytes.
+fn rss() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse::<u64>().ok())
+        .unwrap()
+        * 1024
+}
+
+/// 64 concurrent 48 MiB uploads into one env: one is served, piece by piece, the rest
+/// refused at once as busy; the server never holds the uploads in memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_large_uploads_keep_server_memory_bounded() {
+    let (server, mut c, data) = server("uploads").await;
+    let p = desktop_pool(&mut c, 1, &["files"]).await;
+    let a = p.env_ids[0].clone();
+    reset(&mut c, &a, 1).await;
+    let before = rss();
+    const MB: usize = 1 << 20;
+    let uploads = (0..64).map(|i| {
+        let mut c = c.clone();
+        let a = a.clone();
+        tokio::spawn(async move {
+            // 48 chunks of 1 MiB, made as they are sent (the client holds few).
+            let chunks = (0..48).map(move |k| pb::PutFileChunk {
+                env_id: if k == 0 { a.clone() } else { String::new() },
+                path: if k == 0 {
+                    format!("up-{i}")
+                } else {
+                    String::new()
+                },
+                data: vec![i as u8; MB],
+                ..Default::default()
+            });
+            c.put_file(tokio_stream::iter(chunks))
+                .await
+                .map(|r| r.into_inner().size)
+        })
+    });
+    let mut served = 0;
+    let mut peak = before;
+    for u in uploads {
+        peak = peak.max(rss());
+        match u.await.unwrap() {
+            Ok(size) => {
+                assert_eq!(size, 48 * MB as u64);
+                served += 1;
+            }
+            // Busy (the env's one call), or the disk limit (64 MiB) for a second one.
+            Err(e) => assert!(
+                matches!(e.code(), Code::Aborted | Code::ResourceExhausted),
+                "{e:?}"
+            ),
+        }
+    }
+    assert!(served >= 1, "no upload was served");
+    // 64 x 48 MiB is 3 GiB; what the server holds is a few pieces per upload.
+    let grown = peak.saturating_sub(before);
+    assert!(
+        grown < 512 * MB as u64,
+        "the server grew by {} MiB",
+        grown >> 20
+    );
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// FIFOs, sockets and devices are refused by every file verb at once, never waited on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_verbs_refuse_fifos_and_devices_at_once() {
+    let (server, mut c, data) = server("fifo").await;
+    let p = desktop_pool(&mut c, 1, &["exec", "files"]).await;
+    let a = p.env_ids[0].clone();
+    reset(&mut c, &a, 1).await;
+    let (code, _, err) = shell(
+        &mut c,
+        &a,
+        "mkfifo ~/fifo && python3 -c \"import socket; socket.socket(socket.AF_UNIX).bind('/home/user/sock')\"",
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    // The op timeout is 30 s: an answer within 10 s was not a wait on the FIFO.
+    for path in ["fifo", "sock"] {
+        let get = c.get_file(pb::GetFileRequest {
+            env_id: a.clone(),
+            path: path.into(),
+            offset: 0,
+        });
+        let err = tokio::time::timeout(Duration::from_secs(10), get)
+            .await
+            .expect("GetFile waited on a FIFO")
+            .map(|_| ())
+            .unwrap_err();
+        assert_eq!(err.code(), Code::FailedPrecondition, "{path}: {err:?}");
+        assert!(err.message().contains("not a regular file"), "{err:?}");
+        let put = c.put_file(tokio_stream::iter(vec![pb::PutFileChunk {
+            env_id: a.clone(),
+            path: path.into(),
+            data: b"x".to_vec(),
+            ..Default::default()
+        }]));
+        let err = tokio::time::timeout(Duration::from_secs(10), put)
+            .await
+            .expect("PutFile waited on a FIFO")
+            .unwrap_err();
+        assert_eq!(err.code(), Code::FailedPrecondition, "{path}: {err:?}");
+    }
+    // A link to a device resolves outside the home and /tmp.
+    shell(&mut c, &a, "ln -s /dev/zero ~/zero").await;
+    let err = c
+        .get_file(pb::GetFileRequest {
+            env_id: a.clone(),
+            path: "zero".into(),
+            offset: 0,
+        })
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    // A long path is quoted short.
+    let long = "d/".repeat(50_000);
+    let err = c
+        .get_file(pb::GetFileRequest {
+            env_id: a.clone(),
+            path: long,
+            offset: 0,
+        })
+        .await
+        .map(|_| ())
+        .unwrap_err();
+    assert!(err.message().len() < 400, "{} bytes", err.message().len());
+    // The env is still fine.
+    let (code, _, _) = shell(&mut c, &a, "true").await;
+    assert_eq!(code, Some(0));
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// 500 tunnels into one env at once: each is served (its data arrives) or refused
+/// with a code; none ends OK with nothing, and the env's exec works after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_tunnels_is_served_or_refused_never_dropped() {
+    let (server, mut c, data) = server("tunnels").await;
+    let p = desktop_pool(&mut c, 1, &["exec"]).await;
+    let a = p.env_ids[0].clone();
+    reset(&mut c, &a, 1).await;
+    let (code, _, err) = shell(
+        &mut c,
+        &a,
+        "setsid -f python3 -c \"import socketserver\n\
+         class H(socketserver.BaseRequestHandler):\n    def handle(self): self.request.sendall(b'pong')\n\
+         socketserver.ThreadingTCPServer.request_queue_size = 1024\n\
+         socketserver.ThreadingTCPServer(('127.0.0.1', 7100), H).serve_forever()\" >/dev/null 2>&1",
+    )
+    .await;
+    assert_eq!(code, Some(0), "{err}");
+    // Up?
+    let mut up = false;
+    for _ in 0..100 {
+        if tunnel(&mut c, &a, 7100).await.is_ok() {
+            up = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(up, "the in-desktop server did not come up");
+    let flood = (0..500).map(|_| {
+        let mut c = c.clone();
+        let a = a.clone();
+        tokio::spawn(async move {
+            let (tx, mut inbound) = match tunnel(&mut c, &a, 7100).await {
+                Ok(t) => t,
+                Err(e) => return Err(e.code()),
+            };
+            let mut got = Vec::new();
+            let end = tokio::time::timeout(Duration::from_secs(60), async {
+                loop {
+                    match inbound.message().await {
+                        Ok(Some(m)) => got.extend_from_slice(&m.data),
+                        Ok(None) => return Ok(()),
+                        Err(e) => return Err(e.code()),
+                    }
+                }
+            })
+            .await
+            .expect("a tunnel hung");
+            drop(tx);
+            end.map(|()| got)
+        })
+    });
+    let (mut served, mut refused) = (0, 0);
+    for t in flood.collect::<Vec<_>>() {
+        match t.await.unwrap() {
+            Ok(data) => {
+                assert_eq!(data, b"pong", "a tunnel ended OK without its data");
+                served += 1;
+            }
+            Err(code) => {
+                assert!(
+                    matches!(
+                        code,
+                        Code::ResourceExhausted | Code::FailedPrecondition | Code::Unavailable
+                    ),
+                    "{code:?}"
+                );
+                refused += 1;
+            }
+        }
+    }
+    assert_eq!(served + refused, 500);
+    assert!(served > 0);
+    let (code, _, _) = shell(&mut c, &a, "true").await;
+    assert_eq!(code, Some(0), "exec broke after the flood");
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+fn as_<T>(token: &str, msg: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    r
+}
+
+/// Frames by hash, run names, cache stats and capacity are each principal's own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn principals_share_no_frames_runs_or_figures() {
+    let data = std::env::temp_dir().join(format!("deskgym-ten-princ-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let server = TestServer::start(ServerConfig {
+        principals: deskgym_server::parse_token_file(
+            "alice: aaa desktops=4\nbob: bbb desktops=4\n",
+        )
+        .unwrap(),
+        data_dir: data.clone(),
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let mk = |record: &str| pb::CreatePoolRequest {
+        task: "click-target".into(),
+        num_envs: 1,
+        screen: Some(pb::ScreenSize {
+            width: 320,
+            height: 240,
+        }),
+        record: record.into(),
+        ..Default::default()
+    };
+    let pa = c
+        .create_pool(as_("aaa", mk("run1")))
+        .await
+        .unwrap()
+        .into_inner();
+    let obs = c
+        .reset(as_(
+            "aaa",
+            pb::ResetRequest {
+                env_id: pa.env_ids[0].clone(),
+                seed: Some(3),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner()
+        .observation
+        .unwrap();
+    let frames = |hash: &str| pb::GetFramesRequest {
+        hashes: vec![hash.to_string()],
+        ..Default::default()
+    };
+    // Alice gets her frame; Bob, given its hash, hears it does not exist.
+    c.get_frames(as_("aaa", frames(&obs.frame_hash)))
+        .await
+        .unwrap();
+    let err = c
+        .get_frames(as_("bbb", frames(&obs.frame_hash)))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    // The same run name for both: each has its own.
+    let pb_ = c
+        .create_pool(as_("bbb", mk("run1")))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_ne!(pa.recording_path, pb_.recording_path);
+    let err = c.create_pool(as_("aaa", mk("run1"))).await.unwrap_err();
+    assert_eq!(err.code(), Code::AlreadyExists, "{err:?}");
+    assert!(!err.message().contains(data.to_str().unwrap()), "{err:?}");
+    assert!(!err.message().contains("bob"), "{err:?}");
+    // Bob's figures are his own: Alice's misses and envs are not in them.
+    let stats = c
+        .get_cache_stats(as_("bbb", pb::GetCacheStatsRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (stats.misses, stats.entries, stats.bytes),
+        (0, 0, 0),
+        "{stats:?}"
+    );
+    let alice = c
+        .get_cache_stats(as_("aaa", pb::GetCacheStatsRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(alice.misses > 0, "{alice:?}");
+    let cap = |token| {
+        let mut c = c.clone();
+        async move {
+            c.get_capabilities(as_(token, pb::GetCapabilitiesRequest {}))
+                .await
+                .unwrap()
+                .into_inner()
+                .capacity
+                .unwrap()
+        }
+    };
+    let (ca, cb) = (cap("aaa").await, cap("bbb").await);
+    assert_eq!((ca.envs_in_use, ca.envs_free), (1, 3), "{ca:?}");
+    assert_eq!((cb.envs_in_use, cb.envs_free), (1, 3), "{cb:?}");
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+/// Health answers while 2,000 idle connections are open, on a server limited to
+/// 1,024 descriptors: idle connections give way to new ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_cannot_take_the_server() {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_deskgym-server"));
+    cmd.args(["--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    // SAFETY: setrlimit in the child before exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: 1024,
+                rlim_max: 1024,
+            };
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            Ok(())
+        });
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: std::net::SocketAddr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    let mut idle = Vec::new();
+    for _ in 0..2000 {
+        match tokio::net::TcpStream::connect(addr).await {
+            Ok(s) => idle.push(s),
+            Err(e) => panic!("connect: {e}"),
+        }
+    }
+    // A hang detector, not a speed test: a starved server never answers.
+    let health = tokio::time::timeout(Duration::from_secs(20), async {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        tonic_health_check(channel).await
+    })
+    .await
+    .expect("health did not answer beside 2,000 idle connections");
+    assert!(health, "health is not SERVING");
+    drop(idle);
+    // SAFETY: signalling the server we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status}");
+}
+
+/// One `grpc.health.v1` check of the whole server.
+async fn tonic_health_check(channel: tonic::transport::Channel) -> bool {
+    let mut h = tonic_health::pb::health_client::HealthClient::new(channel);
+    h.check(tonic_health::pb::HealthCheckRequest {
+        service: String::new(),
+    })
+    .await
+    .map(|r| {
+        r.into_inner().status
+            == tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    })
+    .unwrap_or(false)
+}
+
+/// A server killed with SIGKILL leaves its sandboxes' directories; the next server
+/// sweeps them, and one stopped with SIGTERM leaves none.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sandbox_leftovers_are_swept() {
+    let start = || {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_deskgym-server"))
+            .args(["--listen", "127.0.0.1:0"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line.trim().rsplit(' ').next().unwrap().to_string();
+        (child, addr)
+    };
+    let root_of = |pid: u32| std::env::temp_dir().join(format!("deskgym-sandboxes-{pid}"));
+    let (mut killed, addr) = start();
+    let mut c = deskgym_server::connect(addr.parse().unwrap())
+        .await
+        .unwrap();
+    let p = desktop_pool(&mut c, 1, &[]).await;
+    reset(&mut c, &p.env_ids[0], 1).await;
+    let killed_root = root_of(killed.id());
+    assert!(killed_root.exists());
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    assert!(
+        killed_root.exists(),
+        "SIGKILL leaves the directory (the case to sweep)"
+    );
+
+    let (mut next, addr) = start();
+    let mut c = deskgym_server::connect(addr.parse().unwrap())
+        .await
+        .unwrap();
+    // Serving means started: the sweep comes before.
+    c.get_capabilities(pb::GetCapabilitiesRequest {})
+        .await
+        .unwrap();
+    assert!(
+        !killed_root.exists(),
+        "the next server did not sweep {killed_root:?}"
+    );
+    let p = desktop_pool(&mut c, 1, &[]).await;
+    reset(&mut c, &p.env_ids[0], 1).await;
+    let next_root = root_of(next.id());
+    assert!(next_root.exists());
+    // SAFETY: signalling the server we spawned.
+    unsafe { libc::kill(next.id() as i32, libc::SIGTERM) };
+    assert!(next.wait().unwrap().success());
+    assert!(!next_root.exists(), "SIGTERM left {next_root:?}");
+}
