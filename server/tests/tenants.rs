@@ -303,10 +303,25 @@ async fn concurrent_large_uploads_keep_server_memory_bounded() {
     reset(&mut c, &a, 1).await;
     let before = rss();
     const MB: usize = 1 << 20;
+    // The peak, sampled while the uploads run.
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let mut peak = 0;
+            while !done.load(std::sync::atomic::Ordering::Acquire) {
+                peak = peak.max(rss());
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            peak
+        })
+    };
     let uploads = (0..64).map(|i| {
-        let mut c = c.clone();
         let a = a.clone();
+        let addr = server.addr;
         tokio::spawn(async move {
+            // A connection each, as 64 separate clients would.
+            let mut c = deskgym_server::connect(addr).await.unwrap();
             // 48 chunks of 1 MiB, made as they are sent (the client holds few).
             let chunks = (0..48).map(move |k| pb::PutFileChunk {
                 env_id: if k == 0 { a.clone() } else { String::new() },
@@ -324,9 +339,7 @@ async fn concurrent_large_uploads_keep_server_memory_bounded() {
         })
     });
     let mut served = 0;
-    let mut peak = before;
-    for u in uploads {
-        peak = peak.max(rss());
+    for u in uploads.collect::<Vec<_>>() {
         match u.await.unwrap() {
             Ok(size) => {
                 assert_eq!(size, 48 * MB as u64);
@@ -339,6 +352,8 @@ async fn concurrent_large_uploads_keep_server_memory_bounded() {
             ),
         }
     }
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let peak = sampler.join().unwrap();
     assert!(served >= 1, "no upload was served");
     // 64 x 48 MiB is 3 GiB; what the server holds is a few pieces per upload.
     let grown = peak.saturating_sub(before);
