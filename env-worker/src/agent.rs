@@ -545,7 +545,10 @@ fn serve(conn: UnixStream, env: &[(String, String)], children: &Children) -> std
                     Reply::Launched { pid }
                 }
                 Err(e) => Reply::Failed {
-                    message: format!("cannot start {:?}: {e}", argv.first()),
+                    message: format!(
+                        "cannot start {}: {e}",
+                        quote(argv.first().map_or("", String::as_str))
+                    ),
                 },
             };
             reply_line(&mut conn, &r)
@@ -699,12 +702,12 @@ fn exec(
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(|e| match e.kind() {
         std::io::ErrorKind::NotFound => format!(
-            "program {:?} not found in the sandbox (or cwd {:?} does not exist)",
-            spec.argv[0],
-            spec.cwd.as_deref().unwrap_or(HOME)
+            "program {} not found in the sandbox (or cwd {} does not exist)",
+            quote(&spec.argv[0]),
+            quote(spec.cwd.as_deref().unwrap_or(HOME))
         ),
         std::io::ErrorKind::WouldBlock => format!("{PROCESS_LIMIT} ({e})"),
-        _ => format!("cannot start {:?}: {e}", spec.argv[0]),
+        _ => format!("cannot start {}: {e}", quote(&spec.argv[0])),
     })?;
     let pgid = child.id() as libc::pid_t;
     let kill = || {

@@ -88,7 +88,7 @@ impl Cdp {
                 continue;
             }
             if let Some(e) = v.get("error") {
-                return Err(DesktopError::Exec(format!("{method}: {e}")));
+                return Err(cdp_error(method, e));
             }
             return Ok(v.get_mut("result").map(Value::take).unwrap_or(Value::Null));
         }
@@ -112,6 +112,23 @@ impl Cdp {
         Ok(r.pointer_mut("/result/value")
             .map(Value::take)
             .unwrap_or(Value::Null))
+    }
+}
+
+/// A DevTools error answer: a page whose renderer is gone (killed, crashed) means the
+/// desktop must restart (UNAVAILABLE), not that the call was wrong.
+fn cdp_error(method: &str, e: &Value) -> DesktopError {
+    let message = e.get("message").and_then(Value::as_str).unwrap_or("");
+    let gone = [
+        "Target crashed",
+        "Target closed",
+        "No target with given id",
+        "Session closed",
+    ];
+    if gone.iter().any(|g| message.contains(g)) {
+        lost(format!("the page's renderer is gone ({message})"))
+    } else {
+        DesktopError::Exec(format!("{method}: {e}"))
     }
 }
 
@@ -158,5 +175,19 @@ fn page_path(sandbox: &Sandbox, port: u16) -> Result<Option<String>> {
             .filter(|t| t.get("type").and_then(Value::as_str) == Some("page"))
             .find_map(|t| t.get("webSocketDebuggerUrl").and_then(Value::as_str))
             .and_then(|u| u.find("/devtools/").map(|i| u[i..].to_string())));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_crashed_renderer_restarts_the_desktop_and_a_bad_call_does_not() {
+        let crashed = json!({"code": -32000, "message": "Target crashed"});
+        let e = cdp_error("Runtime.evaluate", &crashed);
+        assert!(e.is_fatal(), "{e}");
+        let bad = json!({"code": -32602, "message": "Invalid parameters"});
+        assert!(!cdp_error("Input.dispatchKeyEvent", &bad).is_fatal());
     }
 }

@@ -14,7 +14,7 @@
 //! - [`sandbox`]: an env's bubblewrap sandbox (profile desktops); [`agent`]: the
 //!   program inside it that starts the session and runs `exec`/`launch` (binary
 //!   `deskgym-sandbox-agent`).
-//! - [`limits`]: per-sandbox memory (cgroup or `RLIMIT_AS`), open files, processes.
+//! - [`limits`]: per-sandbox memory (cgroup or `RLIMIT_DATA`), open files, processes.
 //! - [`clipboard`]: the CLIPBOARD selection as text (read, and owned by a thread of ours).
 //! - [`script`]: declarative tasks (setup steps, a checker command for the reward).
 //! - [`windows`]: top-level windows through the window manager (EWMH).

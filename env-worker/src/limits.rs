@@ -1,12 +1,14 @@
 //! Per-sandbox resource limits: memory (a cgroup of its own where the host lets this
-//! process make one, else `RLIMIT_AS`), open files (`RLIMIT_NOFILE`) and processes
+//! process make one, else `RLIMIT_DATA`), open files (`RLIMIT_NOFILE`) and processes
 //! (`RLIMIT_NPROC`). Disk is bounded by the size of the sandbox's tmpfs home and
 //! `/tmp` (see [`crate::sandbox`]).
 //!
 //! A cgroup is the real bound: the kernel charges every page a sandbox's processes
 //! touch (tmpfs files included) and, at the limit, kills inside that cgroup only.
-//! `RLIMIT_AS` bounds each process's address space instead: a single process cannot
-//! take the host, but many processes of one sandbox together can exceed the figure.
+//! `RLIMIT_DATA` bounds each process's writable private memory instead (heap and
+//! anonymous mappings; not the address space, which V8 reserves by the terabyte and
+//! `RLIMIT_AS` would make Chromium crash on): a single process cannot take the host,
+//! but many processes of one sandbox together can exceed the figure.
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -19,30 +21,35 @@ pub enum MemoryBound {
     CgroupV2(PathBuf),
     /// A cgroup v1 memory controller group per sandbox (`memory.limit_in_bytes`).
     CgroupV1(PathBuf),
-    /// `RLIMIT_AS` per process (no cgroup this process may create).
+    /// `RLIMIT_DATA` per process (no cgroup this process may create).
     Rlimit,
 }
 
 impl MemoryBound {
-    /// The name GetCapabilities reports: `cgroup2`, `cgroup1` or `rlimit_as`.
+    /// The name GetCapabilities reports: `cgroup2`, `cgroup1` or `rlimit_data`.
     pub fn name(&self) -> &'static str {
         match self {
             Self::CgroupV2(_) => "cgroup2",
             Self::CgroupV1(_) => "cgroup1",
-            Self::Rlimit => "rlimit_as",
+            Self::Rlimit => "rlimit_data",
         }
     }
 }
 
 /// The memory bound this process can apply, found once: a cgroup directory of ours
 /// (`deskgym-<pid>` under the cgroup this process runs in) that we could create, with
-/// the memory controller on.
+/// the memory controller on; `RLIMIT_DATA` without one, or with
+/// `DESKGYM_SANDBOX_CGROUPS=0` in the environment.
 pub fn memory_bound() -> &'static MemoryBound {
     static BOUND: OnceLock<MemoryBound> = OnceLock::new();
     BOUND.get_or_init(|| detect().unwrap_or(MemoryBound::Rlimit))
 }
 
 fn detect() -> Option<MemoryBound> {
+    // The operator (or a test of the fallback) may turn cgroups off.
+    if std::env::var_os("DESKGYM_SANDBOX_CGROUPS").is_some_and(|v| v == "0") {
+        return None;
+    }
     let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
     let name = format!("deskgym-{}", std::process::id());
     // cgroup v2: the unified hierarchy with the memory controller available.

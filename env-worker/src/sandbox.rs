@@ -39,7 +39,7 @@ const TEMPLATE: &str = "/run/deskgym-template";
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SandboxLimits {
     /// Most memory its processes may use together, in MiB (a cgroup; else each
-    /// process's address space).
+    /// process's writable private memory).
     pub memory_mb: u64,
     /// Size of its home and of its `/tmp`, each a tmpfs, in MiB.
     pub disk_mb: u64,
@@ -575,7 +575,7 @@ impl Sandbox {
                 set_rlimit(libc::RLIMIT_NPROC, max_processes);
                 set_rlimit(libc::RLIMIT_NOFILE, open_files);
                 if cg.is_none() {
-                    set_rlimit(libc::RLIMIT_AS, memory);
+                    set_rlimit(libc::RLIMIT_DATA, memory);
                 }
                 Ok(())
             });

@@ -236,7 +236,7 @@ async fn memory_and_disk_bombs_stay_in_their_env() {
         .unwrap();
     assert_eq!((limits.memory_mb, limits.disk_mb), (512, 64));
     let cgroup = limits.memory_bound.starts_with("cgroup");
-    assert!(cgroup || limits.memory_bound == "rlimit_as", "{limits:?}");
+    assert!(cgroup || limits.memory_bound == "rlimit_data", "{limits:?}");
     // 2 GiB touched, against a 512 MiB limit.
     let bomb = c
         .exec(sh(&a, "python3 -c 'a = bytearray(2 << 30); print(len(a))'"))
@@ -746,4 +746,49 @@ async fn sandbox_leftovers_are_swept() {
     unsafe { libc::kill(next.id() as i32, libc::SIGTERM) };
     assert!(next.wait().unwrap().success());
     assert!(!next_root.exists(), "SIGTERM left {next_root:?}");
+}
+
+/// Without a cgroup (`DESKGYM_SANDBOX_CGROUPS=0`), memory is bounded per process by
+/// `RLIMIT_DATA`: a bomb fails inside its command, and Chromium (which reserves far
+/// more address space than any limit) still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_cgroups_a_data_limit_bounds_memory_and_chromium_runs() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_deskgym-server"))
+        .args(["--listen", "127.0.0.1:0", "--allow-capabilities", "exec"])
+        .args(["--sandbox-memory-mb", "1024"])
+        .env("DESKGYM_SANDBOX_CGROUPS", "0")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    let mut c = deskgym_server::connect(addr).await.unwrap();
+    let caps = c
+        .get_capabilities(pb::GetCapabilitiesRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let bound = caps.limits.unwrap().sandbox.unwrap().memory_bound;
+    assert_eq!(bound, "rlimit_data");
+    let p = desktop_pool(&mut c, 1, &["exec"]).await;
+    let a = p.env_ids[0].clone();
+    reset(&mut c, &a, 1).await;
+    let (code, _, err) = shell(&mut c, &a, "python3 -c 'a = bytearray(2 << 30)'").await;
+    assert_ne!(code, Some(0));
+    assert!(err.contains("MemoryError"), "{err}");
+    let (code, out, err) = shell(
+        &mut c,
+        &a,
+        "chromium --headless --disable-gpu --no-first-run --disable-background-networking \
+         --dump-dom 'data:text/html,<p>alive</p>' 2>/dev/null",
+    )
+    .await;
+    assert!(out.contains("<p>alive</p>"), "{code:?} {out} {err}");
+    // SAFETY: signalling the server we spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert!(child.wait().unwrap().success());
 }
