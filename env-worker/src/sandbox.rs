@@ -343,6 +343,9 @@ fn bound_socket(path: &Path) -> Result<std::os::fd::OwnedFd> {
     }
 }
 
+/// Size of a sandbox's `/run` (bus sockets, the control files, `XDG_RUNTIME_DIR`).
+const RUN_SIZE: &str = "67108864";
+
 /// The descriptor number the agent finds its socket at.
 pub const AGENT_FD: i32 = 3;
 
@@ -442,9 +445,15 @@ impl Sandbox {
                 Err(_) => {}
             }
         }
+        // Every writable mount is a tmpfs with a size (else half the host's memory
+        // each); the rest is made read-only at the end.
         cmd.args(["--ro-bind", "/sys", "/sys", "--tmpfs", "/sys/fs/cgroup"])
-            .args(["--dev", "/dev", "--proc", "/proc", "--tmpfs", "/run"])
-            .args(["--dir", "/var/tmp", "--dir", "/root"]);
+            .args(["--remount-ro", "/sys/fs/cgroup"])
+            .args(["--dev", "/dev", "--proc", "/proc"])
+            .args(["--perms", "1777", "--size", &disk, "--tmpfs", "/dev/shm"])
+            .args(["--size", RUN_SIZE, "--tmpfs", "/run"])
+            .args(["--perms", "1777", "--size", &disk, "--tmpfs", "/var/tmp"])
+            .args(["--dir", "/root"]);
         let shown = |p: &Path| SYSTEM.iter().chain(SYSTEM_VAR).any(|s| p.starts_with(s));
         for h in cfg.hide.iter().filter(|h| shown(h)) {
             if h.is_dir() {
@@ -455,7 +464,7 @@ impl Sandbox {
         }
         if chromium_d.is_dir() {
             // The host's files, and deskgym's beside them (below).
-            cmd.arg("--tmpfs").arg(chromium_d);
+            cmd.args(["--tmpfs", "/etc/chromium.d"]);
             for e in std::fs::read_dir(chromium_d)?.flatten() {
                 if e.file_type().is_ok_and(|t| t.is_file()) {
                     cmd.arg("--ro-bind").arg(e.path()).arg(e.path());
@@ -510,8 +519,13 @@ impl Sandbox {
             let fd = (DATA_FD_BASE + i as i32).to_string();
             cmd.args(["--perms", mode, "--ro-bind-data", &fd, inside]);
         }
-        // Nothing can be added beside the control files either.
+        // Nothing can be added beside the control files either, nor anywhere but the
+        // sized mounts.
         cmd.args(["--remount-ro", CTL]);
+        if chromium_d.is_dir() {
+            cmd.args(["--remount-ro", "/etc/chromium.d"]);
+        }
+        cmd.args(["--remount-ro", "/dev", "--remount-ro", "/"]);
         let max_processes = u64::from(lim.processes.max(16))
             + if host_uid.is_some() {
                 0

@@ -106,6 +106,39 @@ async fn a_tenant_cannot_swap_its_agent_socket_or_see_host_trees() {
     for host_tree in ["/work", "/opt", "/srv", "/mnt", "/var/lib/apt"] {
         assert!(!out.contains(&format!("readable: {host_tree}")), "{out}");
     }
+    // Only the sized mounts take writes (each at most the 64 MiB disk limit): nothing
+    // else can grow the host's memory.
+    let (_, out, _) = shell(
+        &mut c,
+        &a,
+        "for d in / /usr /etc /etc/chromium.d /dev /sys/fs/cgroup /var /root /run /run/deskgym \
+         /run/user/1000 /var/tmp /dev/shm /tmp /home/user; do \
+         touch $d/.probe 2>/dev/null && echo \"$d $(df --output=size -k $d | tail -1)\"; done",
+    )
+    .await;
+    let writable: Vec<(&str, u64)> = out
+        .lines()
+        .map(|l| {
+            let (d, kb) = l.split_once(' ').unwrap();
+            (d, kb.trim().parse().unwrap())
+        })
+        .collect();
+    let dirs: Vec<&str> = writable.iter().map(|(d, _)| *d).collect();
+    assert_eq!(
+        dirs,
+        [
+            "/run",
+            "/run/user/1000",
+            "/var/tmp",
+            "/dev/shm",
+            "/tmp",
+            "/home/user"
+        ],
+        "{out}"
+    );
+    for (d, kb) in writable {
+        assert!(kb <= 64 << 10, "{d} holds {kb} KiB");
+    }
     // No nested user namespaces (their kernel surface is a way out).
     let (code, _, err) = shell(&mut c, &a, "unshare -rm true").await;
     assert_ne!(code, Some(0), "unshare -rm worked inside: {err}");
