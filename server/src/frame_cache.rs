@@ -281,32 +281,32 @@ impl FrameCache {
     /// `who`'s own counters, with no figure of the fleet's (entries, bytes,
     /// evictions, capacity are 0): what a principal of a server with tokens sees.
     pub(crate) fn stats_of(&self, who: &Arc<str>) -> pb::CacheStats {
-        let c = self.tenant(who);
-        pb::CacheStats {
-            hits: c.hits.load(Ordering::Relaxed),
-            misses: c.misses.load(Ordering::Relaxed),
-            encodes: c.encodes.load(Ordering::Relaxed),
-            encodes_saved: c.encodes_saved.load(Ordering::Relaxed),
-            bytes_saved: c.bytes_saved.load(Ordering::Relaxed),
-            not_modified: c.not_modified.load(Ordering::Relaxed),
-            ..Default::default()
-        }
+        self.tenant(who).snapshot()
     }
 
     /// The fleet's counters.
     pub(crate) fn stats(&self) -> pb::CacheStats {
-        let c = &self.counters;
         pb::CacheStats {
-            hits: c.hits.load(Ordering::Relaxed),
-            misses: c.misses.load(Ordering::Relaxed),
-            encodes: c.encodes.load(Ordering::Relaxed),
-            encodes_saved: c.encodes_saved.load(Ordering::Relaxed),
-            bytes_saved: c.bytes_saved.load(Ordering::Relaxed),
             evictions: self.evictions.0.load(Ordering::Relaxed),
-            not_modified: c.not_modified.load(Ordering::Relaxed),
             entries: self.cache.len() as u64,
             bytes: self.cache.weight(),
             capacity_bytes: self.capacity,
+            ..self.counters.snapshot()
+        }
+    }
+}
+
+impl Counters {
+    /// The counters as the wire has them (the cache's own figures left at 0).
+    fn snapshot(&self) -> pb::CacheStats {
+        pb::CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            encodes: self.encodes.load(Ordering::Relaxed),
+            encodes_saved: self.encodes_saved.load(Ordering::Relaxed),
+            bytes_saved: self.bytes_saved.load(Ordering::Relaxed),
+            not_modified: self.not_modified.load(Ordering::Relaxed),
+            ..Default::default()
         }
     }
 }

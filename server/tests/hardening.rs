@@ -593,13 +593,6 @@ fn not_found<T>(r: Result<tonic::Response<T>, tonic::Status>) {
 }
 
 /// A request as principal `token`.
-fn as_<T>(token: &str, msg: T) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(msg);
-    r.metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    r
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn principals_see_and_touch_only_their_own() {
     let server = TestServer::start(ServerConfig {

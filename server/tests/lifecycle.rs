@@ -2,8 +2,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
@@ -106,17 +104,7 @@ fn process_alive(pid: i32) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_drains_and_kills_every_xvfb() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_deskgym-server"))
-        .args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line.trim().rsplit(' ').next().unwrap().to_string();
+    let (mut child, addr) = spawn_server(server_command(&["--listen", "127.0.0.1:0"]));
     let mut c = DeskgymClient::connect(format!("http://{addr}"))
         .await
         .unwrap()

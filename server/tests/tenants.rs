@@ -5,8 +5,6 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
@@ -36,6 +34,30 @@ async fn server(tag: &str) -> (TestServer, Client, std::path::PathBuf) {
     (server, c, data)
 }
 
+/// A server of [`server`] and one pool of `n` desktops with `caps`, each reset.
+struct Desktops {
+    server: TestServer,
+    c: Client,
+    data: std::path::PathBuf,
+    envs: Vec<String>,
+}
+
+impl Desktops {
+    async fn start(tag: &str, n: u32, caps: &[&str]) -> Self {
+        let (server, mut c, data) = server(tag).await;
+        let envs = desktop_pool(&mut c, n, caps).await.env_ids;
+        for e in &envs {
+            reset(&mut c, e, 1).await;
+        }
+        Self {
+            server,
+            c,
+            data,
+            envs,
+        }
+    }
+}
+
 /// Runs `line` in `env` and returns (exit code, stdout, stderr).
 async fn shell(c: &mut Client, env: &str, line: &str) -> (Option<i32>, String, String) {
     let r = run(c, sh(env, line)).await;
@@ -51,11 +73,13 @@ async fn shell(c: &mut Client, env: &str, line: &str) -> (Option<i32>, String, S
 /// any other env's agent, so its verbs always run in its own desktop.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tenant_cannot_swap_its_agent_socket_or_see_host_trees() {
-    let (server, mut c, data) = server("socket").await;
-    let p = desktop_pool(&mut c, 2, &["exec", "files"]).await;
-    let (a, b) = (p.env_ids[0].clone(), p.env_ids[1].clone());
-    reset(&mut c, &a, 1).await;
-    reset(&mut c, &b, 1).await;
+    let Desktops {
+        server,
+        mut c,
+        data,
+        envs,
+    } = Desktops::start("socket", 2, &["exec", "files"]).await;
+    let (a, b) = (envs[0].clone(), envs[1].clone());
     shell(&mut c, &b, "echo b-secret > ~/secret").await;
 
     // The probe's attack: replace agent.sock with a link to another env's socket.
@@ -163,10 +187,13 @@ async fn a_tenant_cannot_swap_its_agent_socket_or_see_host_trees() {
 /// reach files the tenant wrote (its home is a tmpfs the host cannot see).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_font_path_into_the_home_never_reaches_xvfb() {
-    let (server, mut c, data) = server("font").await;
-    let p = desktop_pool(&mut c, 1, &["exec"]).await;
-    let a = p.env_ids[0].clone();
-    reset(&mut c, &a, 1).await;
+    let Desktops {
+        server,
+        mut c,
+        data,
+        envs,
+    } = Desktops::start("font", 1, &["exec"]).await;
+    let a = envs[0].clone();
     // A font directory in the home; then ask the X server to read it, at the path the
     // tenant sees and at every host path mountinfo names for the home.
     let script = r#"
@@ -208,10 +235,13 @@ for r in roots:
 /// only the default grants, nothing launches a command line.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn launch_app_arguments_cannot_run_commands() {
-    let (server, mut c, data) = server("launch").await;
-    let p = desktop_pool(&mut c, 1, &["launch_app"]).await;
-    let a = p.env_ids[0].clone();
-    reset(&mut c, &a, 1).await;
+    let Desktops {
+        server,
+        mut c,
+        data,
+        envs,
+    } = Desktops::start("launch", 1, &["launch_app"]).await;
+    let a = envs[0].clone();
     let launch = |app: &str, args: &[&str]| pb::StepRequest {
         env_id: a.clone(),
         action: Some(pb::Action {
@@ -253,11 +283,13 @@ async fn launch_app_arguments_cannot_run_commands() {
 /// command's own error) while the neighbour keeps working.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn memory_and_disk_bombs_stay_in_their_env() {
-    let (server, mut c, data) = server("bombs").await;
-    let p = desktop_pool(&mut c, 2, &["exec", "files"]).await;
-    let (a, b) = (p.env_ids[0].clone(), p.env_ids[1].clone());
-    reset(&mut c, &a, 1).await;
-    reset(&mut c, &b, 1).await;
+    let Desktops {
+        server,
+        mut c,
+        data,
+        envs,
+    } = Desktops::start("bombs", 2, &["exec", "files"]).await;
+    let (a, b) = (envs[0].clone(), envs[1].clone());
     let limits = c
         .get_capabilities(pb::GetCapabilitiesRequest {})
         .await
@@ -330,10 +362,10 @@ fn rss() -> u64 {
 /// refused at once as busy; the server never holds the uploads in memory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_large_uploads_keep_server_memory_bounded() {
-    let (server, mut c, data) = server("uploads").await;
-    let p = desktop_pool(&mut c, 1, &["files"]).await;
-    let a = p.env_ids[0].clone();
-    reset(&mut c, &a, 1).await;
+    let Desktops {
+        server, data, envs, ..
+    } = Desktops::start("uploads", 1, &["files"]).await;
+    let a = envs[0].clone();
     let before = rss();
     const MB: usize = 1 << 20;
     // The peak, sampled while the uploads run.
@@ -402,10 +434,13 @@ async fn concurrent_large_uploads_keep_server_memory_bounded() {
 /// FIFOs, sockets and devices are refused by every file verb at once, never waited on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn file_verbs_refuse_fifos_and_devices_at_once() {
-    let (server, mut c, data) = server("fifo").await;
-    let p = desktop_pool(&mut c, 1, &["exec", "files"]).await;
-    let a = p.env_ids[0].clone();
-    reset(&mut c, &a, 1).await;
+    let Desktops {
+        server,
+        mut c,
+        data,
+        envs,
+    } = Desktops::start("fifo", 1, &["exec", "files"]).await;
+    let a = envs[0].clone();
     let (code, _, err) = shell(
         &mut c,
         &a,
@@ -474,10 +509,13 @@ async fn file_verbs_refuse_fifos_and_devices_at_once() {
 /// with a code; none ends OK with nothing, and the env's exec works after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_tunnels_is_served_or_refused_never_dropped() {
-    let (server, mut c, data) = server("tunnels").await;
-    let p = desktop_pool(&mut c, 1, &["exec"]).await;
-    let a = p.env_ids[0].clone();
-    reset(&mut c, &a, 1).await;
+    let Desktops {
+        server,
+        mut c,
+        data,
+        envs,
+    } = Desktops::start("tunnels", 1, &["exec"]).await;
+    let a = envs[0].clone();
     let (code, _, err) = shell(
         &mut c,
         &a,
@@ -547,13 +585,6 @@ async fn a_flood_of_tunnels_is_served_or_refused_never_dropped() {
     assert_eq!(code, Some(0), "exec broke after the flood");
     server.stop().await;
     let _ = std::fs::remove_dir_all(&data);
-}
-
-fn as_<T>(token: &str, msg: T) -> tonic::Request<T> {
-    let mut r = tonic::Request::new(msg);
-    r.metadata_mut()
-        .insert("authorization", format!("Bearer {token}").parse().unwrap());
-    r
 }
 
 /// Frames by hash, run names, cache stats and capacity are each principal's own.
@@ -664,10 +695,7 @@ async fn principals_share_no_frames_runs_or_figures() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_cannot_take_the_server() {
     use std::os::unix::process::CommandExt;
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_deskgym-server"));
-    cmd.args(["--listen", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+    let mut cmd = server_command(&["--listen", "127.0.0.1:0"]);
     // SAFETY: setrlimit in the child before exec.
     unsafe {
         cmd.pre_exec(|| {
@@ -679,12 +707,7 @@ async fn idle_connections_cannot_take_the_server() {
             Ok(())
         });
     }
-    let mut child = cmd.spawn().unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr: std::net::SocketAddr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    let (child, addr) = spawn_server(cmd);
     let mut idle = Vec::new();
     for _ in 0..2000 {
         match tokio::net::TcpStream::connect(addr).await {
@@ -705,10 +728,7 @@ async fn idle_connections_cannot_take_the_server() {
     .expect("health did not answer beside 2,000 idle connections");
     assert!(health, "health is not SERVING");
     drop(idle);
-    // SAFETY: signalling the server we spawned.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    let status = child.wait().unwrap();
-    assert!(status.success(), "{status}");
+    assert!(sigterm(child));
 }
 
 /// One `grpc.health.v1` check of the whole server.
@@ -729,25 +749,10 @@ async fn tonic_health_check(channel: tonic::transport::Channel) -> bool {
 /// sweeps them, and one stopped with SIGTERM leaves none.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sandbox_leftovers_are_swept() {
-    let start = || {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_deskgym-server"))
-            .args(["--listen", "127.0.0.1:0"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line.trim().rsplit(' ').next().unwrap().to_string();
-        (child, addr)
-    };
+    let start = || spawn_server(server_command(&["--listen", "127.0.0.1:0"]));
     let root_of = |pid: u32| std::env::temp_dir().join(format!("deskgym-sandboxes-{pid}"));
     let (mut killed, addr) = start();
-    let mut c = deskgym_server::connect(addr.parse().unwrap())
-        .await
-        .unwrap();
+    let mut c = deskgym_server::connect(addr).await.unwrap();
     let p = desktop_pool(&mut c, 1, &[]).await;
     reset(&mut c, &p.env_ids[0], 1).await;
     let killed_root = root_of(killed.id());
@@ -759,10 +764,8 @@ async fn sandbox_leftovers_are_swept() {
         "SIGKILL leaves the directory (the case to sweep)"
     );
 
-    let (mut next, addr) = start();
-    let mut c = deskgym_server::connect(addr.parse().unwrap())
-        .await
-        .unwrap();
+    let (next, addr) = start();
+    let mut c = deskgym_server::connect(addr).await.unwrap();
     // Serving means started: the sweep comes before.
     c.get_capabilities(pb::GetCapabilitiesRequest {})
         .await
@@ -775,9 +778,7 @@ async fn sandbox_leftovers_are_swept() {
     reset(&mut c, &p.env_ids[0], 1).await;
     let next_root = root_of(next.id());
     assert!(next_root.exists());
-    // SAFETY: signalling the server we spawned.
-    unsafe { libc::kill(next.id() as i32, libc::SIGTERM) };
-    assert!(next.wait().unwrap().success());
+    assert!(sigterm(next));
     assert!(!next_root.exists(), "SIGTERM left {next_root:?}");
 }
 
@@ -786,19 +787,10 @@ async fn sandbox_leftovers_are_swept() {
 /// more address space than any limit) still runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_cgroups_a_data_limit_bounds_memory_and_chromium_runs() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_deskgym-server"))
-        .args(["--listen", "127.0.0.1:0", "--allow-capabilities", "exec"])
-        .args(["--sandbox-memory-mb", "1024"])
-        .env("DESKGYM_SANDBOX_CGROUPS", "0")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    let mut cmd = server_command(&["--listen", "127.0.0.1:0", "--allow-capabilities", "exec"]);
+    cmd.args(["--sandbox-memory-mb", "1024"])
+        .env("DESKGYM_SANDBOX_CGROUPS", "0");
+    let (child, addr) = spawn_server(cmd);
     let mut c = deskgym_server::connect(addr).await.unwrap();
     let caps = c
         .get_capabilities(pb::GetCapabilitiesRequest {})
@@ -821,7 +813,5 @@ async fn without_cgroups_a_data_limit_bounds_memory_and_chromium_runs() {
     )
     .await;
     assert!(out.contains("<p>alive</p>"), "{code:?} {out} {err}");
-    // SAFETY: signalling the server we spawned.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    assert!(child.wait().unwrap().success());
+    assert!(sigterm(child));
 }

@@ -272,3 +272,39 @@ pub async fn tunnel(
         .into_inner();
     Ok((tx, inbound))
 }
+
+/// A request as the principal holding `token`.
+pub fn as_<T>(token: &str, msg: T) -> tonic::Request<T> {
+    let mut r = tonic::Request::new(msg);
+    r.metadata_mut()
+        .insert("authorization", format!("Bearer {token}").parse().unwrap());
+    r
+}
+
+/// The server binary with `args`, its stdout piped (for [`spawn_server`]).
+pub fn server_command(args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_deskgym-server"));
+    cmd.args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null());
+    cmd
+}
+
+/// Spawns a server command and reads the address it announces.
+pub fn spawn_server(mut cmd: std::process::Command) -> (std::process::Child, SocketAddr) {
+    use std::io::BufRead;
+    let mut child = cmd.spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line.trim().rsplit(' ').next().unwrap().parse().unwrap();
+    (child, addr)
+}
+
+/// Stops a spawned server with SIGTERM and waits: true when it exited cleanly.
+pub fn sigterm(mut child: std::process::Child) -> bool {
+    // SAFETY: signalling a server the test spawned.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    child.wait().unwrap().success()
+}
