@@ -239,37 +239,52 @@ impl XSession {
         }
     }
 
-    /// Tries to set up MIT-SHM. Needs the same IPC namespace as the X server; any
-    /// failure falls back to GetImage, which is slower but always works.
+    /// Tries to set up MIT-SHM with a memfd passed to the X server (`ShmAttachFd`,
+    /// MIT-SHM 1.2); any failure falls back to GetImage, which is slower but always
+    /// works. Never a SysV segment: an X client of the same display (a tenant's program
+    /// in its sandbox) could attach a SysV segment this X server has attached by its
+    /// id, without a permission check, and read or write the frames we capture.
     fn attach_shm(&mut self) -> Option<ShmSegment> {
+        use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
         self.conn
             .extension_information(shm::X11_EXTENSION_NAME)
             .ok()??;
-        self.conn.shm_query_version().ok()?.reply().ok()?;
+        let v = self.conn.shm_query_version().ok()?.reply().ok()?;
+        if (v.major_version, v.minor_version) < (1, 2) {
+            tracing::warn!(
+                display = self.display,
+                "MIT-SHM 1.2 unavailable, using GetImage"
+            );
+            return None;
+        }
         let size = usize::from(self.width) * usize::from(self.height) * 4;
-        // SAFETY: plain SysV calls; the pointer is checked before use and released in
-        // Drop. IPC_RMID right after attach means the kernel frees the segment when both
-        // sides detach, even if we crash.
+        // SAFETY: memfd_create/ftruncate/mmap on a descriptor this function owns; the
+        // mapping is checked before use and unmapped in Drop.
         unsafe {
-            let id = libc::shmget(libc::IPC_PRIVATE, size, libc::IPC_CREAT | 0o600);
-            if id < 0 {
+            let fd = libc::memfd_create(c"deskgym-capture".as_ptr(), libc::MFD_CLOEXEC);
+            if fd < 0 {
                 return None;
             }
-            let addr = libc::shmat(id, std::ptr::null(), 0);
-            if addr as isize == -1 {
-                libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
+            let fd = OwnedFd::from_raw_fd(fd);
+            if libc::ftruncate(fd.as_raw_fd(), size as libc::off_t) != 0 {
+                return None;
+            }
+            let addr = libc::mmap(
+                std::ptr::null_mut(),
+                size,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd.as_raw_fd(),
+                0,
+            );
+            if addr == libc::MAP_FAILED {
                 return None;
             }
             let seg = self.conn.generate_id().ok();
             let attached = seg.and_then(|seg| {
-                self.conn
-                    .shm_attach(seg, id as u32, false)
-                    .ok()?
-                    .check()
-                    .ok()?;
+                self.conn.shm_attach_fd(seg, fd, false).ok()?.check().ok()?;
                 Some(seg)
             });
-            libc::shmctl(id, libc::IPC_RMID, std::ptr::null_mut());
             match attached {
                 Some(seg) => Some(ShmSegment {
                     seg,
@@ -277,7 +292,7 @@ impl XSession {
                     size,
                 }),
                 None => {
-                    libc::shmdt(addr);
+                    libc::munmap(addr, size);
                     tracing::warn!(
                         display = self.display,
                         "MIT-SHM unavailable, using GetImage"
@@ -719,8 +734,8 @@ impl Drop for XSession {
         if let Some(shm) = self.shm.take() {
             let _ = self.conn.shm_detach(shm.seg);
             let _ = self.conn.flush();
-            // SAFETY: the address came from shmat and is detached exactly once.
-            unsafe { libc::shmdt(shm.addr.cast()) };
+            // SAFETY: the mapping came from mmap of `size` bytes and is unmapped once.
+            unsafe { libc::munmap(shm.addr.cast(), shm.size) };
         }
     }
 }

@@ -8,14 +8,17 @@ import io
 import json
 import os
 import pathlib
+import subprocess
 import time
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 import pytest
 from conftest import Server
+from PIL import Image
 
 from deskgym import osworld  # scripts/test.sh installs desktop-env and the osworld extra
 
@@ -176,12 +179,42 @@ def test_run_single_example_loop(make_env: Any, tmp_path: pathlib.Path) -> None:
             break
     assert done
     assert env.evaluate() == 1
+    time.sleep(1.0)  # the screen at rest: the recording's last frames show it
+    last = env.controller.get_screenshot()
     env.controller.end_recording(str(tmp_path / "recording.mp4"))
     video = (tmp_path / "recording.mp4").read_bytes()
     # A finished MP4: the file type box first, and the index (moov) written at the end.
     assert video[4:8] == b"ftyp" and b"moov" in video, video[:64]
+    # What a person sees: the decoded video shows the screen, not black. Its last frame
+    # is the final screenshot, to within H.264's loss (and the two pointer drawings).
+    frames = mp4_frames(tmp_path / "recording.mp4", tmp_path / "frames")
+    assert len(frames) >= 5, len(frames)
+    shot = rgb_of(last)
+    assert frames[-1].shape == shot.shape, (frames[-1].shape, shot.shape)
+    off = float(np.abs(frames[-1].astype(np.int16) - shot.astype(np.int16)).mean())
+    black = float(shot.astype(np.int16).mean())
+    assert black > 20, "the final screenshot is itself nearly black: nothing to compare"
+    assert off < 0.1 * black, f"the video's last frame differs from the screen by {off:.1f} (black: {black:.1f})"
+    # Frames during the episode change with it (the terminal opening, the typing).
+    assert len({f.tobytes() for f in frames}) > 1, "every frame of the recording is the same"
     running = env.deskgym.exec(["pgrep", "-f", "location=/tmp/deskgym-recording.mp4"])
     assert running.exit_code == 1, f"the recorder stopped: {running.stdout}"
+
+
+def mp4_frames(path: pathlib.Path, out: pathlib.Path) -> list[Any]:
+    """Every frame of an H.264 MP4, decoded by GStreamer on the host, as RGB arrays."""
+    out.mkdir()
+    subprocess.run(
+        ["gst-launch-1.0", "-q", "filesrc", f"location={path}", "!", "qtdemux", "!", "h264parse", "!",
+         "openh264dec", "!", "videoconvert", "!", "video/x-raw,format=RGB", "!", "pngenc", "!",
+         "multifilesink", f"location={out}/f%05d.png"],
+        check=True, timeout=120,
+    )
+    return [np.asarray(Image.open(p).convert("RGB")) for p in sorted(out.glob("f*.png"))]
+
+
+def rgb_of(png: bytes) -> Any:
+    return np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
 
 
 def element_center(env: Any, role: str, name: str) -> tuple[int, int]:

@@ -815,3 +815,26 @@ async fn without_cgroups_a_data_limit_bounds_memory_and_chromium_runs() {
     assert!(out.contains("<p>alive</p>"), "{code:?} {out} {err}");
     assert!(sigterm(child));
 }
+
+/// Frames are captured through a memfd passed to Xvfb (`ShmAttachFd`), never a SysV
+/// segment: Xvfb lets any of its clients (a tenant's program) attach a SysV segment it
+/// already holds by its id, with no permission check, and so read or overwrite the
+/// frames the server captures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn captures_leave_no_shared_memory_id_to_attach() {
+    let server = TestServer::with_limits(4, 4).await;
+    let mut c = server.client().await;
+    let p = pool(&mut c, "click-target", 2, 320, 240).await;
+    for e in &p.env_ids {
+        reset(&mut c, e, 1).await;
+        c.step(step_req(e, click(5, 5))).await.unwrap();
+    }
+    let me = std::process::id().to_string();
+    let table = std::fs::read_to_string("/proc/sysvipc/shm").unwrap();
+    // Columns: key shmid perms size cpid ...
+    for line in table.lines().skip(1) {
+        let cpid = line.split_whitespace().nth(4).unwrap_or("");
+        assert_ne!(cpid, me, "a SysV segment of the server: {line}");
+    }
+    server.stop().await;
+}

@@ -38,8 +38,11 @@ RECORDING = "/tmp/deskgym-recording.mp4"
 RECORDER_MATCH = "location=" + RECORDING
 #: The recorder: the screen with the pointer, real time at 10 fps, H.264 in MP4; `-e`
 #: finishes the file on SIGINT (OSWorld's server runs ffmpeg the same way at 30 fps).
+#: `remote=true`: the sandbox has its own IPC namespace, so MIT-SHM is out of reach, and
+#: GStreamer 1.22's ximagesrc without it reads black frames unless it takes its
+#: remote-display path (XGetSubImage), which reads the screen.
 RECORDER = [
-    "gst-launch-1.0", "-q", "-e", "ximagesrc", "use-damage=false", "show-pointer=true",
+    "gst-launch-1.0", "-q", "-e", "ximagesrc", "use-damage=false", "show-pointer=true", "remote=true",
     "!", "video/x-raw,framerate=10/1", "!", "videoconvert", "!",
     "x264enc", "speed-preset=ultrafast", "tune=zerolatency", "!", "video/x-h264,profile=high", "!",
     "mp4mux", "!", "filesink", RECORDER_MATCH,
