@@ -30,8 +30,9 @@ pub const HOME: &str = "/home/user";
 pub struct SessionProgram {
     /// Program and arguments.
     pub argv: Vec<String>,
-    /// A path (a bus socket) the next program needs: the agent waits up to 5 s for it
-    /// to exist before starting the next one.
+    /// A path the program makes once it is ready (a bus socket, a window manager's
+    /// startup mark): the agent waits for it (20 s at most, else the desktop does not
+    /// start) before the next program, and answers the worker only once all are there.
     #[serde(default)]
     pub wait_for: Option<String>,
 }
@@ -296,6 +297,9 @@ impl Reply {
 
 type Children = Arc<Mutex<Vec<Child>>>;
 
+/// How long a session program may take to show it is ready (its `wait_for` path).
+const SESSION_READY: Duration = Duration::from_secs(20);
+
 /// How a failure for want of processes starts (answered `Busy`, a limit).
 const PROCESS_LIMIT: &str = "the desktop is at its process limit";
 
@@ -335,8 +339,19 @@ pub fn main() -> Result<(), Box<dyn std::error::Error>> {
             Err(e) => eprintln!("session program {argv:?}: {e}"),
         }
         if let Some(path) = &program.wait_for {
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while !std::path::Path::new(path).exists() && Instant::now() < deadline {
+            let deadline = Instant::now() + SESSION_READY;
+            while !std::path::Path::new(path).exists() {
+                if Instant::now() >= deadline {
+                    // No answer to the worker's ping: the desktop does not start, and
+                    // the worker's error quotes this line.
+                    eprintln!(
+                        "session program {} was not ready within {} s (no {})",
+                        quote(&argv.join(" ")),
+                        SESSION_READY.as_secs(),
+                        quote(path)
+                    );
+                    std::process::exit(1);
+                }
                 std::thread::sleep(Duration::from_millis(5));
             }
         }

@@ -27,7 +27,7 @@ use crate::limits::{Cgroup, set_rlimit};
 /// Name of the agent binary.
 pub const AGENT_BINARY: &str = "deskgym-sandbox-agent";
 /// How long a new sandbox may take to answer its first ping.
-const READY_TIMEOUT: Duration = Duration::from_secs(10);
+const READY_TIMEOUT: Duration = Duration::from_secs(45);
 /// First host uid of sandboxes of a server running as root (display `n` gets base + n).
 const SANDBOX_UID_BASE: u32 = 2_000_000;
 /// Where the control files appear inside the sandbox (read-only).

@@ -699,3 +699,61 @@ async fn tunnels_reach_a_port_inside_one_env_only() {
     assert!(!matches!(end, Ok(Some(_))), "{end:?}");
     let _ = std::fs::remove_dir_all(&data);
 }
+
+/// A desktop is ready for input when CreatePool and Reset return: a key binding sent
+/// at once (Ctrl+Alt+T, openbox's) opens a terminal in every one of 20 fresh desktops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_binding_right_after_reset_works_in_every_desktop() {
+    let Setup {
+        server,
+        mut c,
+        data,
+        ..
+    } = setup("ready").await;
+    let chord = |env: &str| {
+        step_req(
+            env,
+            Some(pb::Action {
+                verb: Some(pb::action::Verb::Key(pb::Key {
+                    keys: "ctrl+alt+t".into(),
+                })),
+                extension: None,
+            }),
+        )
+    };
+    let mut missed = Vec::new();
+    for round in 0..5 {
+        let p = desktop_pool(&mut c, 4, &["windows"]).await;
+        for e in &p.env_ids {
+            reset(&mut c, e, round).await;
+            c.step(chord(e)).await.unwrap();
+        }
+        for e in &p.env_ids {
+            let t0 = Instant::now();
+            loop {
+                let windows = c
+                    .list_windows(pb::ListWindowsRequest { env_id: e.clone() })
+                    .await
+                    .unwrap()
+                    .into_inner()
+                    .windows;
+                if windows.iter().any(|w| w.wm_class.contains("erminal")) {
+                    break;
+                }
+                if t0.elapsed() > Duration::from_secs(30) {
+                    missed.push(format!("round {round} env {e}: {windows:?}"));
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+        c.close_pool(pb::ClosePoolRequest {
+            pool_id: p.pool_id.clone(),
+        })
+        .await
+        .unwrap();
+    }
+    assert!(missed.is_empty(), "no terminal opened in {missed:#?}");
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
