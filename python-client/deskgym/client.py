@@ -18,6 +18,36 @@ from deskgym.v1 import deskgym_pb2_grpc as pb_grpc
 
 DEFAULT_ADDRESS = "127.0.0.1:50051"
 
+
+def resolve_address(address: str | None) -> str:
+    """``address``, else ``$DESKGYM_ADDRESS``, else :data:`DEFAULT_ADDRESS`; checked to
+    name a port (gRPC would take ``"localhost"`` as port 443 and wait there)."""
+    a = address or os.environ.get("DESKGYM_ADDRESS") or DEFAULT_ADDRESS
+    if a.startswith("unix:"):
+        return a
+    host, sep, port = a.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise DeskgymError(
+            "INVALID_ARGUMENT",
+            f"address {a!r} names no port: give host:port, e.g. {(host or a) + ':50051'!r} "
+            "(the server prints its address when it starts)",
+            "address",
+        )
+    return a
+
+
+def check_screen(screen: Any) -> tuple[int, int]:
+    """``screen`` as (width, height), or an error that says how to write it."""
+    if (
+        isinstance(screen, (tuple, list))
+        and len(screen) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) for v in screen)
+    ):
+        return int(screen[0]), int(screen[1])
+    raise DeskgymError(
+        "INVALID_ARGUMENT", f"screen must be (width, height), e.g. (640, 480); got {screen!r}", "screen"
+    )
+
 #: Default pool lease: a client that dies (even ``kill -9``) frees its desktops within
 #: this many seconds; a live one renews every third of it from a background thread.
 DEFAULT_LEASE_TTL_S = 6.0
@@ -186,7 +216,7 @@ class Client:
 
     def __init__(
         self,
-        address: str = DEFAULT_ADDRESS,
+        address: str | None = None,
         token: str | None = None,
         timeout: float = 120.0,
         frame_cache_bytes: int = 256 << 20,
@@ -194,7 +224,9 @@ class Client:
     ) -> None:
         """``lease_ttl_s``: pools this client creates are closed by the server once this
         client has not renewed them for that long (it renews from a background thread
-        while alive); ``None`` leaves only the server's idle timeout."""
+        while alive); ``None`` leaves only the server's idle timeout. ``address``:
+        ``host:port``; default ``$DESKGYM_ADDRESS``, else :data:`DEFAULT_ADDRESS`."""
+        address = resolve_address(address)
         self.address = address
         #: Decoded frames by (hash, encoding), shared by every env of this client.
         self.frames = FrameCache(frame_cache_bytes)
@@ -231,7 +263,22 @@ class Client:
         try:
             r = method(request, timeout=self.timeout, metadata=self._metadata)
         except grpc.RpcError as e:
-            raise DeskgymError.from_rpc(e) from None
+            err = DeskgymError.from_rpc(e)
+            if err.code == "UNAVAILABLE" and ("connect" in err.message.lower() or "refused" in err.message):
+                # Nothing listens there: say how to get a server, not only gRPC's words.
+                err = DeskgymError(
+                    "UNAVAILABLE",
+                    f"no deskgym server answers at {self.address}: start one (scripts/start-server.sh, "
+                    f"or deskgym-server --listen {self.address}) or point DESKGYM_ADDRESS at it "
+                    f"({err.message})",
+                )
+            raise err from None
+        except ValueError as e:
+            if "closed channel" not in str(e):
+                raise
+            raise DeskgymError(
+                "FAILED_PRECONDITION", "this client (or the env that owned it) is closed; make a new one"
+            ) from None
         if not isinstance(r, reply):
             raise DeskgymError("INTERNAL", f"expected a {reply.__name__} reply, got {type(r).__name__}")
         return r
@@ -281,7 +328,7 @@ class Client:
             pb.CreatePoolRequest(
                 task=task,
                 num_envs=num_envs,
-                screen=pb.ScreenSize(width=screen[0], height=screen[1]),
+                screen=pb.ScreenSize(width=check_screen(screen)[0], height=check_screen(screen)[1]),
                 seed=seed,
                 settle=settle,
                 max_steps=max_steps,

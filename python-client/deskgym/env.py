@@ -12,7 +12,7 @@ from gymnasium import spaces
 
 from deskgym.a11y import A11yText, Tree, tree_request
 from deskgym.actions import to_proto
-from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, ExecResult, Pool
+from deskgym.client import Checkpoint, Client, ExecResult, Pool
 from deskgym.errors import DeskgymError
 from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
 from deskgym.observation import info, observation_space, stats
@@ -59,7 +59,7 @@ class DeskgymEnv(gym.Env[Any, Any]):
         self,
         task: str = "click-target",
         *,
-        address: str = DEFAULT_ADDRESS,
+        address: str | None = None,
         token: str | None = None,
         seed: int | None = None,
         screen: tuple[int, int] | None = None,

@@ -11,7 +11,7 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
 from deskgym.actions import to_proto
-from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, ExecResult, Pool, encoding_of
+from deskgym.client import Checkpoint, Client, ExecResult, Pool, encoding_of
 from deskgym.env import OBS_TYPES, fidelity_name
 from deskgym.errors import DeskgymError, code_name
 from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
@@ -75,7 +75,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         task: str = "click-target",
         num_envs: int = 1,
         *,
-        address: str = DEFAULT_ADDRESS,
+        address: str | None = None,
         token: str | None = None,
         seed: int | None = None,
         screen: tuple[int, int] | None = None,
@@ -204,6 +204,9 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         """
         seeds, mask = reset_args(self.num_envs, seed, options)
         idx = [i for i in range(self.num_envs) if mask[i]]
+        if not idx:
+            # An all-False mask (no env ended) resets nothing, as Gymnasium's own do.
+            return self._batch_obs(), {}
         reqs = []
         for i in idx:
             req = pb.ResetRequest(env_id=self.env_ids[i], if_none_match=self._own(i), encoding=self._encoding)

@@ -168,3 +168,40 @@ def test_undecodable_requests_are_invalid_argument(address: str) -> None:
             raw(b"\xff\xff\xff\xff", timeout=10)
     assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert "StepRequest" in (e.value.details() or "")
+
+
+def test_a_newcomers_mistakes_get_errors_that_name_the_fix(address: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A host without a port (gRPC would wait on port 443).
+    e = code_of(deskgym.Client, "localhost")
+    assert e.code == "INVALID_ARGUMENT" and "'localhost:50051'" in e.message, e
+    # Nobody listening: how to start a server.
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        free = f"127.0.0.1:{s.getsockname()[1]}"
+    nobody = deskgym.Client(free, timeout=5)
+    e = code_of(nobody.capabilities)
+    assert e.code == "UNAVAILABLE" and "no deskgym server answers at " + free in e.message, e
+    assert "start-server.sh" in e.message and "DESKGYM_ADDRESS" in e.message, e
+    nobody.close()
+    # A screen written as text.
+    c = deskgym.Client(address)
+    e = code_of(c.create_pool, "click-target", 1, screen="640x480")
+    assert e.code == "INVALID_ARGUMENT" and "screen must be (width, height)" in e.message, e
+    # A closed env.
+    env = deskgym.make("click-target", address=address, screen=(320, 240))
+    env.reset(seed=0)
+    env.close()
+    e = code_of(env.reset)
+    assert e.code == "FAILED_PRECONDITION" and "closed" in e.message, e
+    c.close()
+    # DESKGYM_ADDRESS is the default address everywhere.
+    monkeypatch.setenv("DESKGYM_ADDRESS", address)
+    env = deskgym.make("click-target", screen=(320, 240))
+    obs, _ = env.reset(seed=0)
+    assert obs.shape == (240, 320, 3)
+    env.close()
+    vec = deskgym.make_vec("click-target", 2, screen=(320, 240))
+    assert vec.reset(seed=0)[0].shape == (2, 240, 320, 3)
+    vec.close()

@@ -93,6 +93,24 @@ def test_disabled_autoreset_and_reset_mask(address: str) -> None:
         env.close()
 
 
+def test_the_readme_partial_reset_with_no_env_ended(address: str) -> None:
+    """The README's loop: ``reset(options={"reset_mask": term | trunc})`` right after a
+    step in which no episode ended resets nothing, sends nothing, and raises nothing."""
+    env = vec(address, 3)
+    calls = []
+    real = env.client.step_batch
+    env.client.step_batch = lambda *a, **k: calls.append(1) or real(*a, **k)  # type: ignore[method-assign]
+    try:
+        env.reset(seed=0)
+        obs, _, term, trunc, _ = env.step(noops(3))
+        assert not (term | trunc).any()
+        obs2, infos = env.reset(options={"reset_mask": term | trunc})
+        assert np.array_equal(obs2, obs) and infos == {}
+        assert len(calls) == 2, "the empty reset sent an RPC"
+    finally:
+        env.close()
+
+
 def test_seeding_is_deterministic_across_vector_envs(address: str) -> None:
     a, b = vec(address, 2), vec(address, 2)
     try:
