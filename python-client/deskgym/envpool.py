@@ -85,7 +85,7 @@ class DeskgymEnvPool:
         num_envs: int,
         *,
         batch_size: int | None = None,
-        address: str | Sequence[str] = "127.0.0.1:50051",
+        address: str | Sequence[str] | None = None,
         token: str | None = None,
         seed: int | None = None,
         screen: tuple[int, int] | None = None,
@@ -105,7 +105,7 @@ class DeskgymEnvPool:
         self.timeout = timeout
         self.obs_type, self.obs_format = obs_type, obs_format
         self._encoding = encoding_of(obs_type)
-        addresses = [address] if isinstance(address, str) else list(address)
+        addresses = [address] if address is None or isinstance(address, str) else list(address)
         self.clients = [Client(a, token) for a in addresses]
         base = seed if seed is not None else int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
         free = [int(c.capabilities().capacity.envs_free) for c in self.clients]

@@ -1,4 +1,4 @@
-"""deskgym desktops as MCP tools (extra ``deskgym[mcp]``), on the official ``mcp`` SDK.
+"""deskgym desktops as MCP tools (extra ``deskgym[agents]``), on the official ``mcp`` SDK.
 
     python -m deskgym.mcp --address 127.0.0.1:50051 --task click-button              # stdio
     python -m deskgym.mcp --address 127.0.0.1:50051 --transport http --port 8765      # streamable HTTP at /mcp
