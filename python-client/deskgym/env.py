@@ -80,7 +80,11 @@ class DeskgymEnv(gym.Env[Any, Any]):
         if obs_type not in OBS_TYPES:
             raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(OBS_TYPES)}")
         if render_mode not in (None, "rgb_array"):
-            raise DeskgymError("INVALID_ARGUMENT", f"render_mode {render_mode!r} is not supported; use 'rgb_array'")
+            raise DeskgymError(
+                "INVALID_ARGUMENT",
+                f"render_mode {render_mode!r} is not supported: use 'rgb_array' (render() returns the "
+                "screen; a desktop runs on the server, which opens no window on this machine)",
+            )
         self.task = task
         self.obs_type = obs_type
         self._encoding = _ENCODING.get(obs_type, obs_type)

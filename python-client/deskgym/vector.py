@@ -68,7 +68,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     :class:`deskgym.DeskgymEnv`; :attr:`last_stats` holds each env's measured timings.
     """
 
-    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": []}
+    metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"], "render_fps": 10}
 
     def __init__(
         self,
@@ -92,8 +92,17 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         profile: str | None = None,
         capabilities: Sequence[str] = (),
         task_options: Mapping[str, Any] | None = None,
+        render_mode: str | None = None,
         _pool: Pool | None = None,
     ) -> None:
+        if render_mode not in (None, "rgb_array"):
+            raise DeskgymError(
+                "INVALID_ARGUMENT",
+                f"render_mode {render_mode!r} is not supported: use 'rgb_array' (render() gives each env's "
+                "screen; gymnasium.wrappers.vector.RecordVideo tiles them into one video)",
+            )
+        #: Gymnasium's render mode: ``"rgb_array"`` or None.
+        self.render_mode = render_mode
         pixel_types = [t for t in OBS_TYPES if "a11y" not in t]
         if obs_type not in pixel_types:
             why = " (tree observations are for single envs: deskgym.make)" if obs_type in OBS_TYPES else ""
@@ -193,6 +202,23 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         return name
 
     # -- Gymnasium API -----------------------------------------------------------------
+
+    def render(self) -> tuple[np.ndarray, ...] | None:
+        """Each env's current screen as an (H, W, 3) uint8 array, as Gymnasium's vector
+        envs render (a tuple, one frame per env; ``RecordVideo`` tiles them). The last
+        observations serve when they are RGB frames; else the screens are read."""
+        if self.render_mode != "rgb_array":
+            return None
+        frames = []
+        for i, env_id in enumerate(self.env_ids):
+            obs = self._obs[i]
+            if self.obs_type == "rgb" and self.obs_format == "uint8_hwc" and obs is not None:
+                frames.append(obs)
+                continue
+            frame, _ = self.client.resolve(self.client.observe(env_id, encoding="rgb"))
+            assert isinstance(frame, np.ndarray)
+            frames.append(frame)
+        return tuple(frames)
 
     def reset(
         self, *, seed: int | Sequence[int | None] | None = None, options: dict[str, Any] | None = None

@@ -189,3 +189,22 @@ def test_close_releases_the_desktop(address: str, client: deskgym.Client) -> Non
     with pytest.raises(deskgym.DeskgymError) as e:
         client.reset(env_id)
     assert e.value.code == "NOT_FOUND"
+
+
+def test_gymnasium_makes_an_id_without_importing_deskgym_first(address: str) -> None:
+    """The README's ``gym.make("deskgym:deskgym/ClickTarget-v0")`` in a fresh
+    interpreter that never imported deskgym (Gymnasium's documented "module:id" form)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, gymnasium as gym\n"
+        "assert 'deskgym' not in sys.modules\n"
+        "env = gym.make('deskgym:deskgym/ClickTarget-v0', address=sys.argv[1], screen=(320, 240))\n"
+        "obs, _ = env.reset(seed=0)\n"
+        "print(obs.shape)\n"
+        "env.close()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, address], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "(240, 320, 3)", out.stdout

@@ -135,3 +135,39 @@ def test_space_samples_step(address: str) -> None:
             assert obs in env.observation_space
     finally:
         env.close()
+
+
+def test_record_video_on_a_vector_env(address: str, tmp_path) -> None:
+    """Gymnasium's own ``RecordVideo`` for vector envs: ``render()`` gives each env's
+    screen, the wrapper tiles them; the video decodes to the tiled screens."""
+    import subprocess
+
+    from gymnasium.wrappers.vector import RecordVideo
+    from PIL import Image
+
+    env = RecordVideo(vec(address, 4, render_mode="rgb_array"), str(tmp_path / "videos"),
+                      episode_trigger=lambda e: True, video_length=6, disable_logger=True)
+    try:
+        obs, _ = env.reset(seed=0)
+        frames = env.env.render()
+        assert len(frames) == 4 and all(np.array_equal(f, o) for f, o in zip(frames, obs))
+        for _ in range(8):
+            env.step([{"verb": "click", "x": 5, "y": 5}] * 4)
+    finally:
+        env.close()
+    videos = sorted((tmp_path / "videos").glob("*.mp4"))
+    assert videos, list(tmp_path.rglob("*"))
+    out = tmp_path / "frames"
+    out.mkdir()
+    subprocess.run(
+        ["gst-launch-1.0", "-q", "filesrc", f"location={videos[0]}", "!", "qtdemux", "!", "h264parse", "!",
+         "openh264dec", "!", "videoconvert", "!", "video/x-raw,format=RGB", "!", "pngenc", "!",
+         "multifilesink", f"location={out}/f%05d.png"],
+        check=True, timeout=120,
+    )
+    first = np.asarray(Image.open(sorted(out.glob("*.png"))[0]).convert("RGB")).astype(np.int16)
+    h, w = SMALL[1], SMALL[0]
+    assert first.shape == (2 * h, 2 * w, 3), first.shape
+    tiled = np.concatenate([np.concatenate(obs[:2], axis=1), np.concatenate(obs[2:], axis=1)], axis=0)
+    off = float(np.abs(first - tiled.astype(np.int16)).mean())
+    assert off < 0.1 * float(tiled.mean()), f"the video's first frame differs from the screens by {off:.1f}"
