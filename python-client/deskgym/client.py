@@ -487,7 +487,9 @@ class Client:
     def release(self, pool: Pool | None) -> None:
         """Closes a pool that may already be gone (reaped, or the server restarted): what
         an env's ``close()`` needs, idempotent and quiet about those two cases."""
-        if pool is None:
+        if pool is None or not self._finalizer.alive:
+            # A closed client closed every pool it held (a fork's replicas share the
+            # source env's client, which may close first).
             return
         try:
             self.close_pool(pool.pool_id)

@@ -91,3 +91,13 @@ def test_fork_bad_input(address: str, client: deskgym.Client) -> None:
     finally:
         env.close()
         other.close()
+
+
+def test_replicas_close_after_their_source_env(address: str) -> None:
+    """A fork's replicas share the source env's client: closing the source first closes
+    their pool with it, and closing the replicas after is quiet (the README's order)."""
+    env = deskgym.make("type-word", address=address, screen=(320, 240), seed=0)
+    env.reset()
+    replicas = deskgym.fork(env.save(), 2)
+    env.close()
+    replicas.close()

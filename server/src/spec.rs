@@ -233,8 +233,9 @@ pub(crate) fn validate(
         };
         let family = match miniwob {
             0 if req.task.starts_with("miniwob/") => {
-                " (no miniwob/ tasks here: install the `miniwob` package, or start the server \
-                 with --miniwob-dir)"
+                " (no miniwob/ tasks here: the server found no `miniwob` package with the \
+                 active venv's python, ./.venv/bin/python or python3; install it into one of \
+                 them, or start the server with --miniwob-dir DIR or DESKGYM_MINIWOB_DIR)"
                     .to_string()
             }
             0 => String::new(),

@@ -205,20 +205,30 @@ impl Tasks {
     }
 }
 
-/// The `miniwob` package directory as `python3` finds it (without importing it);
-/// `None` when it is not installed there.
+/// The `miniwob` package directory as the active venv's Python, `./.venv/bin/python` or
+/// `python3` finds it (without importing it); `None` when none has it.
 pub fn find_miniwob() -> Option<std::path::PathBuf> {
-    let out = std::process::Command::new("python3")
-        .args([
-            "-c",
-            "import importlib.util as u; s = u.find_spec('miniwob'); \
-             print(s.submodule_search_locations[0] if s else '')",
-        ])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    let dir = String::from_utf8(out.stdout).ok()?.trim().to_string();
-    (!dir.is_empty()).then(|| dir.into())
+    // The package is installed into a venv more often than into the system Python: the
+    // active venv's interpreter first, then the checkout's `.venv`, then `python3`.
+    let venv = std::env::var_os("VIRTUAL_ENV").map(|v| Path::new(&v).join("bin/python"));
+    let candidates = venv
+        .into_iter()
+        .chain([".venv/bin/python".into(), "python3".into()]);
+    candidates
+        .filter(|p: &std::path::PathBuf| p.components().count() == 1 || p.exists())
+        .find_map(|python| {
+            let out = std::process::Command::new(&python)
+                .args([
+                    "-c",
+                    "import importlib.util as u; s = u.find_spec('miniwob'); \
+                     print(s.submodule_search_locations[0] if s else '')",
+                ])
+                .stderr(std::process::Stdio::null())
+                .output()
+                .ok()?;
+            let dir = String::from_utf8(out.stdout).ok()?.trim().to_string();
+            (!dir.is_empty()).then(|| std::path::absolute(dir).ok())?
+        })
 }
 
 /// One task per page of `<package>/html/miniwob/*.html`.

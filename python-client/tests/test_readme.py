@@ -1,0 +1,95 @@
+"""The README is the front door: every Python snippet in it runs as written against a
+real server (`DESKGYM_ADDRESS` pointing at it), and its tables name every server flag
+and every action verb. A snippet is skipped only where the README says why just above
+it (`<!-- snippet: skip: ... -->`): another machine, a cluster, another Python."""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import Server, server_binary
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
+SKIP = re.compile(r"<!-- snippet: skip: (.+?) -->\n$")
+
+
+def snippets() -> list[tuple[int, str, str | None]]:
+    """(line, code, skip reason) of every ```python block."""
+    out = []
+    # A block ends at a line of its own ``` (a ``` inside a line, as in a string, does not).
+    for m in re.finditer(r"^```python\n(.*?)^```$", README, re.S | re.M):
+        line = README.count("\n", 0, m.start()) + 1
+        before = README[: m.start()]
+        skip = SKIP.search(before[before.rfind("\n", 0, len(before) - 1) + 1 :])
+        out.append((line, m.group(1), skip.group(1) if skip else None))
+    return out
+
+
+SNIPPETS = snippets()
+
+
+@pytest.fixture(scope="module")
+def readme_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    data = tmp_path_factory.mktemp("readme-data")
+    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--allow-capabilities", "exec,files")
+    yield s
+    s.stop()
+
+
+@pytest.fixture()
+def readme_cwd(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, readme_server: Server) -> pathlib.Path:
+    """A working directory with what the snippets open (OSWorld's task file), and the
+    server as the default address."""
+    tasks = tmp_path / "evaluation_examples" / "examples" / "os"
+    tasks.mkdir(parents=True)
+    for f in (ROOT / "python-client" / "tests" / "osworld_tasks" / "os").glob("*.json"):
+        shutil.copy(f, tasks)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DESKGYM_ADDRESS", readme_server.address)
+    return tmp_path
+
+
+@pytest.mark.parametrize("line,code,skip", SNIPPETS, ids=[f"line{s[0]}" for s in SNIPPETS])
+def test_snippet_runs_as_written(line: int, code: str, skip: str | None, readme_cwd: pathlib.Path) -> None:
+    if skip is not None:
+        pytest.skip(skip)
+    namespace: dict[str, Any] = {"__name__": "__readme__"}
+    exec(compile(code, f"README.md:{line}", "exec"), namespace)  # noqa: S102 - the README's own code
+    for value in list(namespace.values()):
+        close = getattr(value, "close", None)
+        if callable(close) and type(value).__module__.startswith(("deskgym", "gymnasium", "stable_baselines3")):
+            close()
+
+
+def test_every_skip_says_why() -> None:
+    reasons = [s for _, _, s in SNIPPETS if s is not None]
+    assert len(reasons) <= 3, reasons
+    for r in reasons:
+        assert "test" in r, f"a skipped snippet names the test that runs it elsewhere: {r}"
+
+
+def test_the_server_flags_table_names_every_flag() -> None:
+    help_text = subprocess.run([server_binary(), "--help"], capture_output=True, text=True, check=True).stdout
+    flags = sorted(set(re.findall(r"^\s+(--[a-z][a-z0-9-]+)", help_text, re.M)) - {"--help"})
+    section = README[README.index("## The server") : README.index("## Benchmarks")]
+    missing = [f for f in flags if f"`{f}`" not in section]
+    assert not missing, f"flags of --help missing from the README's server table: {missing}"
+
+
+def test_the_actions_table_names_every_verb() -> None:
+    proto = (ROOT / "proto" / "deskgym" / "v1" / "deskgym.proto").read_text()
+    block = proto[proto.index("message Action {") :]
+    block = block[block.index("oneof verb {") : block.index("}")]
+    verbs = re.findall(r"^\s+\w+ (\w+) = \d+;", block, re.M)
+    table = README[README.index("### Actions") : README.index("### Observations")]
+    missing = [v for v in verbs if f"`{v}`" not in table]
+    assert verbs and not missing, f"verbs of the proto missing from the README's Actions table: {missing}"
+
