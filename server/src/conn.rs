@@ -235,7 +235,13 @@ pub(crate) fn incoming(
     let (tx, rx) = tokio::sync::mpsc::channel(64);
     tokio::spawn(async move {
         loop {
-            let (stream, addr) = match listener.accept().await {
+            // The listener closes when the server stops serving (the stream is dropped),
+            // not at the next connection after that.
+            let accepted = tokio::select! {
+                a = listener.accept() => a,
+                () = tx.closed() => return,
+            };
+            let (stream, addr) = match accepted {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed; pausing");

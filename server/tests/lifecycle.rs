@@ -128,3 +128,24 @@ async fn sigterm_drains_and_kills_every_xvfb() {
         assert!(!process_alive(pid), "Xvfb {pid} survived");
     }
 }
+
+/// A stopped server closes its listener at once (an in-process server, as tests and
+/// embedders run it, must not keep its port).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_server_releases_its_port() {
+    let server = TestServer::with_limits(1, 1).await;
+    let addr = server.addr;
+    let mut c = server.client().await;
+    c.get_capabilities(pb::GetCapabilitiesRequest {})
+        .await
+        .unwrap();
+    server.stop().await;
+    // The accept loop notices the closed stream without waiting for a connection: a
+    // first connection (which would itself wake an old-style loop) is refused.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let connected = tokio::net::TcpStream::connect(addr).await;
+    assert!(
+        connected.is_err(),
+        "{addr} still accepts connections after stop"
+    );
+}
