@@ -15,7 +15,8 @@ def test_capabilities(client: deskgym.Client) -> None:
     assert caps.protocol == "deskgym.v1"
     ids = {t.id for t in caps.tasks}
     assert set(deskgym.TASKS) <= ids
-    assert ids - set(deskgym.TASKS) == {
+    # (miniwob/<name> tasks too where the server finds the package: test_miniwob's.)
+    assert {i for i in ids - set(deskgym.TASKS) if not i.startswith("miniwob/")} == {
         "desktop/rename-file", "desktop/create-folder", "desktop/editor-save", "desktop/terminal-copy",
         "desktop/gsettings-clock",
     }

@@ -20,6 +20,7 @@ import pytest
 from conftest import Server
 from PIL import Image
 
+import deskgym
 from deskgym import osworld  # scripts/test.sh installs desktop-env and the osworld extra
 
 TASKS = pathlib.Path(__file__).parent / "osworld_tasks"
@@ -284,3 +285,11 @@ def test_wallpaper_setup_and_getter(make_env: Any) -> None:
     os.makedirs(env.cache_dir, exist_ok=True)
     got = getters.get_vm_wallpaper(env, {"dest": "wallpaper.png"})
     assert pathlib.Path(got).read_bytes() == buf.getvalue()
+
+
+def test_a_server_without_the_grants_names_both(server: Server) -> None:
+    """The shared test server allows no exec: the shim says which grants it needs."""
+    with pytest.raises(deskgym.DeskgymError) as e:
+        osworld.DesktopEnv(address=server.address)
+    assert e.value.code == "PERMISSION_DENIED"
+    assert "--allow-capabilities exec,files" in e.value.message, e.value.message

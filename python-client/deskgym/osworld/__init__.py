@@ -144,13 +144,23 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
 
     def _start_emulator(self) -> None:
         if self._env is None:
-            self._env = deskgym.make(
-                "blank", address=self._address, token=self._token, profile=self._profile,
-                screen=(self.screen_width, self.screen_height), capabilities=CAPABILITIES,
-                # The observation OSWorld shows comes from /screenshot; a step's own frame
-                # is only a cheap JPEG. Episodes end when the harness says, not by count.
-                obs_type="jpeg", max_steps=1_000_000,
-            )
+            try:
+                self._env = deskgym.make(
+                    "blank", address=self._address, token=self._token, profile=self._profile,
+                    screen=(self.screen_width, self.screen_height), capabilities=CAPABILITIES,
+                    # The observation OSWorld shows comes from /screenshot; a step's own frame
+                    # is only a cheap JPEG. Episodes end when the harness says, not by count.
+                    obs_type="jpeg", max_steps=1_000_000,
+                )
+            except deskgym.DeskgymError as e:
+                if e.code != "PERMISSION_DENIED":
+                    raise
+                # The server names the first grant it refused; the shim needs two.
+                raise deskgym.DeskgymError(
+                    "PERMISSION_DENIED",
+                    f"OSWorld's harness runs commands and moves files in the desktop: start the server "
+                    f"with --allow-capabilities exec,files ({e.message})",
+                ) from None
             self._fresh_desktop()
             self._bridge = Bridge(self._env, (self.screen_width, self.screen_height))
             # OSWorld reaches the VM's Chrome (socat 9222 -> 1337) and VLC (8080) at
