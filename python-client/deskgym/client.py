@@ -386,6 +386,49 @@ class Client:
             if not chunks or chunks[-1].eof:
                 return bytes(out)
 
+    def list_recordings(self) -> list[pb.Recording]:
+        """This client's recordings on the server (its principal's), each with its status
+        (``open`` while its pool records, ``closed`` when finished) and complete files."""
+        r = self._call(self._stub.ListRecordings, pb.ListRecordingsRequest(), pb.ListRecordingsResponse)
+        return list(r.recordings)
+
+    def download_recording(self, run: str, dest: str | os.PathLike[str]) -> str:
+        """Fetches recording ``run`` into ``dest/<run>.skn`` and returns that path, which
+        :func:`deskgym.datasets.open` reads. Resumable: a file already there at its full
+        size is kept, a shorter one is continued from its end. Only complete files are
+        listed by the server, so an ``open`` run fetches what is readable so far."""
+        found = [r for r in self.list_recordings() if r.run == run]
+        if not found:
+            raise DeskgymError("NOT_FOUND", f"no recording {run!r} of yours (list_recordings() lists them)")
+        root = os.path.join(os.fspath(dest), run + ".skn")
+        for f in found[0].files:
+            local = os.path.join(root, *f.path.split("/"))
+            os.makedirs(os.path.dirname(local), exist_ok=True)
+            have = os.path.getsize(local) if os.path.exists(local) else 0
+            if have > f.size:
+                have = 0
+            with open(local, "r+b" if have else "wb") as out:
+                out.seek(have)
+                out.truncate()
+                while have < f.size:
+                    try:
+                        chunks = list(self._stub.GetRecordingFile(
+                            pb.GetRecordingFileRequest(run=run, path=f.path, offset=have),
+                            timeout=self.timeout, metadata=self._metadata,
+                        ))
+                    except grpc.RpcError as e:
+                        raise DeskgymError.from_rpc(e) from None
+                    for c in chunks:
+                        out.write(c.data)
+                        have += len(c.data)
+                    if not chunks or chunks[-1].eof:
+                        break
+        return root
+
+    def delete_recording(self, run: str) -> None:
+        """Deletes one of this client's finished recordings on the server."""
+        self._call(self._stub.DeleteRecording, pb.DeleteRecordingRequest(run=run), pb.DeleteRecordingResponse)
+
     def list_directory(self, env_id: str, path: str = ".", depth: int = 1) -> pb.ListDirectoryResponse:
         """Entries (path, kind, size, mtime) of a directory of the env's sandbox, to
         ``depth`` levels. Needs the pool's ``files`` capability."""

@@ -40,11 +40,26 @@ def manifest(path: str | pathlib.Path) -> dict[str, Any]:
     return m
 
 
-def open(path: str | pathlib.Path) -> dict[str, Any]:  # noqa: A001 - the natural name here
-    """``{"episodes": pa.Table, "steps": ..., "frames": ..., "events": ...}``."""
+def open(  # noqa: A001 - the natural name here
+    path: str | pathlib.Path, *, address: str | None = None, token: str | None = None,
+    cache_dir: str | pathlib.Path = "deskgym-recordings",
+) -> dict[str, Any]:
+    """``{"episodes": pa.Table, "steps": ..., "frames": ..., "events": ...}``.
+
+    ``path``: a bundle on this machine; or, with ``address``, a run name on that server
+    (yours), fetched into ``cache_dir`` first (resumable; see
+    :meth:`deskgym.Client.download_recording`)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    if address is not None:
+        from deskgym.client import Client
+
+        client = Client(address, token, lease_ttl_s=None)
+        try:
+            path = client.download_recording(str(path), cache_dir)
+        finally:
+            client.close()
     p = pathlib.Path(path)
     manifest(p)
     out = {}

@@ -308,3 +308,36 @@ def test_export_hf_and_lerobot(address: str, tmp_path: pathlib.Path) -> None:
                                         file_index=row["videos/observation.video/file_index"])
         assert (out / rel).read_bytes()[4:8] == b"ftyp"
         assert row["videos/observation.video/to_timestamp"] > row["videos/observation.video/from_timestamp"]
+
+
+def test_a_recording_is_fetched_over_the_wire_as_it_is_on_disk(address: str, data_dir, tmp_path) -> None:
+    """A client on another machine gets its run with ``deskgym.datasets.open(run,
+    address=...)``: the same tables as reading the server's bundle in place; a second
+    fetch resumes (nothing re-read), and the run can then be deleted."""
+    import deskgym.datasets
+
+    run = f"wire-{uuid.uuid4().hex[:8]}"
+    vec = deskgym.make_vec("click-target", 2, address=address, screen=(160, 120), record=run, max_steps=3)
+    vec.reset(seed=0)
+    for _ in range(6):
+        vec.step([{"verb": "click", "x": 5, "y": 5}] * 2)
+    server_path = vec.recording_path
+    vec.close()
+    here = deskgym.datasets.open(server_path)
+    fetched = deskgym.datasets.open(run, address=address, cache_dir=tmp_path)
+    for t in ("episodes", "steps", "frames", "events"):
+        assert (here[t] is None) == (fetched[t] is None), t
+        if here[t] is not None:
+            assert here[t].equals(fetched[t]), t
+    client = deskgym.Client(address)
+    try:
+        # Resumed: a truncated local file is completed, the rest kept.
+        local = tmp_path / f"{run}.skn" / "manifest.json"
+        whole = local.read_bytes()
+        local.write_bytes(whole[:5])
+        client.download_recording(run, tmp_path)
+        assert local.read_bytes() == whole
+        client.delete_recording(run)
+        assert run not in {r.run for r in client.list_recordings()}
+    finally:
+        client.close()

@@ -90,7 +90,8 @@ impl RecordingError {
         match self {
             Self::BadName(_) => Code::InvalidArgument,
             Self::Exists(_) => Code::AlreadyExists,
-            Self::Unusable(_) | Self::Video(_) => Code::FailedPrecondition,
+            Self::Unusable(_) | Self::Video(_) | Self::InUse(_) => Code::FailedPrecondition,
+            Self::Missing(_) => Code::NotFound,
             Self::Finish(_) => Code::Internal,
         }
     }

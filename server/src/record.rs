@@ -2,7 +2,7 @@
 //! and lifecycle events into rows for the `deskgym-datasets` writer (which runs on its
 //! own thread, off the step path).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use deskgym_datasets::{
@@ -52,6 +52,12 @@ pub(crate) enum RecordingError {
     /// Flushing or closing the bundle failed.
     #[error("{0}")]
     Finish(String),
+    /// No such recording (or file of one) of the caller's.
+    #[error("{0}")]
+    Missing(String),
+    /// The recording is still being written (its pool records).
+    #[error("{0}")]
+    InUse(String),
 }
 
 #[cfg(test)]
@@ -86,15 +92,7 @@ pub(crate) fn open(
 ) -> Result<Recorder, RecordingError> {
     deskgym_datasets::validate_run_name(name)
         .map_err(|m| RecordingError::BadName(Invalid::new("record", m)))?;
-    let data_dir = &match owner {
-        // Principal names are the operator's; one that is no plain folder name is
-        // written by its bytes.
-        Some(o) if deskgym_datasets::validate_run_name(o).is_ok() => settings.data_dir.join(o),
-        Some(o) => settings
-            .data_dir
-            .join(o.bytes().map(|b| format!("{b:02x}")).collect::<String>()),
-        None => settings.data_dir.clone(),
-    };
+    let data_dir = &runs_dir(settings, owner);
     std::fs::create_dir_all(data_dir).map_err(|e| {
         // The server's log has the path; the client's message has none of it.
         tracing::error!(dir = %data_dir.display(), error = %e, "data dir cannot be created");
@@ -146,6 +144,179 @@ pub(crate) fn open(
         r.set_block_limit(settings.block_limit);
         r
     })
+}
+
+/// Where `owner`'s runs live: `<data_dir>/<principal>/` (a principal name that is no
+/// plain folder name written by its bytes), or the data dir itself without tokens.
+fn runs_dir(settings: &RecordSettings, owner: Option<&str>) -> PathBuf {
+    match owner {
+        Some(o) if deskgym_datasets::validate_run_name(o).is_ok() => settings.data_dir.join(o),
+        Some(o) => settings
+            .data_dir
+            .join(o.bytes().map(|b| format!("{b:02x}")).collect::<String>()),
+        None => settings.data_dir.clone(),
+    }
+}
+
+/// A finished or open recording of one caller, as listed.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct RunInfo {
+    /// The run name.
+    pub(crate) run: String,
+    /// `open` or `closed` (the manifest's status).
+    pub(crate) status: String,
+    /// Its complete files: path inside the bundle ('/'-separated) and size.
+    pub(crate) files: Vec<(String, u64)>,
+}
+
+/// `owner`'s recordings, sorted by run; unreadable bundles are left out.
+pub(crate) fn list(settings: &RecordSettings, owner: Option<&str>) -> Vec<RunInfo> {
+    let dir = runs_dir(settings, owner);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut runs: Vec<RunInfo> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let run = name
+                .strip_suffix(deskgym_datasets::BUNDLE_SUFFIX)?
+                .to_string();
+            let path = e.path();
+            let m = deskgym_datasets::read_manifest(&path).ok()?;
+            let mut files = Vec::new();
+            bundle_files(&path, "", 0, &mut files);
+            files.sort();
+            Some(RunInfo {
+                run,
+                status: m.status,
+                files,
+            })
+        })
+        .collect();
+    runs.sort_by(|a, b| a.run.cmp(&b.run));
+    runs
+}
+
+/// The complete regular files under `dir` (two levels: tables' parts), skipping
+/// temp files and links.
+fn bundle_files(dir: &Path, prefix: &str, depth: u32, out: &mut Vec<(String, u64)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let (Ok(name), Ok(meta)) = (e.file_name().into_string(), e.metadata()) else {
+            continue;
+        };
+        let ft = meta.file_type();
+        if name.ends_with(".tmp") || ft.is_symlink() {
+            continue;
+        }
+        let rel = format!("{prefix}{name}");
+        if ft.is_dir() && depth < 2 {
+            bundle_files(&e.path(), &format!("{rel}/"), depth + 1, out);
+        } else if ft.is_file() {
+            out.push((rel, meta.len()));
+        }
+    }
+}
+
+/// The bundle of `run` of `owner`'s, checked to exist.
+fn bundle_of(
+    settings: &RecordSettings,
+    owner: Option<&str>,
+    run: &str,
+) -> Result<PathBuf, RecordingError> {
+    deskgym_datasets::validate_run_name(run)
+        .map_err(|m| RecordingError::BadName(Invalid::new("run", m)))?;
+    let dir = runs_dir(settings, owner).join(format!("{run}{}", deskgym_datasets::BUNDLE_SUFFIX));
+    if !std::fs::symlink_metadata(&dir).is_ok_and(|m| m.is_dir()) {
+        return Err(RecordingError::Missing(format!(
+            "no recording {} of yours (ListRecordings lists them)",
+            quote(run)
+        )));
+    }
+    Ok(dir)
+}
+
+/// Reads at most `max` bytes of one file of a recording from `offset`:
+/// (file size, data, eof). The path must name a complete file inside the bundle.
+pub(crate) fn read_file(
+    settings: &RecordSettings,
+    owner: Option<&str>,
+    run: &str,
+    path: &str,
+    offset: u64,
+    max: u64,
+) -> Result<(u64, Vec<u8>, bool), RecordingError> {
+    use std::io::{Read, Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
+    let dir = bundle_of(settings, owner, run)?;
+    let rel = Path::new(path);
+    let plain = !path.is_empty()
+        && !path.ends_with(".tmp")
+        && rel
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+    let missing = || {
+        RecordingError::Missing(format!(
+            "recording {} has no file {} (ListRecordings lists its files)",
+            quote(run),
+            quote(path)
+        ))
+    };
+    if !plain {
+        return Err(RecordingError::BadName(Invalid::new(
+            "path",
+            format!("{} is not a file path inside the recording", quote(path)),
+        )));
+    }
+    // No link anywhere on the way (the bundle is the server's; this keeps it so).
+    let mut at = dir.clone();
+    for c in rel.components() {
+        at.push(c);
+        if std::fs::symlink_metadata(&at).map_or(true, |m| m.file_type().is_symlink()) {
+            return Err(missing());
+        }
+    }
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
+        .open(&at)
+        .map_err(|_| missing())?;
+    let meta = f.metadata().map_err(|_| missing())?;
+    if !meta.is_file() {
+        return Err(missing());
+    }
+    let size = meta.len();
+    f.seek(SeekFrom::Start(offset))
+        .map_err(|e| RecordingError::Unusable(format!("reading the recording: {e}")))?;
+    let mut data = Vec::new();
+    f.take(max)
+        .read_to_end(&mut data)
+        .map_err(|e| RecordingError::Unusable(format!("reading the recording: {e}")))?;
+    let eof = offset.saturating_add(data.len() as u64) >= size;
+    Ok((size, data, eof))
+}
+
+/// Deletes a finished recording of `owner`'s; `in_use` says whether a live pool
+/// still writes that bundle.
+pub(crate) fn delete(
+    settings: &RecordSettings,
+    owner: Option<&str>,
+    run: &str,
+    in_use: impl Fn(&Path) -> bool,
+) -> Result<(), RecordingError> {
+    let dir = bundle_of(settings, owner, run)?;
+    let canonical = dir.canonicalize().unwrap_or_else(|_| dir.clone());
+    if in_use(&canonical) {
+        return Err(RecordingError::InUse(format!(
+            "recording {} is still being written: close its pool first",
+            quote(run)
+        )));
+    }
+    std::fs::remove_dir_all(&dir)
+        .map_err(|e| RecordingError::Unusable(format!("deleting the recording: {e}")))
 }
 
 /// Finishes recordings a crashed server left open in `data_dir` (their unclosed chunks

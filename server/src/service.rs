@@ -283,6 +283,29 @@ impl Dedup<'_> {
     }
 }
 
+/// A file's bytes read from `offset` as the stream of chunks GetFile answers.
+fn file_chunks(
+    offset: u64,
+    size: u64,
+    data: Vec<u8>,
+    eof: bool,
+) -> <DeskgymService as Deskgym>::GetFileStream {
+    let data = bytes::Bytes::from(data);
+    let n = data.len().div_ceil(FILE_CHUNK).max(1);
+    let chunks: Vec<Result<pb::FileChunk, Status>> = (0..n)
+        .map(|i| {
+            let (a, b) = (i * FILE_CHUNK, ((i + 1) * FILE_CHUNK).min(data.len()));
+            Ok(pb::FileChunk {
+                offset: offset + a as u64,
+                data: data.slice(a..b),
+                size,
+                eof: eof && i + 1 == n,
+            })
+        })
+        .collect();
+    Box::pin(tokio_stream::iter(chunks))
+}
+
 /// Bytes of an upload written to the desktop at a time.
 const UPLOAD_PIECE: usize = 256 << 10;
 /// Pieces of one upload queued for the desktop before reading the client waits.
@@ -897,20 +920,59 @@ impl Deskgym for DeskgymService {
                 e.files("get_file", &path, |d| d.read_file(&path, offset, max))
             })?;
         let (size, data, eof) = job.finish().await?;
-        let data = bytes::Bytes::from(data);
-        let n = data.len().div_ceil(FILE_CHUNK).max(1);
-        let chunks: Vec<Result<pb::FileChunk, Status>> = (0..n)
-            .map(|i| {
-                let (a, b) = (i * FILE_CHUNK, ((i + 1) * FILE_CHUNK).min(data.len()));
-                Ok(pb::FileChunk {
-                    offset: offset + a as u64,
-                    data: data.slice(a..b),
-                    size,
-                    eof: eof && i + 1 == n,
+        Ok(Response::new(file_chunks(offset, size, data, eof)))
+    }
+
+    type GetRecordingFileStream = Self::GetFileStream;
+
+    async fn list_recordings(
+        &self,
+        req: Request<pb::ListRecordingsRequest>,
+    ) -> Result<Response<pb::ListRecordingsResponse>, Status> {
+        let who = principal(&req)?;
+        let mgr = self.mgr.clone();
+        let runs = PoolManager::join(self.mgr.spawn(move || Ok(mgr.recordings(&who)))).await?;
+        Ok(Response::new(pb::ListRecordingsResponse {
+            recordings: runs
+                .into_iter()
+                .map(|r| pb::Recording {
+                    run: r.run,
+                    status: r.status,
+                    files: r
+                        .files
+                        .into_iter()
+                        .map(|(path, size)| pb::RecordingFile { path, size })
+                        .collect(),
                 })
-            })
-            .collect();
-        Ok(Response::new(Box::pin(tokio_stream::iter(chunks))))
+                .collect(),
+        }))
+    }
+
+    async fn get_recording_file(
+        &self,
+        req: Request<pb::GetRecordingFileRequest>,
+    ) -> Result<Response<Self::GetRecordingFileStream>, Status> {
+        let who = principal(&req)?;
+        let r = req.into_inner();
+        let offset = r.offset;
+        let mgr = self.mgr.clone();
+        let (size, data, eof) = PoolManager::join(
+            self.mgr
+                .spawn(move || mgr.recording_file(&who, &r.run, &r.path, offset)),
+        )
+        .await?;
+        Ok(Response::new(file_chunks(offset, size, data, eof)))
+    }
+
+    async fn delete_recording(
+        &self,
+        req: Request<pb::DeleteRecordingRequest>,
+    ) -> Result<Response<pb::DeleteRecordingResponse>, Status> {
+        let who = principal(&req)?;
+        let run = req.into_inner().run;
+        let mgr = self.mgr.clone();
+        PoolManager::join(self.mgr.spawn(move || mgr.delete_recording(&who, &run))).await?;
+        Ok(Response::new(pb::DeleteRecordingResponse {}))
     }
 
     type TunnelStream = crate::tunnel::Outbound;

@@ -838,3 +838,140 @@ async fn captures_leave_no_shared_memory_id_to_attach() {
     }
     server.stop().await;
 }
+
+/// Recordings over the wire: each principal lists, reads (from any offset) and deletes
+/// its own runs only; paths cannot leave a bundle; an open run cannot be deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recordings_are_fetched_and_deleted_by_their_owner_only() {
+    let data = std::env::temp_dir().join(format!("deskgym-ten-rec-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&data);
+    let server = TestServer::start(ServerConfig {
+        principals: deskgym_server::parse_token_file("alice: aaa\nbob: bbb\n").unwrap(),
+        data_dir: data.clone(),
+        record_video_fps: None,
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let p = c
+        .create_pool(as_(
+            "aaa",
+            pb::CreatePoolRequest {
+                task: "click-target".into(),
+                num_envs: 1,
+                screen: Some(pb::ScreenSize {
+                    width: 320,
+                    height: 240,
+                }),
+                record: "r1".into(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .unwrap()
+        .into_inner();
+    let env = p.env_ids[0].clone();
+    let mut reset_req = pb::ResetRequest {
+        env_id: env.clone(),
+        seed: Some(1),
+        ..Default::default()
+    };
+    c.reset(as_("aaa", reset_req.clone())).await.unwrap();
+    let lc = c.clone();
+    let list = move |token: &'static str| {
+        let mut c = lc.clone();
+        async move {
+            c.list_recordings(as_(token, pb::ListRecordingsRequest {}))
+                .await
+                .unwrap()
+                .into_inner()
+                .recordings
+        }
+    };
+    let open = list("aaa").await;
+    assert_eq!(open.len(), 1);
+    assert_eq!(
+        (open[0].run.as_str(), open[0].status.as_str()),
+        ("r1", "open")
+    );
+    // An open run is not deleted from under its pool.
+    let err = c
+        .delete_recording(as_("aaa", pb::DeleteRecordingRequest { run: "r1".into() }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::FailedPrecondition, "{err:?}");
+    for _ in 0..3 {
+        c.step(as_("aaa", step_req(&env, click(5, 5))))
+            .await
+            .unwrap();
+    }
+    reset_req.seed = Some(2);
+    c.reset(as_("aaa", reset_req)).await.unwrap();
+    c.close_pool(as_(
+        "aaa",
+        pb::ClosePoolRequest {
+            pool_id: p.pool_id.clone(),
+        },
+    ))
+    .await
+    .unwrap();
+    let closed = list("aaa").await;
+    assert_eq!(closed[0].status, "closed");
+    let paths: Vec<&str> = closed[0].files.iter().map(|f| f.path.as_str()).collect();
+    assert!(paths.contains(&"manifest.json"), "{paths:?}");
+    assert!(paths.iter().any(|p| p.starts_with("steps/")), "{paths:?}");
+    // Bob sees none of Alice's, and cannot read or delete them by name.
+    assert!(list("bbb").await.is_empty());
+    let gc = c.clone();
+    let get = move |token: &'static str, run: &str, path: &str, offset: u64| {
+        let mut c = gc.clone();
+        let req = pb::GetRecordingFileRequest {
+            run: run.into(),
+            path: path.into(),
+            offset,
+        };
+        async move {
+            let mut s = c.get_recording_file(as_(token, req)).await?.into_inner();
+            let mut out = Vec::new();
+            while let Some(m) = s.message().await? {
+                out.extend_from_slice(&m.data);
+            }
+            Ok::<_, tonic::Status>(out)
+        }
+    };
+    let err = get("bbb", "r1", "manifest.json", 0).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let err = c
+        .delete_recording(as_("bbb", pb::DeleteRecordingRequest { run: "r1".into() }))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    // Alice reads each file whole, and from an offset (a resumed download).
+    let manifest = std::fs::read(data.join("alice/r1.skn/manifest.json")).unwrap();
+    assert_eq!(
+        get("aaa", "r1", "manifest.json", 0).await.unwrap(),
+        manifest
+    );
+    assert_eq!(
+        get("aaa", "r1", "manifest.json", 10).await.unwrap(),
+        manifest[10..]
+    );
+    // Paths that would leave the bundle, or the run name, are refused.
+    for (run, path, code) in [
+        ("r1", "../r1.skn/manifest.json", Code::InvalidArgument),
+        ("r1", "/etc/passwd", Code::InvalidArgument),
+        ("r1", "steps", Code::NotFound),
+        ("../alice/r1", "manifest.json", Code::InvalidArgument),
+        ("r1", "manifest.json.tmp", Code::InvalidArgument),
+    ] {
+        let err = get("aaa", run, path, 0).await.unwrap_err();
+        assert_eq!(err.code(), code, "{run} {path}: {err:?}");
+    }
+    c.delete_recording(as_("aaa", pb::DeleteRecordingRequest { run: "r1".into() }))
+        .await
+        .unwrap();
+    assert!(list("aaa").await.is_empty());
+    assert!(!data.join("alice/r1.skn").exists());
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}

@@ -279,6 +279,49 @@ impl PoolManager {
         pending.plus(self.held_by_pools()).unwrap_or(pending)
     }
 
+    /// Whose folder `who`'s recordings are in (`None`: the data dir, no tokens).
+    fn runs_owner<'a>(&self, who: &'a Principal) -> Option<&'a str> {
+        self.policy().tenants.then_some(&*who.name)
+    }
+
+    /// Blocking: `who`'s recordings.
+    pub(crate) fn recordings(&self, who: &Principal) -> Vec<record::RunInfo> {
+        record::list(&self.record, self.runs_owner(who))
+    }
+
+    /// Blocking: a piece of one of `who`'s recordings' files.
+    pub(crate) fn recording_file(
+        &self,
+        who: &Principal,
+        run: &str,
+        path: &str,
+        offset: u64,
+    ) -> Result<(u64, Vec<u8>, bool), PoolError> {
+        let max = self.limits.max_file_bytes;
+        Ok(record::read_file(
+            &self.record,
+            self.runs_owner(who),
+            run,
+            path,
+            offset,
+            max,
+        )?)
+    }
+
+    /// Blocking: deletes one of `who`'s finished recordings.
+    pub(crate) fn delete_recording(&self, who: &Principal, run: &str) -> Result<(), PoolError> {
+        let writing: Vec<std::path::PathBuf> = lock(&self.pools)
+            .values()
+            .filter_map(|p| p.recording_path.clone())
+            .collect();
+        Ok(record::delete(
+            &self.record,
+            self.runs_owner(who),
+            run,
+            |dir| writing.iter().any(|w| w == dir),
+        )?)
+    }
+
     /// What `owner`'s pools hold.
     pub(crate) fn usage_of(&self, owner: &str) -> Usage {
         lock(&self.pools)
@@ -525,10 +568,7 @@ impl PoolManager {
         })?;
         let pending = self.reserve(total, spec.screen, who, "this pool")?;
         let recorder = record_as
-            .map(|name| {
-                let owner = self.policy().tenants.then_some(&*who.name);
-                record::open(&self.record, name, &spec, owner)
-            })
+            .map(|name| record::open(&self.record, name, &spec, self.runs_owner(who)))
             .transpose()?;
         let desktops = match self.start_desktops(&spec, total, spec.warm_spares).await {
             Ok(d) => d,
