@@ -346,6 +346,23 @@ fn bound_socket(path: &Path) -> Result<std::os::fd::OwnedFd> {
 /// Size of a sandbox's `/run` (bus sockets, the control files, `XDG_RUNTIME_DIR`).
 const RUN_SIZE: &str = "67108864";
 
+/// Removes a directory when dropped, unless disarmed.
+struct RemoveOnDrop(Option<PathBuf>);
+
+impl RemoveOnDrop {
+    fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        if let Some(d) = self.0.take() {
+            let _ = std::fs::remove_dir_all(d);
+        }
+    }
+}
+
 /// The descriptor number the agent finds its socket at.
 pub const AGENT_FD: i32 = 3;
 
@@ -367,6 +384,8 @@ impl Sandbox {
         let dir = root.join(format!("{display}-{n}"));
         let _ = std::fs::remove_dir_all(&dir);
         make_dir(&dir, 0o711)?;
+        // Until the sandbox owns it (its Drop removes it), a failed start removes it.
+        let cleanup = RemoveOnDrop(Some(dir.clone()));
         // A server running as root gives each sandbox its own unprivileged host uid, so
         // its files and processes are its own (and the process limit counts only its
         // processes: the kernel exempts root from RLIMIT_NPROC altogether).
@@ -597,6 +616,7 @@ impl Sandbox {
         let child = cmd
             .spawn()
             .map_err(|e| DesktopError::App(format!("cannot start bwrap: {e}")))?;
+        cleanup.disarm();
         drop((socket, data_fds));
         let log = Arc::new(Mutex::new(Vec::new()));
         spawn_log_reader(log_read, log.clone());
