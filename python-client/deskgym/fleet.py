@@ -17,6 +17,7 @@ when no server has room, those envs stay truncated with the error until one has.
 from __future__ import annotations
 
 import concurrent.futures
+import os
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -110,6 +111,10 @@ class ShardedVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         self.metadata = {**self.metadata, "autoreset_mode": mode}
         self.addresses = list(addresses)
         self.clients = [Client(a, token) for a in self.addresses]
+        self._token = token
+        #: Every shard run recorded so far, as (server address, run name), re-placed
+        #: shards' runs included.
+        self.recorded_runs: list[tuple[str, str]] = []
         self._kwargs = kwargs
         self._seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
         self._pool = concurrent.futures.ThreadPoolExecutor(len(self.addresses), thread_name_prefix="deskgym-shard")
@@ -158,6 +163,7 @@ class ShardedVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
             # beside another shard or on a restarted server that kept the old one):
             # "<run>-<first env>", then "-r<n>" for the n-th re-placement.
             kwargs["record"] = f"{kwargs['record']}-{start}" + (f"-r{generation}" if generation else "")
+            self.recorded_runs.append((self.addresses[server], kwargs["record"]))
         env = DeskgymVectorEnv(self.task, k, client=self.clients[server], seed=self._seed + start,
                                autoreset_mode=self.autoreset_mode, **kwargs)
         return Shard(server, start, env)
@@ -166,6 +172,22 @@ class ShardedVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     def recording_paths(self) -> list[str]:
         """Where each shard records (``record=`` runs), in env order."""
         return [s.env.recording_path for s in self.shards if s.env.recording_path]
+
+    def gather_recordings(self, dest: str | os.PathLike[str]) -> list[str]:
+        """Fetches every shard's run from its server into ``dest`` (resumable; works after
+        :meth:`close`, each run finished) and returns the local bundle paths, which
+        :func:`deskgym.datasets.open` reads. A run whose server is gone is left out with
+        a warning (its envs were re-placed under another run name)."""
+        paths = []
+        for address, run in self.recorded_runs:
+            client = Client(address, self._token, lease_ttl_s=None)
+            try:
+                paths.append(client.download_recording(run, dest))
+            except DeskgymError as e:
+                logger.warning("recording %s on %s not gathered: %s", run, address, e)
+            finally:
+                client.close()
+        return paths
 
     def _lose_server(self, server: int, e: DeskgymError) -> None:
         if server not in self.dead:

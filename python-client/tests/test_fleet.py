@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import deskgym
+import deskgym.datasets
 from deskgym.fleet import ShardedVectorEnv, place
 
 from conftest import Server
@@ -37,7 +38,9 @@ def actions(step: int, n: int, verb: str = "click") -> list[dict[str, object]]:
             for i in range(n)]
 
 
-def test_a_sharded_env_steps_like_one_server_for_the_same_seeds(two_servers: list[Server], address: str) -> None:
+def test_a_sharded_env_steps_like_one_server_for_the_same_seeds(
+    two_servers: list[Server], address: str, tmp_path: pathlib.Path
+) -> None:
     n = 6
     sharded = deskgym.make_vec("click-target", n, address=[s.address for s in two_servers], screen=(320, 240),
                                seed=5, max_steps=4, record="fleet")
@@ -59,6 +62,14 @@ def test_a_sharded_env_steps_like_one_server_for_the_same_seeds(two_servers: lis
     finally:
         sharded.close()
         single.close()
+    # Each shard's run, gathered from its own server after the close: together they hold
+    # every env's steps (2 + 4 envs, 10 steps each, plus the autoresets).
+    local = sharded.gather_recordings(tmp_path)
+    assert [pathlib.Path(p).name for p in local] == ["fleet-0.skn", "fleet-2.skn"]
+    steps = [deskgym.datasets.open(p)["steps"] for p in local]
+    assert all(s is not None for s in steps)
+    envs = [len(set(s.column("env_id").to_pylist())) for s in steps]
+    assert envs == [2, 4], envs
 
 
 def test_a_lost_server_truncates_only_its_envs_and_they_move(two_servers: list[Server]) -> None:
