@@ -323,12 +323,13 @@ class Client:
         settle = pb.SettleConfig(settle_max_ms=settle_max_ms)
         if settle_ms is not None:
             settle.settle_ms = settle_ms
+        width, height = check_screen(screen)
         r = self._call(
             self._stub.CreatePool,
             pb.CreatePoolRequest(
                 task=task,
                 num_envs=num_envs,
-                screen=pb.ScreenSize(width=check_screen(screen)[0], height=check_screen(screen)[1]),
+                screen=pb.ScreenSize(width=width, height=height),
                 seed=seed,
                 settle=settle,
                 max_steps=max_steps,

@@ -25,6 +25,17 @@ OBS_TYPES = ("rgb", "png", "jpeg", "a11y", "rgb+a11y")
 _ENCODING = {"a11y": "jpeg", "rgb+a11y": "rgb"}
 
 
+
+def check_render_mode(render_mode: str | None) -> None:
+    """Gymnasium's ``render_mode``: ``None`` or ``"rgb_array"``, else an error saying why."""
+    if render_mode not in (None, "rgb_array"):
+        raise DeskgymError(
+            "INVALID_ARGUMENT",
+            f"render_mode {render_mode!r} is not supported: use 'rgb_array' (render() returns the "
+            "screen, one per env for a vector env, as Gymnasium's RecordVideo wrappers take it; a "
+            "desktop runs on the server, which opens no window on this machine)",
+        )
+
 class DeskgymEnv(gym.Env[Any, Any]):
     """One real desktop running a bundled task, as a ``gymnasium.Env``.
 
@@ -79,12 +90,7 @@ class DeskgymEnv(gym.Env[Any, Any]):
     ) -> None:
         if obs_type not in OBS_TYPES:
             raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(OBS_TYPES)}")
-        if render_mode not in (None, "rgb_array"):
-            raise DeskgymError(
-                "INVALID_ARGUMENT",
-                f"render_mode {render_mode!r} is not supported: use 'rgb_array' (render() returns the "
-                "screen; a desktop runs on the server, which opens no window on this machine)",
-            )
+        check_render_mode(render_mode)
         self.task = task
         self.obs_type = obs_type
         self._encoding = _ENCODING.get(obs_type, obs_type)

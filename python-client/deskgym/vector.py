@@ -12,7 +12,7 @@ from gymnasium.vector.utils import batch_space, iterate
 
 from deskgym.actions import to_proto
 from deskgym.client import Checkpoint, Client, ExecResult, Pool, encoding_of
-from deskgym.env import OBS_TYPES, fidelity_name
+from deskgym.env import OBS_TYPES, check_render_mode, fidelity_name
 from deskgym.errors import DeskgymError, code_name
 from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
 from deskgym.observation import info, observation_space, stats
@@ -95,12 +95,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         render_mode: str | None = None,
         _pool: Pool | None = None,
     ) -> None:
-        if render_mode not in (None, "rgb_array"):
-            raise DeskgymError(
-                "INVALID_ARGUMENT",
-                f"render_mode {render_mode!r} is not supported: use 'rgb_array' (render() gives each env's "
-                "screen; gymnasium.wrappers.vector.RecordVideo tiles them into one video)",
-            )
+        check_render_mode(render_mode)
         #: Gymnasium's render mode: ``"rgb_array"`` or None.
         self.render_mode = render_mode
         pixel_types = [t for t in OBS_TYPES if "a11y" not in t]

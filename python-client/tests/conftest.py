@@ -92,3 +92,20 @@ def find(frame, rgb: tuple[int, int, int]) -> tuple[int, int] | None:
     if len(xs) == 0:
         return None
     return int(xs.mean()), int(ys.mean())
+
+
+def mp4_frames(path: pathlib.Path, out: pathlib.Path) -> list:
+    """Every frame of an H.264 MP4, decoded by GStreamer on the host (openh264dec, from
+    the -bad plugins setup.sh installs), as RGB arrays: videos checked as a person sees
+    them, not by their boxes."""
+    import numpy as np
+    from PIL import Image
+
+    out.mkdir()
+    subprocess.run(
+        ["gst-launch-1.0", "-q", "filesrc", f"location={path}", "!", "qtdemux", "!", "h264parse", "!",
+         "openh264dec", "!", "videoconvert", "!", "video/x-raw,format=RGB", "!", "pngenc", "!",
+         "multifilesink", f"location={out}/f%05d.png"],
+        check=True, timeout=120,
+    )
+    return [np.asarray(Image.open(p).convert("RGB")) for p in sorted(out.glob("f*.png"))]

@@ -8,7 +8,6 @@ import io
 import json
 import os
 import pathlib
-import subprocess
 import time
 import uuid
 import zipfile
@@ -17,7 +16,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from conftest import Server
+from conftest import Server, mp4_frames
 from PIL import Image
 
 import deskgym
@@ -200,18 +199,6 @@ def test_run_single_example_loop(make_env: Any, tmp_path: pathlib.Path) -> None:
     assert len({f.tobytes() for f in frames}) > 1, "every frame of the recording is the same"
     running = env.deskgym.exec(["pgrep", "-f", "location=/tmp/deskgym-recording.mp4"])
     assert running.exit_code == 1, f"the recorder stopped: {running.stdout}"
-
-
-def mp4_frames(path: pathlib.Path, out: pathlib.Path) -> list[Any]:
-    """Every frame of an H.264 MP4, decoded by GStreamer on the host, as RGB arrays."""
-    out.mkdir()
-    subprocess.run(
-        ["gst-launch-1.0", "-q", "filesrc", f"location={path}", "!", "qtdemux", "!", "h264parse", "!",
-         "openh264dec", "!", "videoconvert", "!", "video/x-raw,format=RGB", "!", "pngenc", "!",
-         "multifilesink", f"location={out}/f%05d.png"],
-        check=True, timeout=120,
-    )
-    return [np.asarray(Image.open(p).convert("RGB")) for p in sorted(out.glob("f*.png"))]
 
 
 def rgb_of(png: bytes) -> Any:
