@@ -1,15 +1,18 @@
 //! An env's bubblewrap sandbox: everything the env runs except its Xvfb.
 //!
-//! Its own user namespace (no capabilities; `user`, uid 1000, home `/home/user` backed
-//! by a per-env host directory), pid, IPC and UTS namespaces, a network namespace with
-//! only `lo` unless the profile allows the network (which also makes other displays'
-//! abstract X sockets unreachable), private `/tmp` and `/run/user/1000`, the env's own X
-//! socket as `DISPLAY=:0`, the system read-only, and the server's secrets (token file,
-//! data dir) and every other env's directory masked. Its first process is the agent
-//! ([`crate::agent`]), reached over a socket in the env's control directory. Dropping a
-//! sandbox kills everything in it (pid namespace) and removes its directory.
+//! Its own user namespace (no capabilities; `user`, uid 1000), pid, IPC and UTS
+//! namespaces, a network namespace with only `lo` unless the profile allows the network
+//! (which also makes other displays' abstract X sockets unreachable), no nested user
+//! namespaces, the system trees read-only and nothing else of the host, a size-limited
+//! tmpfs home and `/tmp`, the env's own X socket as `DISPLAY=:0`, and its limits
+//! ([`crate::limits`]). Its first process is the agent ([`crate::agent`]), reached over a
+//! socket the worker bound where no sandbox sees it. Dropping a sandbox kills everything
+//! in it (pid namespace) and removes its directory.
+//!
+//! This file starts and stops a sandbox; [`peer`] checks who answers on the agent's
+//! socket; `calls` is the worker's side of the agent's requests.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
@@ -20,9 +23,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::agent::{Entry, ExecEnd, ExecSpec, Reply, Request, SessionProgram, SessionSpec};
+use crate::agent::{Reply, Request, SessionProgram, SessionSpec};
 use crate::error::{DesktopError, Result};
 use crate::limits::{Cgroup, set_rlimit};
+
+mod calls;
+mod peer;
+
+pub use peer::AgentPeer;
+use peer::{bound_socket, parent_of, peer_cred, pid_namespace};
 
 /// Name of the agent binary.
 pub const AGENT_BINARY: &str = "deskgym-sandbox-agent";
@@ -84,76 +93,6 @@ pub struct SandboxConfig {
     /// Host directories shown read-only inside, each at a path under `/run` (a web
     /// task's pages, wherever the host keeps them).
     pub shares: Vec<(PathBuf, String)>,
-}
-
-/// Who may answer on a sandbox's agent socket: the process that listens on it must
-/// run in the sandbox's own pid namespace (and, under a root server, as its host uid).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AgentPeer {
-    /// The agent socket's host path (in a directory only the server can write).
-    pub socket: PathBuf,
-    /// Inode of the sandbox's pid namespace.
-    pidns: u64,
-    /// The sandbox's host uid (a root server gives each its own).
-    uid: u32,
-}
-
-impl AgentPeer {
-    /// Checks the process listening on the other end of `fd` (a connected Unix
-    /// socket): the sandbox's own agent, or an error that names neither side's paths.
-    pub fn verify(&self, fd: std::os::fd::BorrowedFd<'_>) -> Result<()> {
-        let (pid, uid) = peer_cred(fd)?;
-        if uid != self.uid || pid_namespace(pid) != Some(self.pidns) {
-            return Err(DesktopError::App(
-                "the desktop's agent socket is answered by a process outside this desktop; \
-                 call Reset to restart it"
-                    .into(),
-            ));
-        }
-        Ok(())
-    }
-}
-
-/// The pid and uid (as this process sees them) of the process that listens on the
-/// other end of a connected Unix socket.
-fn peer_cred(fd: std::os::fd::BorrowedFd<'_>) -> Result<(i32, u32)> {
-    use std::os::fd::AsRawFd;
-    let mut cred = libc::ucred {
-        pid: 0,
-        uid: 0,
-        gid: 0,
-    };
-    let mut len = std::mem::size_of::<libc::ucred>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `cred`.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_SOCKET,
-            libc::SO_PEERCRED,
-            (&raw mut cred).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 {
-        return Err(std::io::Error::last_os_error().into());
-    }
-    Ok((cred.pid, cred.uid))
-}
-
-/// The inode of `pid`'s pid namespace.
-fn pid_namespace(pid: i32) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(format!("/proc/{pid}/ns/pid"))
-        .ok()
-        .map(|m| m.ino())
-}
-
-/// The parent of `pid`.
-fn parent_of(pid: i32) -> Option<i32> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces and parentheses: fields follow the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// A running sandbox.
@@ -305,42 +244,6 @@ fn make_dir(dir: &Path, mode: u32) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))?;
     Ok(())
-}
-
-/// A Unix socket bound at `path`, not yet listening: the agent listens on it, so the
-/// socket's peer credentials are the agent's (`SO_PEERCRED` records the listener).
-fn bound_socket(path: &Path) -> Result<std::os::fd::OwnedFd> {
-    use std::os::fd::FromRawFd;
-    let bytes = path.as_os_str().as_encoded_bytes();
-    // SAFETY: sockaddr_un is plain data; zeroed is a valid value.
-    let mut addr: libc::sockaddr_un = unsafe { std::mem::zeroed() };
-    if bytes.len() >= addr.sun_path.len() {
-        return Err(DesktopError::App(
-            "the sandbox directory's path is too long".into(),
-        ));
-    }
-    addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
-    for (d, s) in addr.sun_path.iter_mut().zip(bytes) {
-        *d = *s as libc::c_char;
-    }
-    // SAFETY: socket() and bind() with a valid address; the fd is owned right away.
-    unsafe {
-        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error().into());
-        }
-        let fd = std::os::fd::OwnedFd::from_raw_fd(fd);
-        let len = std::mem::size_of::<libc::sockaddr_un>() as libc::socklen_t;
-        if libc::bind(
-            std::os::fd::AsRawFd::as_raw_fd(&fd),
-            (&raw const addr).cast(),
-            len,
-        ) != 0
-        {
-            return Err(std::io::Error::last_os_error().into());
-        }
-        Ok(fd)
-    }
 }
 
 /// Size of a sandbox's `/run` (bus sockets, the control files, `XDG_RUNTIME_DIR`).
@@ -693,250 +596,6 @@ impl Sandbox {
         String::from_utf8_lossy(&log[start..]).trim().to_string()
     }
 
-    /// One request/reply exchange with the agent; what follows the reply line (an
-    /// exec's output, a file's data) is read from the returned reader.
-    fn call(
-        &self,
-        req: &Request,
-        body: &[u8],
-        bound: Duration,
-    ) -> Result<(Reply, BufReader<UnixStream>)> {
-        let mut conn = self.connect_agent(bound)?;
-        let mut line = serde_json::to_vec(req).map_err(std::io::Error::other)?;
-        line.push(b'\n');
-        conn.write_all(&line)?;
-        conn.write_all(body)?;
-        let mut conn = BufReader::new(conn);
-        let reply = read_line(&mut conn)?;
-        let reply: Reply = serde_json::from_str(&reply)
-            .map_err(|e| DesktopError::App(format!("the sandbox agent answered {reply:?}: {e}")))?;
-        if let Reply::Busy { message } = reply {
-            return Err(DesktopError::Limit(message));
-        }
-        Ok((reply, conn))
-    }
-
-    /// A connection to this sandbox's own agent, checked.
-    fn connect_agent(&self, bound: Duration) -> Result<UnixStream> {
-        let conn = UnixStream::connect(&self.peer.socket)?;
-        self.peer.verify(conn.as_fd())?;
-        conn.set_read_timeout(Some(bound))?;
-        conn.set_write_timeout(Some(bound))?;
-        Ok(conn)
-    }
-
-    /// Turns an exec that the kernel's memory bound killed into a limit error.
-    fn over_memory(&self, oom_before: u64) -> Option<DesktopError> {
-        let cg = self.cgroup.as_ref()?;
-        (cg.oom_kills() > oom_before).then(|| {
-            DesktopError::Limit(format!(
-                "the desktop reached its memory limit of {} MiB and the kernel killed a \
-                 process in it",
-                self.limits.memory_mb
-            ))
-        })
-    }
-
-    /// Runs a command as `user` and waits for it (at most its time bound, plus a margin
-    /// for the agent to report).
-    pub fn exec(&self, spec: &ExecSpec, stdin: &[u8]) -> Result<(ExecEnd, Vec<u8>, Vec<u8>)> {
-        let spec = ExecSpec {
-            stdin_len: stdin.len(),
-            ..spec.clone()
-        };
-        let bound = Duration::from_millis(spec.timeout_ms) + Duration::from_secs(5);
-        let spec_max = spec.max_output;
-        let oom_before = self.cgroup.as_ref().map_or(0, Cgroup::oom_kills);
-        let (reply, mut conn) = self.call(&Request::Exec(spec), stdin, bound)?;
-        match reply {
-            Reply::Exec(end) => {
-                // A command that failed while the kernel's memory bound killed in this
-                // desktop (it, or a child of its shell: "exit 137"): the limit is the
-                // answer, not a command that "exited on signal 9".
-                if end.exit_code != Some(0)
-                    && !end.timed_out
-                    && let Some(e) = self.over_memory(oom_before)
-                {
-                    return Err(e);
-                }
-                // The agent shares its uid with the untrusted code it runs: its claims
-                // are bounded before anything is allocated on them.
-                if end.stdout_len.max(end.stderr_len) > spec_max {
-                    return Err(untrusted("more output than it was asked to keep"));
-                }
-                let mut out = vec![0; end.stdout_len];
-                conn.read_exact(&mut out)?;
-                let mut err = vec![0; end.stderr_len];
-                conn.read_exact(&mut err)?;
-                Ok((end, out, err))
-            }
-            Reply::Failed { message } => Err(self
-                .over_memory(oom_before)
-                .unwrap_or(DesktopError::Exec(message))),
-            other => Err(untrusted(other.kind())),
-        }
-    }
-
-    /// A byte stream to TCP `port` on the sandbox's own loopback (the agent's
-    /// `Connect`), with `bound` as its read and write timeout. `Exec` when nothing
-    /// accepts on the port (yet).
-    pub fn connect(&self, port: u16, bound: Duration) -> Result<UnixStream> {
-        let mut conn = self.connect_agent(bound)?;
-        let mut line =
-            serde_json::to_vec(&Request::Connect { port }).map_err(std::io::Error::other)?;
-        line.push(b'\n');
-        conn.write_all(&line)?;
-        // Byte by byte: what follows the reply line is the port's, not ours to buffer.
-        let mut reply = Vec::with_capacity(64);
-        let mut byte = [0u8; 1];
-        while reply.len() < 4096 {
-            if conn.read(&mut byte)? == 0 {
-                break;
-            }
-            if byte[0] == b'\n' {
-                break;
-            }
-            reply.push(byte[0]);
-        }
-        match serde_json::from_slice::<Reply>(&reply) {
-            Ok(Reply::Connected) => Ok(conn),
-            Ok(Reply::Busy { message }) => Err(DesktopError::Limit(message)),
-            Ok(Reply::Failed { message }) => Err(DesktopError::Exec(message)),
-            Ok(other) => Err(untrusted(other.kind())),
-            Err(_) => Err(untrusted("a cut Connect reply")),
-        }
-    }
-
-    /// Starts a program detached; returns its pid inside the sandbox.
-    pub fn launch(&self, argv: &[String]) -> Result<u32> {
-        let req = Request::Launch {
-            argv: argv.to_vec(),
-        };
-        match self.call(&req, &[], Duration::from_secs(10))?.0 {
-            Reply::Launched { pid } => Ok(pid),
-            Reply::Failed { message } => Err(DesktopError::Exec(message)),
-            other => Err(untrusted(other.kind())),
-        }
-    }
-
-    /// Reads at most `max` bytes of a file from `offset`: (file size, data, eof).
-    pub fn read_file(&self, path: &str, offset: u64, max: u64) -> Result<(u64, Vec<u8>, bool)> {
-        let req = Request::Read {
-            path: path.into(),
-            offset,
-            max,
-        };
-        match self.call(&req, &[], FILE_TIMEOUT)? {
-            (Reply::Read { size, len, eof }, mut conn) => {
-                if len as u64 > max {
-                    return Err(untrusted("more file data than it was asked for"));
-                }
-                let mut data = vec![0; len];
-                conn.read_exact(&mut data)?;
-                Ok((size, data, eof))
-            }
-            (other, _) => Err(file_error(other)),
-        }
-    }
-
-    /// Writes `data` at `offset` (0 creates or truncates); the file's size after.
-    pub fn write_file(&self, path: &str, offset: u64, mode: u32, data: &[u8]) -> Result<u64> {
-        let req = Request::Write {
-            path: path.into(),
-            offset,
-            mode,
-            len: data.len(),
-        };
-        match self.call(&req, data, FILE_TIMEOUT)?.0 {
-            Reply::Written { size } => Ok(size),
-            other => Err(file_error(other)),
-        }
-    }
-
-    /// Lists a directory: (resolved path, entries, truncated).
-    pub fn list_dir(
-        &self,
-        path: &str,
-        depth: u32,
-        max: usize,
-    ) -> Result<(String, Vec<Entry>, bool)> {
-        let req = Request::List {
-            path: path.into(),
-            depth,
-            max,
-        };
-        match self.call(&req, &[], FILE_TIMEOUT)?.0 {
-            Reply::Listed {
-                path,
-                entries,
-                truncated,
-            } if entries.len() <= max => Ok((path, entries, truncated)),
-            Reply::Listed { .. } => Err(untrusted("more entries than it was asked for")),
-            other => Err(file_error(other)),
-        }
-    }
-
-    /// Walks the session's accessibility tree (the agent enforces `limits`; the worker
-    /// bounds the answer's size).
-    pub fn a11y_tree(&self, limits: &crate::a11y::Limits) -> Result<crate::a11y::Tree> {
-        let req = Request::A11yTree { limits: *limits };
-        let bound = Duration::from_millis(limits.timeout_ms) + Duration::from_secs(5);
-        match self.call(&req, &[], bound)? {
-            (Reply::Tree { len }, mut conn) => {
-                if len > MAX_TREE_BYTES {
-                    return Err(untrusted("a tree over the size limit"));
-                }
-                let mut body = vec![0; len];
-                conn.read_exact(&mut body)?;
-                let tree: crate::a11y::Tree = serde_json::from_slice(&body)
-                    .map_err(|e| untrusted(&format!("an unreadable tree ({e})")))?;
-                if tree.nodes.len() > limits.max_nodes as usize
-                    || tree
-                        .nodes
-                        .iter()
-                        .enumerate()
-                        .any(|(i, n)| n.parent.is_some_and(|p| p as usize >= i))
-                {
-                    return Err(untrusted("a tree out of order or over its limit"));
-                }
-                Ok(tree)
-            }
-            (other, _) => Err(element_error(other)),
-        }
-    }
-
-    /// What one element is now.
-    pub fn a11y_live(&self, id: &str) -> Result<crate::a11y::Live> {
-        let req = Request::A11yLive { id: id.into() };
-        match self.call(&req, &[], ELEMENT_TIMEOUT)?.0 {
-            Reply::Live(live) => Ok(live),
-            other => Err(element_error(other)),
-        }
-    }
-
-    /// Performs an element's action.
-    pub fn a11y_invoke(&self, id: &str, action: &str) -> Result<()> {
-        self.element_call(Request::A11yInvoke {
-            id: id.into(),
-            action: action.into(),
-        })
-    }
-
-    /// Sets an element's text or number.
-    pub fn a11y_set_value(&self, id: &str, value: &str) -> Result<()> {
-        self.element_call(Request::A11ySetValue {
-            id: id.into(),
-            value: value.into(),
-        })
-    }
-
-    fn element_call(&self, req: Request) -> Result<()> {
-        match self.call(&req, &[], ELEMENT_TIMEOUT)?.0 {
-            Reply::Done => Ok(()),
-            other => Err(element_error(other)),
-        }
-    }
-
     /// False once the sandbox's first process has exited.
     pub fn is_alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
@@ -946,52 +605,6 @@ impl Sandbox {
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
-}
-
-/// How long one file request may take (a large file on a slow disk).
-const FILE_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Largest tree the worker reads from the agent.
-const MAX_TREE_BYTES: usize = 64 << 20;
-/// How long one element request may take (the agent's D-Bus calls time out sooner).
-const ELEMENT_TIMEOUT: Duration = Duration::from_secs(10);
-
-fn element_error(r: Reply) -> DesktopError {
-    match r {
-        Reply::ElementError { failure, message } => DesktopError::Element { failure, message },
-        other => untrusted(other.kind()),
-    }
-}
-
-fn file_error(r: Reply) -> DesktopError {
-    match r {
-        Reply::FileError { kind, message } => DesktopError::File { kind, message },
-        other => untrusted(other.kind()),
-    }
-}
-
-/// Longest reply line (a directory listing of `max_list_entries` fits).
-const MAX_REPLY_LINE: u64 = 16 << 20;
-
-/// An agent reply that breaks the protocol. The agent runs with the uid of the code in
-/// the sandbox, which could replace it: the worker trusts none of its numbers.
-/// Not fatal: the sandbox may be fine, only this answer is not.
-fn untrusted(what: &str) -> DesktopError {
-    DesktopError::Exec(format!("the sandbox agent answered {what}"))
-}
-
-/// Reads the reply line (bounded: an agent cannot make the worker buffer without end).
-fn read_line(conn: &mut BufReader<UnixStream>) -> Result<String> {
-    let mut line = Vec::with_capacity(256);
-    conn.by_ref()
-        .take(MAX_REPLY_LINE)
-        .read_until(b'\n', &mut line)?;
-    if line.pop() != Some(b'\n') {
-        return Err(untrusted(
-            "a cut or overlong reply line (is the sandbox at its process limit?)",
-        ));
-    }
-    String::from_utf8(line).map_err(|e| DesktopError::App(format!("agent reply: {e}")))
 }
 
 /// Processes the host runs as this process's real uid (what `RLIMIT_NPROC` counts).
@@ -1067,75 +680,5 @@ impl Drop for Sandbox {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
         // The cgroup (a field) goes after this, once the processes are gone.
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::os::unix::net::UnixListener;
-
-    /// A sandbox whose "agent" is this test: it answers `reply` to one request.
-    fn impostor(tag: &str, reply: &'static str) -> Sandbox {
-        let dir =
-            std::env::temp_dir().join(format!("deskgym-impostor-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let socket = dir.join("agent.sock");
-        let listener = UnixListener::bind(&socket).unwrap();
-        // SAFETY: plain syscall without arguments.
-        let uid = unsafe { libc::getuid() };
-        std::thread::spawn(move || {
-            if let Ok((mut c, _)) = listener.accept() {
-                let mut line = String::new();
-                let _ = BufReader::new(c.try_clone().unwrap()).read_line(&mut line);
-                let _ = c.write_all(reply.as_bytes());
-            }
-        });
-        let child = Command::new("sleep")
-            .arg("30")
-            .process_group(0)
-            .spawn()
-            .unwrap();
-        Sandbox {
-            child,
-            dir,
-            peer: AgentPeer {
-                socket,
-                pidns: pid_namespace(std::process::id() as i32).unwrap(),
-                uid,
-            },
-            log: Arc::default(),
-            cgroup: None,
-            limits: SandboxLimits::default(),
-        }
-    }
-
-    /// The agent shares its uid with the code it runs, which could replace it: lying
-    /// lengths must be errors, never allocations that abort the server.
-    #[test]
-    fn an_agent_that_lies_gets_an_error_not_an_abort() {
-        let spec = ExecSpec {
-            argv: vec!["true".into()],
-            timeout_ms: 1000,
-            max_output: 1024,
-            ..Default::default()
-        };
-        let sb = impostor(
-            "exec",
-            "{\"reply\":\"exec\",\"exit_code\":0,\"signal\":null,\"stdout_len\":1000000000000,\
-             \"stderr_len\":0,\"stdout_truncated\":false,\"stderr_truncated\":false,\
-             \"timed_out\":false,\"duration_ms\":1.0}\n",
-        );
-        let e = sb.exec(&spec, &[]).unwrap_err();
-        assert!(e.to_string().contains("more output"), "{e}");
-        let sb = impostor(
-            "read",
-            "{\"reply\":\"read\",\"size\":1,\"len\":999999999999,\"eof\":true}\n",
-        );
-        let e = sb.read_file("x", 0, 10).unwrap_err();
-        assert!(e.to_string().contains("more file data"), "{e}");
-        let sb = impostor("garbage", "not json\n");
-        assert!(sb.exec(&spec, &[]).is_err());
     }
 }
