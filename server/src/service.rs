@@ -826,6 +826,14 @@ impl Deskgym for DeskgymService {
             ))
             .into());
         }
+        // Every offset this upload can reach (offset + up to max bytes) is a u64.
+        if first.offset.checked_add(max).is_none() {
+            return Err(Invalid::new(
+                "offset",
+                format!("{} leaves no room for a file's bytes", first.offset),
+            )
+            .into());
+        }
         let bound = self.mgr.op_timeout();
         // The env's flight is taken before any of the upload is read: a busy env
         // refuses at once, and the file goes to the desktop as it arrives, a bounded

@@ -464,6 +464,13 @@ async fn file_limits_and_grants() {
             ..Default::default()
         }])
     };
+    // An offset past which no byte fits is refused before anything is written.
+    let err = c
+        .put_file(put(u64::MAX - 5, vec![1; 10]))
+        .await
+        .unwrap_err();
+    assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
+    assert!(err.message().starts_with("offset"), "{err:?}");
     let err = c.put_file(put(0, vec![7; 2000])).await.unwrap_err();
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
     // In two calls, the second resuming at the first's end.
