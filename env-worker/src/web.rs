@@ -173,19 +173,44 @@ const SETTLE: &str = r#"(() => {
   return new Promise(r => requestAnimationFrame(() => requestAnimationFrame(() => r(score()))));
 })()"#;
 
-/// Flattens `core.getDOMInfo()` (ref, tag, text, value, bounds), depth first.
+/// Flattens `core.getDOMInfo()` (ref, tag, text, value, bounds), depth first; the last
+/// column is the node as MiniWoB++ gave it, less its children, as JSON (what
+/// MiniWoB++'s own `DOMElement` reads: exact bounds, colors, flags).
 const DOM: &str = r#"(() => {
   const out = [];
   const walk = (n, parent) => {
     const i = out.length;
     out.push([n.ref, parent, n.tag, n.text === undefined ? null : n.text,
       n.value === undefined ? null : n.value, n.left, n.top, n.width, n.height,
-      !!n.focused, n.id || '', typeof n.classes === 'string' ? n.classes : '']);
+      !!n.focused, n.id || '', typeof n.classes === 'string' ? n.classes : '',
+      JSON.stringify(Object.assign({}, n, {children: undefined}))]);
     (n.children || []).forEach(c => walk(c, i));
   };
+  // Reading a finished episode's page must not number its elements: MiniWoB++ reads
+  // none then, and refs handed out now would carry into the next episode.
+  const done = WOB_DONE_GLOBAL;
+  const kept = done ? [...document.querySelectorAll('*')]
+    .map(e => [e, e.dataset.wob_ref, e.dataset.wob_eps]) : [];
+  const codes = [core.nextRefCode, core.nextTextRefCode];
   walk(core.getDOMInfo(), null);
+  if (done) {
+    [core.nextRefCode, core.nextTextRefCode] = codes;
+    for (const [e, r, p] of kept) {
+      if (r === undefined) delete e.dataset.wob_ref; else e.dataset.wob_ref = r;
+      if (p === undefined) delete e.dataset.wob_eps; else e.dataset.wob_eps = p;
+    }
+  }
   return out;
 })()"#;
+
+/// Where a reset leaves the pointer: the window's last pixel, far from the task area.
+const PARK: Point = Point {
+    x: WINDOW.0 as i32 - 1,
+    y: WINDOW.1 as i32 - 1,
+};
+
+/// Longest `wob` attribute kept (MiniWoB++'s own observation caps texts at 256).
+const WOB_JSON_MAX: usize = 16 * 1024;
 
 /// A page in the env's browser.
 #[derive(Debug)]
@@ -269,6 +294,12 @@ impl Page {
         } else {
             self.wait_loaded()?;
             self.loaded = true;
+        }
+        if self.pointer != PARK {
+            // Off the task area before the episode draws: an element born under the
+            // last episode's pointer would show hovered, so the same seed would not
+            // show the same pixels (MiniWoB++'s own shows none).
+            self.mouse("mouseMoved", PARK, None, 0)?;
         }
         let (steps, _) = self.clock();
         // The clock's first reading (step 1) is set by the settle below.
@@ -529,8 +560,7 @@ impl Page {
                         format!("the element has no action {action:?}; it offers [\"click\"]"),
                     ));
                 }
-                let at = self.target(element)?;
-                self.click(at)?;
+                self.element_click(element)?;
             }
             Action::SetValue { element, value } => {
                 let at = self.target(element)?;
@@ -557,6 +587,41 @@ impl Page {
             }
         }
         Ok(())
+    }
+
+    /// The element's own click, as MiniWoB++'s `CLICK_ELEMENT` does it
+    /// (`core.elementClick`: the DOM's `click()` and `focus()`, an element drawn over it
+    /// or not); no pointer event, as an accessibility action is none.
+    fn element_click(&mut self, id: &str) -> Result<()> {
+        // No re-reading here: each `core.getDOMInfo()` numbers the text runs anew, and
+        // `core.elementClick` looks up the elements the last reading (the ref's) saw.
+        let wob: i64 = id
+            .strip_prefix("wob:")
+            .and_then(|r| r.parse().ok())
+            .filter(|r| *r > 0)
+            .ok_or_else(|| {
+                DesktopError::element(
+                    crate::a11y::client::Failure::Unsupported,
+                    "a text run has no click of its own: click its element, or a point",
+                )
+            })?;
+        let click = format!("core.previousDOMInfo[{wob}] ? core.elementClick({wob}) : 'unread'");
+        let mut answer = self.cdp.eval(&click)?;
+        if answer.as_str() == Some("unread") {
+            // Not on the page at the last reading (hidden then, say): read it now.
+            self.live(id)?;
+            answer = self.cdp.eval(&click)?;
+        }
+        match answer {
+            Value::Bool(true) => Ok(()),
+            other => Err(DesktopError::element(
+                crate::a11y::client::Failure::Gone,
+                format!(
+                    "the page refused the click: {}",
+                    crate::error::quote(&other.to_string())
+                ),
+            )),
+        }
     }
 
     /// What element `id` of the page is now (re-read: refs are per episode).
@@ -644,6 +709,15 @@ impl Page {
                     ("ref".into(), wob_ref.to_string()),
                     ("id".into(), s(10)),
                     ("classes".into(), s(11)),
+                    // Whole or not at all: a cut JSON text would not parse.
+                    (
+                        "wob".into(),
+                        r.get(12)
+                            .and_then(Value::as_str)
+                            .filter(|j| j.len() <= WOB_JSON_MAX)
+                            .unwrap_or("")
+                            .to_string(),
+                    ),
                 ],
                 editable,
                 role: tag,
@@ -692,7 +766,8 @@ fn key_def(k: Keysym) -> Option<KeyDef> {
     Some(match k {
         0xff08 => named("Backspace", "Backspace", 8, None),
         0xff09 => named("Tab", "Tab", 9, None),
-        0xff0d | 0xff8d => named("Enter", "Enter", 13, Some("\r")),
+        0xff0d => named("Enter", "Enter", 13, Some("\r")),
+        0xff8d => named("Enter", "NumpadEnter", 13, Some("\r")),
         0xff1b => named("Escape", "Escape", 27, None),
         0xffff => named("Delete", "Delete", 46, None),
         0xff50 => named("Home", "Home", 36, None),
@@ -711,6 +786,24 @@ fn key_def(k: Keysym) -> Option<KeyDef> {
         0xffea => named("Alt", "AltRight", 18, None),
         0xffe7 | 0xffeb => named("Meta", "MetaLeft", 91, None),
         0xffec => named("Meta", "MetaRight", 92, None),
+        0xff63 => named("Insert", "Insert", 45, None),
+        // F1..F12.
+        0xffbe..=0xffc9 => {
+            let n = k - 0xffbe + 1;
+            let f = format!("F{n}");
+            named(&f, &f, 111 + n, None)
+        }
+        // The keypad, as WebDriver's numpad keys (MiniWoB++'s `<Numpad0>`...) send it.
+        0xffb0..=0xffb9 => {
+            let d = char::from_digit(k - 0xffb0, 10)?.to_string();
+            named(&d, &format!("Numpad{d}"), 96 + k - 0xffb0, Some(&d))
+        }
+        0xffaa => named("*", "NumpadMultiply", 106, Some("*")),
+        0xffab => named("+", "NumpadAdd", 107, Some("+")),
+        0xffac => named(",", "NumpadComma", 108, Some(",")),
+        0xffad => named("-", "NumpadSubtract", 109, Some("-")),
+        0xffae => named(".", "NumpadDecimal", 110, Some(".")),
+        0xffaf => named("/", "NumpadDivide", 111, Some("/")),
         0x20..=0x7e => {
             let c = char::from_u32(k)?;
             let (code, vk) = match c {
@@ -769,5 +862,29 @@ mod tests {
         );
         assert!(key_def(0x0100_00e9).is_none());
         assert_eq!(modifier_bit(0xffe3) | modifier_bit(0xffe1), 10);
+    }
+
+    #[test]
+    fn keypad_and_function_keys_are_webdrivers() {
+        // As WebDriver's `<Numpad5>`, `<NumpadAdd>`, `<NumpadEnter>` and `<F12>` send them.
+        let five = key_def(0xffb5).unwrap();
+        assert_eq!(
+            (
+                five.key.as_str(),
+                five.code.as_str(),
+                five.vk,
+                five.text.as_deref()
+            ),
+            ("5", "Numpad5", 101, Some("5"))
+        );
+        let add = key_def(0xffab).unwrap();
+        assert_eq!((add.code.as_str(), add.vk), ("NumpadAdd", 107));
+        let enter = key_def(0xff8d).unwrap();
+        assert_eq!(
+            (enter.key.as_str(), enter.code.as_str()),
+            ("Enter", "NumpadEnter")
+        );
+        let f12 = key_def(0xffc9).unwrap();
+        assert_eq!((f12.key.as_str(), f12.vk, f12.text), ("F12", 123, None));
     }
 }

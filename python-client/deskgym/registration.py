@@ -38,10 +38,11 @@ def miniwob_names() -> list[str]:
 def register_envs() -> None:
     """Registers every bundled task (idempotent): ``gymnasium.make("deskgym/ClickTarget-v0",
     address="127.0.0.1:50051")`` and ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``;
-    and each installed MiniWoB++ page: ``"deskgym/miniwob-click-button-v0"`` runs task
-    ``"miniwob/click-button"``."""
-    ids = list(TASKS.items()) + [(f"miniwob/{n}", f"deskgym/miniwob-{n}-v0") for n in miniwob_names()]
-    for task, env_id in ids:
+    and each installed MiniWoB++ page with MiniWoB++'s own interface
+    (:class:`deskgym.miniwob_env.MiniWoBEnv`): ``"deskgym/miniwob-click-button-v0"`` stands in
+    for ``"miniwob/click-button-v1"``. deskgym's pixel interface to the same pages is
+    ``deskgym.make("miniwob/click-button")`` and ``deskgym.make_vec``."""
+    for task, env_id in TASKS.items():
         if env_id in gym.registry:
             continue
         gym.register(
@@ -52,3 +53,7 @@ def register_envs() -> None:
             # The server bounds episodes itself (max_steps) and reports truncation.
             max_episode_steps=None,
         )
+    for name in miniwob_names():
+        env_id = f"deskgym/miniwob-{name}-v0"
+        if env_id not in gym.registry:
+            gym.register(id=env_id, entry_point="deskgym.miniwob_env:MiniWoBEnv", kwargs={"subdomain": name})

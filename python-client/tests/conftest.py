@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import os
 import pathlib
+import shutil
 import signal
 import subprocess
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -55,6 +57,29 @@ def exec_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--allow-capabilities", "exec,files")
     yield s
     s.stop()
+
+
+@pytest.fixture(scope="module")
+def mw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server with MiniWoB++'s pages as tasks, and `exec` (to kill a browser)."""
+    from deskgym.registration import miniwob_dir
+
+    data = tmp_path_factory.mktemp("miniwob-data")
+    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--miniwob-dir", str(miniwob_dir()),
+               "--allow-capabilities", "exec")
+    yield s
+    s.stop()
+
+
+def miniwob_env(task: str, **kwargs: Any) -> Any:
+    """MiniWoB++'s own environment (headless Chromium through Selenium)."""
+    import gymnasium as gym
+    import miniwob
+
+    os.environ.setdefault("MINIWOB_CHROME_BINARY", shutil.which("chromium") or "chromium")
+    os.environ.setdefault("MINIWOB_CHROMEDRIVER", shutil.which("chromedriver") or "chromedriver")
+    gym.register_envs(miniwob)
+    return gym.make(f"miniwob/{task}-v1", **kwargs)
 
 
 @pytest.fixture(scope="session")

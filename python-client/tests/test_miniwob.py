@@ -21,23 +21,13 @@ from deskgym.actions import to_proto
 from deskgym.miniwob import ORACLE_TASKS, as_actions, plan
 from deskgym.registration import miniwob_dir, miniwob_names
 
-from conftest import REPO, Server
+from conftest import REPO, Server, miniwob_env
 
 MINIWOB = miniwob_dir()
 pytestmark = pytest.mark.skipif(
     MINIWOB is None or shutil.which("chromium") is None,
     reason="needs the miniwob package and Chromium (scripts/test.sh installs both)",
 )
-
-
-@pytest.fixture(scope="module")
-def mw(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A server with MiniWoB++'s pages as tasks, and `exec` (to kill a browser)."""
-    data = tmp_path_factory.mktemp("miniwob-data")
-    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--miniwob-dir", str(MINIWOB),
-               "--allow-capabilities", "exec")
-    yield s
-    s.stop()
 
 
 def solve(env: deskgym.DeskgymEnv, task: str, seed: int) -> dict[str, Any]:
@@ -103,16 +93,6 @@ def test_oracle_solves_ten_tasks_on_twenty_seeds_and_random_clicks_do_not(mw: Se
         finally:
             env.close()
     assert random_wins < len(ORACLE_TASKS) * 20 // 4, random_wins
-
-
-def miniwob_env(task: str) -> Any:
-    """MiniWoB++'s own environment (headless Chromium through Selenium)."""
-    import miniwob  # noqa: F401  (registers miniwob/*-v1)
-
-    os.environ.setdefault("MINIWOB_CHROME_BINARY", shutil.which("chromium") or "chromium")
-    os.environ.setdefault("MINIWOB_CHROMEDRIVER", shutil.which("chromedriver") or "chromedriver")
-    gym.register_envs(miniwob)
-    return gym.make(f"miniwob/{task}-v1")
 
 
 @pytest.mark.skipif(shutil.which("chromedriver") is None, reason="needs Debian's chromium-driver")
