@@ -13,6 +13,8 @@ scripts/setup-rllib.sh
 # its agents' own tree filter (mm_agents) on deskgym's XML.
 .venv/bin/pip install -q --disable-pip-version-check --no-deps desktop-env==1.0.2
 cargo fmt --all --check
+# Modules depend one way (server, env-worker, the Python package).
+python3 scripts/check_layers.py
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # Binaries first: the tests spawn deskgym-task-app, deskgym-sandbox-agent and
 # deskgym-server.

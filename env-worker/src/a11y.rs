@@ -103,7 +103,10 @@ impl Tree {
     /// desktop answers for an element that no longer exists).
     pub fn take(self, id: &str) -> crate::Result<Node> {
         self.nodes.into_iter().find(|n| n.id == id).ok_or_else(|| {
-            crate::DesktopError::element(client::Failure::Gone, "the element no longer exists")
+            crate::DesktopError::element(
+                crate::error::ElementFailure::Gone,
+                "the element no longer exists",
+            )
         })
     }
 }
@@ -197,17 +200,7 @@ pub mod client {
     const ROOT: &str = "/org/a11y/atspi/accessible/root";
     const REGISTRY: &str = "org.a11y.atspi.Registry";
 
-    /// Why an element request failed.
-    #[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-    #[serde(rename_all = "snake_case")]
-    pub enum Failure {
-        /// The element no longer exists (or its application is gone).
-        Gone,
-        /// The element does not offer what was asked (action name, a settable value).
-        Unsupported,
-        /// The accessibility bus cannot be reached.
-        Unavailable,
-    }
+    pub use crate::error::ElementFailure as Failure;
 
     /// A failure and its message.
     pub type Fail = (Failure, String);

@@ -3,10 +3,10 @@
 //! started and stopped together.
 
 use crate::Point;
-use crate::a11y::client::Failure;
 use crate::a11y::{Limits, Live, Tree};
 use crate::action::Action;
 use crate::agent::{Entry, ExecEnd, ExecSpec};
+use crate::error::ElementFailure as Failure;
 use crate::error::{DesktopError, Result};
 use crate::frame::Frame;
 use crate::sandbox::{Sandbox, SandboxConfig};

@@ -2,6 +2,8 @@
 
 use std::io;
 
+use serde::{Deserialize, Serialize};
+
 /// Why a desktop operation failed.
 #[derive(Debug, thiserror::Error)]
 pub enum DesktopError {
@@ -39,7 +41,7 @@ pub enum DesktopError {
     #[error("{message}")]
     File {
         /// Why.
-        kind: crate::agent::FileErrorKind,
+        kind: FileErrorKind,
         /// What, for the user.
         message: String,
     },
@@ -48,7 +50,7 @@ pub enum DesktopError {
     #[error("{message}")]
     Element {
         /// Why.
-        failure: crate::a11y::client::Failure,
+        failure: ElementFailure,
         /// What, for the user.
         message: String,
     },
@@ -69,7 +71,7 @@ pub enum DesktopError {
 
 impl DesktopError {
     /// Shorthand for [`DesktopError::Element`].
-    pub fn element(failure: crate::a11y::client::Failure, message: impl Into<String>) -> Self {
+    pub fn element(failure: ElementFailure, message: impl Into<String>) -> Self {
         Self::Element {
             failure,
             message: message.into(),
@@ -110,3 +112,37 @@ pub fn quote(s: &str) -> String {
 
 /// Result alias of this crate.
 pub type Result<T, E = DesktopError> = std::result::Result<T, E>;
+
+/// Why an element request failed.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ElementFailure {
+    /// The element no longer exists (or its application is gone).
+    Gone,
+    /// The element does not offer what was asked (action name, a settable value).
+    Unsupported,
+    /// The accessibility bus cannot be reached.
+    Unavailable,
+}
+
+/// Why a file request failed.
+#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FileErrorKind {
+    /// The path (or its directory) does not exist.
+    NotFound,
+    /// The path resolves outside `/home/user` and `/tmp`, or uses `..`.
+    Outside,
+    /// A directory where a file is needed.
+    IsDir,
+    /// A file where a directory is needed.
+    NotDir,
+    /// A resumed write past the end of the file.
+    Short,
+    /// A FIFO, socket or device where a regular file is needed.
+    NotRegular,
+    /// The desktop's disk limit is reached.
+    Full,
+    /// Anything else (permissions).
+    Io,
+}

@@ -556,7 +556,7 @@ impl Page {
             Action::InvokeAction { element, action } => {
                 if !(action.is_empty() || action.eq_ignore_ascii_case("click")) {
                     return Err(DesktopError::element(
-                        crate::a11y::client::Failure::Unsupported,
+                        crate::error::ElementFailure::Unsupported,
                         format!("the element has no action {action:?}; it offers [\"click\"]"),
                     ));
                 }
@@ -601,7 +601,7 @@ impl Page {
             .filter(|r| *r > 0)
             .ok_or_else(|| {
                 DesktopError::element(
-                    crate::a11y::client::Failure::Unsupported,
+                    crate::error::ElementFailure::Unsupported,
                     "a text run has no click of its own: click its element, or a point",
                 )
             })?;
@@ -615,7 +615,7 @@ impl Page {
         match answer {
             Value::Bool(true) => Ok(()),
             other => Err(DesktopError::element(
-                crate::a11y::client::Failure::Gone,
+                crate::error::ElementFailure::Gone,
                 format!(
                     "the page refused the click: {}",
                     crate::error::quote(&other.to_string())
@@ -634,7 +634,7 @@ impl Page {
     fn target(&mut self, id: &str) -> Result<Point> {
         self.live(id)?.target().ok_or_else(|| {
             DesktopError::element(
-                crate::a11y::client::Failure::Gone,
+                crate::error::ElementFailure::Gone,
                 "the element is not showing",
             )
         })

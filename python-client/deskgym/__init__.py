@@ -19,9 +19,9 @@ from deskgym.env import DeskgymEnv, make
 from deskgym.errors import DeskgymError
 from deskgym.modes import ACTION_MODES, OBS_FORMATS
 from deskgym.seeding import episode_seed
-from deskgym.registration import TASKS, register_envs
+from deskgym.registration import TASKS, make_vec, register_envs
 from deskgym.tunnel import PortForward
-from deskgym.vector import DeskgymVectorEnv, fork, make_vec
+from deskgym.vector import DeskgymVectorEnv, fork
 
 register_envs()
 

@@ -32,8 +32,8 @@ import numpy as np
 from deskgym.actions import to_proto
 from deskgym.client import Client, Pool, encoding_of
 from deskgym.env import OBS_TYPES
-from deskgym.errors import DeskgymError, code_name
-from deskgym.fleet import SERVER_FAULTS, place
+from deskgym.errors import SERVER_FAULTS, DeskgymError, code_name
+from deskgym.fleet import place
 from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
 from deskgym.observation import info as info_of
 from deskgym.observation import observation_space

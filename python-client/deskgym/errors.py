@@ -8,6 +8,14 @@ import grpc
 
 _CODE_NAMES = {c.value[0]: c.name for c in grpc.StatusCode}
 
+#: Item errors that mean "this desktop broke", not "your request was wrong": a vector
+#: env reports the env truncated with ``info["error"]`` and resets it like any ended episode.
+ENV_FAULTS = {"UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED", "UNKNOWN"}
+
+#: Whole-call failures that mean "this server is gone", not "the request was wrong"
+#: (NOT_FOUND: a restarted server no longer knows the pools).
+SERVER_FAULTS = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN", "CANCELLED", "NOT_FOUND"}
+
 #: A server message for bad input starts with the dotted field path: "action.click.target: ...".
 _FIELD = re.compile(r"^([a-z_][a-z0-9_]*(?:\[\d+\])?(?:\.[a-z_][a-z0-9_]*(?:\[\d+\])?)*): ")
 

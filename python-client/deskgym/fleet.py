@@ -29,15 +29,12 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
 from deskgym.client import Client
-from deskgym.errors import DeskgymError
-from deskgym.vector import _MODES, DeskgymVectorEnv, reset_args
+from deskgym.batching import autoreset_mode as mode_of
+from deskgym.batching import reset_args
+from deskgym.errors import SERVER_FAULTS, DeskgymError
+from deskgym.vector import DeskgymVectorEnv
 
 logger = logging.getLogger("deskgym.fleet")
-
-#: Whole-call failures that mean "this server is gone", not "the request was wrong"
-#: (NOT_FOUND: a restarted server no longer knows the pools).
-SERVER_FAULTS = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "INTERNAL", "UNKNOWN", "CANCELLED", "NOT_FOUND"}
-
 
 @dataclass
 class Shard:
@@ -103,7 +100,7 @@ class ShardedVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     ) -> None:
         if not addresses:
             raise DeskgymError("INVALID_ARGUMENT", "address: give at least one server")
-        mode = autoreset_mode if isinstance(autoreset_mode, AutoresetMode) else _MODES.get(autoreset_mode)
+        mode = mode_of(autoreset_mode)
         if mode not in (AutoresetMode.NEXT_STEP, AutoresetMode.DISABLED):
             raise DeskgymError("INVALID_ARGUMENT", f"autoreset_mode {autoreset_mode!r}: a sharded vector env supports "
                                "next_step and disabled (a lost server's envs restart at their next reset)")

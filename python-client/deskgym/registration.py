@@ -1,8 +1,15 @@
-"""Gymnasium ids for the bundled tasks, registered in one place."""
+"""Gymnasium ids for the bundled tasks, registered in one place, and ``make_vec``, which
+picks the vector env a call asks for (one server, many, or EnvPool-style)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import gymnasium as gym
+
+from deskgym.envpool import DeskgymEnvPool
+from deskgym.fleet import ShardedVectorEnv
+from deskgym.vector import DeskgymVectorEnv
 
 #: Bundled task id -> Gymnasium id.
 TASKS = {
@@ -57,3 +64,19 @@ def register_envs() -> None:
         env_id = f"deskgym/miniwob-{name}-v0"
         if env_id not in gym.registry:
             gym.register(id=env_id, entry_point="deskgym.miniwob_env:MiniWoBEnv", kwargs={"subdomain": name})
+
+
+def make_vec(task: str, num_envs: int, **kwargs: Any) -> Any:
+    """``deskgym.make_vec("click-target", 8, autoreset_mode="next_step", seed=0)``.
+
+    ``address`` may be a list of servers: the envs are then spread over them by free
+    capacity (:class:`deskgym.fleet.ShardedVectorEnv`). ``batch_size=k`` gives the
+    EnvPool-style asynchronous env instead (``send`` / ``recv`` of the first ``k`` envs
+    done, :class:`deskgym.envpool.DeskgymEnvPool`), on one server or a list."""
+    if kwargs.get("batch_size") is not None:
+        return DeskgymEnvPool(task, num_envs, **kwargs)
+    address = kwargs.get("address")
+    if isinstance(address, (list, tuple)):
+        rest = {k: v for k, v in kwargs.items() if k != "address"}
+        return ShardedVectorEnv(task, num_envs, addresses=list(address), **rest)
+    return DeskgymVectorEnv(task, num_envs, **kwargs)

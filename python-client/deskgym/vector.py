@@ -11,46 +11,14 @@ from gymnasium.vector import AutoresetMode
 from gymnasium.vector.utils import batch_space, iterate
 
 from deskgym.actions import to_proto
+from deskgym.batching import autoreset_mode as mode_of
+from deskgym.batching import reset_args
 from deskgym.client import Checkpoint, Client, ExecResult, Pool, encoding_of
 from deskgym.env import OBS_TYPES, check_render_mode, fidelity_name
-from deskgym.errors import DeskgymError, code_name
+from deskgym.errors import ENV_FAULTS, DeskgymError, code_name
 from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
 from deskgym.observation import info, observation_space, stats
 from deskgym.v1 import deskgym_pb2 as pb
-
-#: The spellings users write (Gymnasium's enum values are "NextStep", ...).
-_MODES = {
-    "next_step": AutoresetMode.NEXT_STEP,
-    "same_step": AutoresetMode.SAME_STEP,
-    "disabled": AutoresetMode.DISABLED,
-    **{m.value: m for m in AutoresetMode},
-}
-
-#: Item errors that mean "this desktop broke", not "your request was wrong": the env is
-#: reported as truncated with ``info["error"]`` and reset like any ended episode.
-_ENV_FAULTS = {"UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED", "UNKNOWN"}
-
-
-def reset_args(
-    n: int, seed: int | Sequence[int | None] | None, options: dict[str, Any] | None
-) -> tuple[list[int | None], np.ndarray]:
-    """A vector reset's per-env seeds (an int: ``seed + i``; a list: one each; ``None``:
-    each env's own sequence) and its ``reset_mask`` (default: every env), checked."""
-    if isinstance(seed, (int, np.integer)):
-        seeds: list[int | None] = [int(seed) + i for i in range(n)]
-    elif seed is None:
-        seeds = [None] * n
-    else:
-        seeds = [None if s is None else int(s) for s in seed]
-        if len(seeds) != n:
-            raise DeskgymError("INVALID_ARGUMENT", f"seed: got {len(seeds)} seeds for {n} envs")
-    mask = np.ones(n, dtype=bool)
-    if options and "reset_mask" in options:
-        mask = np.asarray(options["reset_mask"], dtype=bool)
-        if mask.shape != (n,):
-            raise DeskgymError("INVALID_ARGUMENT", f"options.reset_mask: expected shape ({n},), got {mask.shape}")
-    return seeds, mask
-
 
 class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     """``num_envs`` desktops of one task, stepped together.
@@ -102,7 +70,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         if obs_type not in pixel_types:
             why = " (tree observations are for single envs: deskgym.make)" if obs_type in OBS_TYPES else ""
             raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(pixel_types)}{why}")
-        mode = autoreset_mode if isinstance(autoreset_mode, AutoresetMode) else _MODES.get(autoreset_mode)
+        mode = mode_of(autoreset_mode)
         if mode is None:
             raise DeskgymError("INVALID_ARGUMENT", f"autoreset_mode {autoreset_mode!r} is not one of next_step, same_step, disabled")
         self.autoreset_mode = mode
@@ -192,7 +160,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     @staticmethod
     def _raise_unless_fault(env_id: str, code: int, message: str) -> str:
         name = code_name(code)
-        if name not in _ENV_FAULTS:
+        if name not in ENV_FAULTS:
             raise DeskgymError(name, f"env {env_id}: {message}")
         return name
 
@@ -423,23 +391,3 @@ def fork(
         "from_spares": r.from_spares,
     }
     return env
-
-
-def make_vec(task: str, num_envs: int, **kwargs: Any) -> Any:
-    """``deskgym.make_vec("click-target", 8, autoreset_mode="next_step", seed=0)``.
-
-    ``address`` may be a list of servers: the envs are then spread over them by free
-    capacity (:class:`deskgym.fleet.ShardedVectorEnv`). ``batch_size=k`` gives the
-    EnvPool-style asynchronous env instead (``send`` / ``recv`` of the first ``k`` envs
-    done, :class:`deskgym.envpool.DeskgymEnvPool`), on one server or a list."""
-    if kwargs.get("batch_size") is not None:
-        from deskgym.envpool import DeskgymEnvPool
-
-        return DeskgymEnvPool(task, num_envs, **kwargs)
-    address = kwargs.get("address")
-    if isinstance(address, (list, tuple)):
-        from deskgym.fleet import ShardedVectorEnv
-
-        rest = {k: v for k, v in kwargs.items() if k != "address"}
-        return ShardedVectorEnv(task, num_envs, addresses=list(address), **rest)
-    return DeskgymVectorEnv(task, num_envs, **kwargs)

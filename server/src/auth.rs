@@ -1,23 +1,16 @@
 //! Bearer-token authentication as a tonic interceptor, and the principals tokens name.
 //!
 //! Every pool, env and checkpoint belongs to the principal that created it; another
-//! principal gets NOT_FOUND for it (no existence leak). A token file holds either one
-//! bare token (principal `default`) or one principal per line:
-//!
-//! ```text
-//! # name: token [desktops=N] [checkpoints=N]
-//! alice: 3f1c...e9 desktops=16
-//! bob:   77ab...02 desktops=8 checkpoints=100
-//! ```
-//!
-//! A quota left out defaults to the server's limit divided by the number of
-//! principals, so by default no principal can exhaust what the others are owed.
+//! principal gets NOT_FOUND for it (no existence leak). The principals come from the
+//! token file ([`crate::config::parse_token_file`]); a quota left out defaults to the
+//! server's limit divided by the number of principals, so by default no principal can
+//! exhaust what the others are owed.
 
 use std::sync::Arc;
 
 use tonic::{Request, Status};
 
-use crate::config::Limits;
+use crate::config::{Limits, PrincipalSpec};
 
 /// Who is calling, and what they may hold. Travels in request extensions.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,95 +35,6 @@ impl Principal {
             max_checkpoint_bytes: limits.max_checkpoint_bytes,
         }
     }
-}
-
-/// One line of a token file.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PrincipalSpec {
-    /// Name (letters, digits, `_`, `-`, `.`).
-    pub name: String,
-    /// Its bearer token (never logged).
-    pub token: String,
-    /// Desktop quota; `None`: the server's `max_envs` / number of principals.
-    pub desktops: Option<u32>,
-    /// Checkpoint quota; `None`: the server's `max_checkpoints` / number of principals.
-    pub checkpoints: Option<u32>,
-}
-
-/// Parses a token file: one bare token, or `name: token [desktops=N] [checkpoints=N]`
-/// lines (blank lines and `#` comments ignored). The error names the line, never a token.
-pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
-    let lines: Vec<(usize, &str)> = text
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (i + 1, l.trim()))
-        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
-        .collect();
-    if let [(_, only)] = lines.as_slice()
-        && !only.contains(':')
-        && !only.contains(char::is_whitespace)
-    {
-        return Ok(vec![PrincipalSpec {
-            name: "default".into(),
-            token: only.to_string(),
-            desktops: None,
-            checkpoints: None,
-        }]);
-    }
-    let mut out: Vec<PrincipalSpec> = Vec::new();
-    for (n, line) in lines {
-        let (name, rest) = line.split_once(':').ok_or_else(|| {
-            format!("line {n}: expected `name: token [desktops=N] [checkpoints=N]`")
-        })?;
-        let name = name.trim();
-        if name.is_empty()
-            || !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-        {
-            return Err(format!(
-                "line {n}: a principal name is letters, digits, '_', '-', '.'"
-            ));
-        }
-        let mut words = rest.split_whitespace();
-        let token = words
-            .next()
-            .ok_or_else(|| format!("line {n}: principal {name} has no token"))?;
-        let mut spec = PrincipalSpec {
-            name: name.into(),
-            token: token.into(),
-            desktops: None,
-            checkpoints: None,
-        };
-        for w in words {
-            let (k, v) = w
-                .split_once('=')
-                .ok_or_else(|| format!("line {n}: expected key=value after the token"))?;
-            let v: u32 = v
-                .parse()
-                .map_err(|_| format!("line {n}: {k} must be a non-negative integer"))?;
-            match k {
-                "desktops" => spec.desktops = Some(v),
-                "checkpoints" => spec.checkpoints = Some(v),
-                _ => {
-                    return Err(format!(
-                        "line {n}: unknown quota {k:?} (desktops, checkpoints)"
-                    ));
-                }
-            }
-        }
-        if out.iter().any(|p| p.name == spec.name) {
-            return Err(format!("line {n}: principal {name} appears twice"));
-        }
-        if out.iter().any(|p| p.token == spec.token) {
-            return Err(format!("line {n}: two principals share a token"));
-        }
-        out.push(spec);
-    }
-    if out.is_empty() {
-        return Err("the token file names no principal".into());
-    }
-    Ok(out)
 }
 
 /// Checks `authorization: Bearer <token>` on every request when tokens are configured,
@@ -239,6 +143,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::parse_token_file;
 
     fn req(header: Option<&str>) -> Request<()> {
         let mut r = Request::new(());

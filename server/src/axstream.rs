@@ -17,9 +17,9 @@ use tokio::sync::mpsc;
 use tonic::Status;
 
 use crate::auth::Principal;
+use crate::calls::Calls;
 use crate::env::{Call, ObsOptions};
 use crate::pool::PoolError;
-use crate::service::DeskgymService;
 use crate::spec::Invalid;
 
 /// A line longer than this is skipped (its bytes are not kept while it streams in).
@@ -492,7 +492,7 @@ struct Burst {
 
 /// Runs a `Drive` stream. `first` was validated by the caller (env, policy, options).
 pub(crate) struct Driver {
-    svc: DeskgymService,
+    svc: Calls,
     who: Principal,
     env_id: String,
     apps: Vec<String>,
@@ -512,7 +512,7 @@ pub(crate) type Outbound = tokio_stream::wrappers::ReceiverStream<Result<pb::Dri
 impl Driver {
     /// Validates the first message and prepares a driver.
     pub(crate) fn new(
-        svc: DeskgymService,
+        svc: Calls,
         who: Principal,
         first: &pb::DriveRequest,
         observe: ObsOptions,

@@ -101,7 +101,7 @@ pub struct ServerConfig {
     /// Principals and their bearer tokens (see `parse_token_file`); when any is set every
     /// deskgym RPC must carry `authorization: Bearer <token>`, and objects belong to
     /// the principal that created them. Required when listening beyond loopback.
-    pub principals: Vec<crate::auth::PrincipalSpec>,
+    pub principals: Vec<PrincipalSpec>,
     /// Threads of the blocking pool that drives desktops. Steps mostly wait on X and on
     /// settle timers, so this is sized by concurrency, not by cores.
     pub step_threads: usize,
@@ -167,4 +167,99 @@ impl Default for ServerConfig {
             sandbox_hide: Vec::new(),
         }
     }
+}
+
+/// One line of a token file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrincipalSpec {
+    /// Name (letters, digits, `_`, `-`, `.`).
+    pub name: String,
+    /// Its bearer token (never logged).
+    pub token: String,
+    /// Desktop quota; `None`: the server's `max_envs` / number of principals.
+    pub desktops: Option<u32>,
+    /// Checkpoint quota; `None`: the server's `max_checkpoints` / number of principals.
+    pub checkpoints: Option<u32>,
+}
+
+/// Parses a token file: one bare token (principal `default`), or one principal per line
+/// (blank lines and `#` comments ignored). The error names the line, never a token.
+///
+/// ```text
+/// # name: token [desktops=N] [checkpoints=N]
+/// alice: 3f1c...e9 desktops=16
+/// bob:   77ab...02 desktops=8 checkpoints=100
+/// ```
+pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
+    let lines: Vec<(usize, &str)> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| (i + 1, l.trim()))
+        .filter(|(_, l)| !l.is_empty() && !l.starts_with('#'))
+        .collect();
+    if let [(_, only)] = lines.as_slice()
+        && !only.contains(':')
+        && !only.contains(char::is_whitespace)
+    {
+        return Ok(vec![PrincipalSpec {
+            name: "default".into(),
+            token: only.to_string(),
+            desktops: None,
+            checkpoints: None,
+        }]);
+    }
+    let mut out: Vec<PrincipalSpec> = Vec::new();
+    for (n, line) in lines {
+        let (name, rest) = line.split_once(':').ok_or_else(|| {
+            format!("line {n}: expected `name: token [desktops=N] [checkpoints=N]`")
+        })?;
+        let name = name.trim();
+        if name.is_empty()
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+        {
+            return Err(format!(
+                "line {n}: a principal name is letters, digits, '_', '-', '.'"
+            ));
+        }
+        let mut words = rest.split_whitespace();
+        let token = words
+            .next()
+            .ok_or_else(|| format!("line {n}: principal {name} has no token"))?;
+        let mut spec = PrincipalSpec {
+            name: name.into(),
+            token: token.into(),
+            desktops: None,
+            checkpoints: None,
+        };
+        for w in words {
+            let (k, v) = w
+                .split_once('=')
+                .ok_or_else(|| format!("line {n}: expected key=value after the token"))?;
+            let v: u32 = v
+                .parse()
+                .map_err(|_| format!("line {n}: {k} must be a non-negative integer"))?;
+            match k {
+                "desktops" => spec.desktops = Some(v),
+                "checkpoints" => spec.checkpoints = Some(v),
+                _ => {
+                    return Err(format!(
+                        "line {n}: unknown quota {k:?} (desktops, checkpoints)"
+                    ));
+                }
+            }
+        }
+        if out.iter().any(|p| p.name == spec.name) {
+            return Err(format!("line {n}: principal {name} appears twice"));
+        }
+        if out.iter().any(|p| p.token == spec.token) {
+            return Err(format!("line {n}: two principals share a token"));
+        }
+        out.push(spec);
+    }
+    if out.is_empty() {
+        return Err("the token file names no principal".into());
+    }
+    Ok(out)
 }

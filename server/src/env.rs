@@ -69,7 +69,7 @@ pub(crate) enum EnvError {
     #[error("{message}")]
     File {
         /// Why.
-        kind: deskgym_worker::agent::FileErrorKind,
+        kind: deskgym_worker::error::FileErrorKind,
         /// What, for the user.
         message: String,
     },
@@ -128,12 +128,12 @@ impl From<DesktopError> for EnvError {
             DesktopError::Limit(m) => Self::Limit(m),
             DesktopError::Clipboard(m) => Self::Clipboard(m),
             DesktopError::File {
-                kind: deskgym_worker::agent::FileErrorKind::Outside,
+                kind: deskgym_worker::error::FileErrorKind::Outside,
                 message,
             } => Self::Invalid(Invalid::new("path", message)),
             DesktopError::File { kind, message } => Self::File { kind, message },
             DesktopError::Element { failure, message } => {
-                use deskgym_worker::a11y::client::Failure;
+                use deskgym_worker::error::ElementFailure as Failure;
                 let reason = match failure {
                     Failure::Gone => "stale_element_ref",
                     Failure::Unsupported => "element_unsupported",
@@ -1563,7 +1563,7 @@ mod tests {
             "the checkpoint's hash is of the screen after the click"
         );
         let fork = mgr.fork(&cp.id, 1, 0, &who).await.expect("fork");
-        assert_eq!(fork.replicas[0].fidelity, pb::Fidelity::Exact as i32);
+        assert!(fork.replicas[0].1.exact);
         mgr.close_all().await;
     }
 }

@@ -1,28 +1,26 @@
 //! The deskgym gRPC server: pools of real X11 desktops behind `deskgym.v1.Deskgym`.
 //!
 //! # Layout
-//! Modules depend one way: `spec -> record -> handle -> env -> pool -> service`
-//! (plus leaves: `config`, `sync`, `backend`, `encode`, `frame_cache`; `error` sits
-//! above them all, mapping each one's error enum to a status).
-//! - `config`: limits and server settings.
-//! - `error`: the one mapping from each module's error enum (`spec::Invalid`,
-//!   `AuthError`, `RecordingError`, `EncodeError`, `EnvError`, `PoolError`) to `tonic::Status`.
-//! - `spec`: a validated CreatePool request (task, screen, settle, lease) and the
-//!   desktop/pixel accounting unit.
-//! - `backend`: what a desktop is (real Xvfb + task app, or an in-memory fake for tests).
-//! - `record`: recording pools as `.skn` bundles (through `deskgym-datasets`).
-//! - `handle`: the pool as its envs see it (spec, spares, recording sink, lease clock).
-//! - `env`: one env's desktop and episode: reset, step, observe, save, restore; its
-//!   one-call-in-flight rule.
-//! - `pool`: the manager: capacity and quotas, pools, checkpoints, fork, the blocking
-//!   step pool with bounded admission and deadlines.
-//! - `convert`: wire actions → worker actions, with field-named validation.
-//! - `a11y`: element refs over a desktop's accessibility tree, element targets, and the
-//!   tree's renderings (elements, prompt text and diffs, OSWorld's XML).
-//! - `frame_cache`: the fleet-wide content-addressed frame cache; `encode`: RAW/PNG/JPEG.
-//! - `tunnel`: a port on an env's own loopback carried over a gRPC stream.
-//! - `conn`: connection budgets (caps in all and per peer, idle timeout).
-//! - `service`: the RPC handlers; `auth`: tokens, principals and quotas.
+//! Modules depend one way (`scripts/check_layers.py` fails CI on a cycle; `--layers`
+//! prints them), lowest first:
+//! - leaves: `backend` (what a desktop is: real Xvfb + task app, or an in-memory fake
+//!   for tests), `conn` (connection budgets), `encode` (RAW/PNG/JPEG), `metrics` (the
+//!   hot-path counters), `profiles` (the profile catalog), `sync`;
+//! - `config` (limits, server settings, the token file), `tasks` (declarative tasks);
+//! - `auth` (principals and quotas on each request), `spec` (a validated CreatePool
+//!   request and the desktop/pixel accounting unit);
+//! - `a11y` (element refs, element targets, the tree's renderings), `frame_cache` (the
+//!   fleet-wide content-addressed cache), `handle` (the pool as its envs see it),
+//!   `record` (recording pools as `.skn` bundles through `deskgym-datasets`);
+//! - `env`: one env's desktop and episode (reset, step, observe, save, restore; one
+//!   call in flight);
+//! - `convert` (wire ↔ worker types, with field-named validation), `pool` (the manager:
+//!   capacity and quotas, pools, checkpoints, fork, the blocking step pool with bounded
+//!   admission and deadlines), `tunnel` (a port on an env's own loopback over a stream);
+//! - `calls` (a step, a reset and the grant checks, shared by the RPC handlers and the
+//!   axstream driver), `error` (the one mapping from each module's error enum to
+//!   `tonic::Status`), `metrics_http` (the `/metrics` endpoint);
+//! - `axstream` (the `Drive` RPC's line runner), then `service` (the RPC handlers).
 //!
 //! [`run`] takes an already-bound listener and a shutdown future, so tests bind port 0
 //! and stop the server at will (as mini-redis does).
@@ -31,6 +29,7 @@ mod a11y;
 mod auth;
 mod axstream;
 mod backend;
+mod calls;
 mod config;
 mod conn;
 mod convert;
@@ -40,6 +39,7 @@ mod error;
 mod frame_cache;
 mod handle;
 mod metrics;
+mod metrics_http;
 mod pool;
 mod profiles;
 mod record;
@@ -56,8 +56,7 @@ use deskgym_proto::v1::deskgym_server::DeskgymServer;
 use tokio::net::TcpListener;
 use tonic_health::ServingStatus;
 
-pub use auth::{PrincipalSpec, parse_token_file};
-pub use config::{Limits, ServerConfig};
+pub use config::{Limits, PrincipalSpec, ServerConfig, parse_token_file};
 pub use conn::ConnLimits;
 pub use env::episode_seed;
 use pool::PoolManager;
@@ -214,7 +213,7 @@ pub async fn run_with(
         })
     };
 
-    let metrics = metrics.map(|l| tokio::spawn(metrics::serve(l, mgr.clone())));
+    let metrics = metrics.map(|l| tokio::spawn(metrics_http::serve(l, mgr.clone())));
 
     let auth = auth::Auth::new(&config.principals, &config.limits);
     let auth_required = auth.required();

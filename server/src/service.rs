@@ -10,8 +10,8 @@ use deskgym_proto::v1 as pb;
 use deskgym_proto::v1::deskgym_server::Deskgym;
 use tonic::{Request, Response, Status};
 
-use crate::a11y::TreeOpts;
 use crate::auth::{Principal, principal};
+use crate::calls::Calls;
 use crate::convert::{self, MAX_CHORD_BYTES, VERBS};
 use crate::env::{Call, ObsOptions};
 use crate::frame_cache::{parse_hash, parse_hashes};
@@ -31,6 +31,8 @@ const FIRST_MESSAGE_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug, Clone)]
 pub(crate) struct DeskgymService {
     mgr: Arc<PoolManager>,
+    /// Steps, resets and grants, as the axstream driver makes them too.
+    calls: Calls,
     /// Turns true when the server starts shutting down: long-lived streams (tunnels)
     /// end then, so draining in-flight calls is bounded.
     closing: tokio::sync::watch::Receiver<bool>,
@@ -39,113 +41,11 @@ pub(crate) struct DeskgymService {
 impl DeskgymService {
     /// Wraps a manager; `closing` says when the server shuts down.
     pub(crate) fn new(mgr: Arc<PoolManager>, closing: tokio::sync::watch::Receiver<bool>) -> Self {
-        Self { mgr, closing }
-    }
-
-    fn opts(
-        &self,
-        field: &str,
-        encoding: i32,
-        own: &[String],
-        shared: &[u128],
-        tree: Option<&pb::TreeRequest>,
-    ) -> Result<ObsOptions, Invalid> {
-        let mut known = parse_hashes(field, own, self.mgr.limits().max_if_none_match)?;
-        known.extend_from_slice(shared);
-        // `field` names the request's if_none_match; its tree field is beside it.
-        let tree_field = format!("{}tree", field.trim_end_matches("if_none_match"));
-        let tree = TreeOpts::parse(tree, &tree_field)?;
-        Ok(ObsOptions {
-            encoding,
-            known,
-            tree,
-        })
-    }
-
-    /// The manager the service runs on.
-    pub(crate) fn manager(&self) -> &Arc<PoolManager> {
-        &self.mgr
-    }
-
-    /// One step: validate, run on the step pool. Returns a receiver so a batch can start
-    /// every item before awaiting any.
-    pub(crate) fn start_step(
-        &self,
-        item: pb::StepRequest,
-        field: &str,
-        shared: &[u128],
-        who: &Principal,
-    ) -> Result<EnvJob<pb::StepResult>, PoolError> {
-        let env = self.mgr.env(&item.env_id, who)?;
-        if let Some(capability) = convert::capability_of(item.action.as_ref()) {
-            check_grant(&env, capability)?;
+        Self {
+            calls: Calls::new(mgr.clone()),
+            mgr,
+            closing,
         }
-        let action = convert::action(
-            item.action.as_ref(),
-            env.pool.spec.screen,
-            self.mgr.limits(),
-            &env.pool.spec.profile.apps,
-            &env.pool.spec.profile.app_args,
-        )?;
-        let opts = self.opts(
-            &format!("{field}if_none_match"),
-            item.encoding,
-            &item.if_none_match,
-            shared,
-            item.tree.as_ref(),
-        )?;
-        self.mgr
-            .on_env(&env, Call::Step, self.mgr.op_timeout(), move |e, cache| {
-                e.step(cache, &action, &opts, item.autoreset)
-                    .map(convert::step_result)
-            })
-    }
-
-    fn start_reset(
-        &self,
-        r: pb::ResetRequest,
-        field: &str,
-        shared: &[u128],
-        who: &Principal,
-    ) -> Result<EnvJob<pb::ResetResponse>, PoolError> {
-        let env = self.mgr.env(&r.env_id, who)?;
-        let opts = self.opts(
-            &format!("{field}if_none_match"),
-            r.encoding,
-            &r.if_none_match,
-            shared,
-            r.tree.as_ref(),
-        )?;
-        self.mgr
-            .on_env(&env, Call::Reset, self.mgr.op_timeout(), move |e, cache| {
-                e.reset(cache, r.seed, &opts).map(convert::reset_response)
-            })
-    }
-}
-
-impl DeskgymService {
-    /// One of `who`'s envs, whose pool was granted `capability`.
-    fn granted(
-        &self,
-        env_id: &str,
-        who: &Principal,
-        capability: &'static str,
-    ) -> Result<Arc<crate::env::Env>, PoolError> {
-        let env = self.mgr.env(env_id, who)?;
-        check_grant(&env, capability)?;
-        Ok(env)
-    }
-}
-
-/// PERMISSION_DENIED unless the env's pool was granted `capability`.
-fn check_grant(env: &crate::env::Env, capability: &'static str) -> Result<(), PoolError> {
-    if env.pool.spec.capabilities.iter().any(|c| c == capability) {
-        Ok(())
-    } else {
-        Err(PoolError::NotGranted {
-            env: env.id.clone(),
-            capability,
-        })
     }
 }
 
@@ -191,7 +91,7 @@ async fn step_stream(
                     match m.kind {
                         Some(In::Step(s)) => {
                             let env_id = s.env_id.clone();
-                            let started = svc.start_step(s, "step.", &[], &who);
+                            let started = svc.calls.start_step(s, "step.", &[], &who);
                             running.spawn(async move {
                                 let (code, message, r) = outcome(started).await;
                                 pb::StepStreamResult { env_id, tag, code, message, kind: r.map(Out::Step) }
@@ -199,7 +99,7 @@ async fn step_stream(
                         }
                         Some(In::Reset(r)) => {
                             let env_id = r.env_id.clone();
-                            let started = svc.start_reset(r, "reset.", &[], &who);
+                            let started = svc.calls.start_reset(r, "reset.", &[], &who);
                             running.spawn(async move {
                                 let (code, message, r) = outcome(started).await;
                                 pb::StepStreamResult { env_id, tag, code, message, kind: r.map(Out::Reset) }
@@ -469,7 +369,7 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::ResetResponse>, Status> {
         let who = principal(&req)?;
         Ok(Response::new(
-            finish(self.start_reset(req.into_inner(), "", &[], &who)).await?,
+            finish(self.calls.start_reset(req.into_inner(), "", &[], &who)).await?,
         ))
     }
 
@@ -479,7 +379,7 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::StepResult>, Status> {
         let who = principal(&req)?;
         Ok(Response::new(
-            finish(self.start_step(req.into_inner(), "", &[], &who)).await?,
+            finish(self.calls.start_step(req.into_inner(), "", &[], &who)).await?,
         ))
     }
 
@@ -531,7 +431,8 @@ impl Deskgym for DeskgymService {
             .map(|(i, it)| {
                 (
                     it.env_id.clone(),
-                    self.start_step(it, &format!("items[{i}]."), &shared, &who),
+                    self.calls
+                        .start_step(it, &format!("items[{i}]."), &shared, &who),
                 )
             })
             .collect();
@@ -541,7 +442,8 @@ impl Deskgym for DeskgymService {
             .map(|(i, r)| {
                 (
                     r.env_id.clone(),
-                    self.start_reset(r, &format!("resets[{i}]."), &shared, &who),
+                    self.calls
+                        .start_reset(r, &format!("resets[{i}]."), &shared, &who),
                 )
             })
             .collect();
@@ -590,7 +492,7 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let req = req.into_inner();
         let env = self.mgr.env(&req.env_id, &who)?;
-        let opts = self.opts(
+        let opts = self.calls.opts(
             "if_none_match",
             req.encoding,
             &req.if_none_match,
@@ -727,11 +629,20 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::ForkResponse>, Status> {
         let who = principal(&req)?;
         let req = req.into_inner();
-        Ok(Response::new(
-            self.mgr
-                .fork(&req.checkpoint_id, req.n, req.encoding, &who)
-                .await?,
-        ))
+        let f = self
+            .mgr
+            .fork(&req.checkpoint_id, req.n, req.encoding, &who)
+            .await?;
+        Ok(Response::new(pb::ForkResponse {
+            pool_id: f.pool_id,
+            replicas: f
+                .replicas
+                .into_iter()
+                .map(|(id, r)| crate::convert::replica(id, r))
+                .collect(),
+            expected_hash: f.expected_hash,
+            from_spares: f.from_spares,
+        }))
     }
 
     async fn list_checkpoints(
@@ -783,7 +694,7 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::ExecResponse>, Status> {
         let who = principal(&req)?;
         let mut r = req.into_inner();
-        let env = self.granted(&r.env_id, &who, "exec")?;
+        let env = self.calls.granted(&r.env_id, &who, "exec")?;
         let spec = convert::exec_spec(&r, self.mgr.limits())?;
         let stdin = std::mem::take(&mut r.stdin);
         // The agent ends the command at its bound; the margin covers reporting back.
@@ -799,7 +710,9 @@ impl Deskgym for DeskgymService {
         req: Request<pb::ListWindowsRequest>,
     ) -> Result<Response<pb::ListWindowsResponse>, Status> {
         let who = principal(&req)?;
-        let env = self.granted(&req.into_inner().env_id, &who, "windows")?;
+        let env = self
+            .calls
+            .granted(&req.into_inner().env_id, &who, "windows")?;
         let job = self
             .mgr
             .on_env(&env, Call::ListWindows, self.mgr.op_timeout(), |e, _| {
@@ -815,7 +728,7 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let mut stream = req.into_inner();
         let first = first_message(&mut stream, "path", "the first names the file").await?;
-        let env = self.granted(&first.env_id, &who, "files")?;
+        let env = self.calls.granted(&first.env_id, &who, "files")?;
         if first.path.is_empty() {
             return Err(Invalid::new("path", "the first message must name the file").into());
         }
@@ -919,7 +832,7 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<Self::GetFileStream>, Status> {
         let who = principal(&req)?;
         let r = req.into_inner();
-        let env = self.granted(&r.env_id, &who, "files")?;
+        let env = self.calls.granted(&r.env_id, &who, "files")?;
         let max = self.mgr.limits().max_file_bytes;
         let (path, offset) = (r.path, r.offset);
         let job = self
@@ -1006,7 +919,7 @@ impl Deskgym for DeskgymService {
                     format!("{} is not a TCP port (1-65535)", first.port),
                 )
             })?;
-        let env = self.granted(&first.env_id, &who, "exec")?;
+        let env = self.calls.granted(&first.env_id, &who, "exec")?;
         let at = env.clone();
         let socket = tokio::task::spawn_blocking(move || at.agent_socket())
             .await
@@ -1054,14 +967,14 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let mut inbound = req.into_inner();
         let first = first_message(&mut inbound, "env_id", "the first names the env").await?;
-        let observe = self.opts(
+        let observe = self.calls.opts(
             "if_none_match",
             first.encoding,
             &[],
             &[],
             first.tree.as_ref(),
         )?;
-        let driver = crate::axstream::Driver::new(self.clone(), who, &first, observe)?;
+        let driver = crate::axstream::Driver::new(self.calls.clone(), who, &first, observe)?;
         Ok(Response::new(driver.run(
             first,
             inbound,
@@ -1075,7 +988,7 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::ListDirectoryResponse>, Status> {
         let who = principal(&req)?;
         let r = req.into_inner();
-        let env = self.granted(&r.env_id, &who, "files")?;
+        let env = self.calls.granted(&r.env_id, &who, "files")?;
         if r.depth > 8 {
             return Err(Invalid::new("depth", format!("{} is over 8", r.depth)).into());
         }
@@ -1101,7 +1014,9 @@ impl Deskgym for DeskgymService {
         req: Request<pb::GetClipboardRequest>,
     ) -> Result<Response<pb::Clipboard>, Status> {
         let who = principal(&req)?;
-        let env = self.granted(&req.into_inner().env_id, &who, "clipboard")?;
+        let env = self
+            .calls
+            .granted(&req.into_inner().env_id, &who, "clipboard")?;
         let job = self
             .mgr
             .on_env(&env, Call::Clipboard, self.mgr.op_timeout(), |e, _| {
@@ -1118,7 +1033,7 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::Clipboard>, Status> {
         let who = principal(&req)?;
         let r = req.into_inner();
-        let env = self.granted(&r.env_id, &who, "clipboard")?;
+        let env = self.calls.granted(&r.env_id, &who, "clipboard")?;
         let max = deskgym_worker::clipboard::MAX_CLIPBOARD_BYTES;
         if r.text.len() > max {
             return Err(Invalid::new(

@@ -6,7 +6,8 @@
 
 use std::io::{Read, Write};
 
-use super::{Entry, FileErrorKind, HOME};
+use super::{Entry, HOME};
+use crate::error::FileErrorKind;
 use crate::error::quote;
 
 /// Where file requests may reach.

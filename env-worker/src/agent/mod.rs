@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::quote;
+use crate::error::{FileErrorKind, quote};
 
 mod files;
 
@@ -146,28 +146,6 @@ pub enum Request {
     },
 }
 
-/// Why a file request failed.
-#[derive(Clone, Copy, Debug, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(rename_all = "snake_case")]
-pub enum FileErrorKind {
-    /// The path (or its directory) does not exist.
-    NotFound,
-    /// The path resolves outside `/home/user` and `/tmp`, or uses `..`.
-    Outside,
-    /// A directory where a file is needed.
-    IsDir,
-    /// A file where a directory is needed.
-    NotDir,
-    /// A resumed write past the end of the file.
-    Short,
-    /// A FIFO, socket or device where a regular file is needed.
-    NotRegular,
-    /// The desktop's disk limit is reached.
-    Full,
-    /// Anything else (permissions).
-    Io,
-}
-
 /// One directory entry.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct Entry {
@@ -269,7 +247,7 @@ pub enum Reply {
     /// An accessibility request failed.
     ElementError {
         /// Why.
-        failure: crate::a11y::client::Failure,
+        failure: crate::error::ElementFailure,
         /// What, for the user.
         message: String,
     },
@@ -453,7 +431,7 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()
 }
 
 fn element_error((failure, message): crate::a11y::client::Fail) -> Reply {
-    if failure == crate::a11y::client::Failure::Unavailable {
+    if failure == crate::error::ElementFailure::Unavailable {
         // Connect again next time: the bus (or our connection to it) may be gone.
         *A11Y.lock().unwrap_or_else(|p| p.into_inner()) = None;
     }

@@ -2,6 +2,20 @@
 //! nothing, each verified against the checkpoint's frame hash.
 
 use super::*;
+use crate::env::Restored;
+
+/// A fork's outcome: the new pool and each replica as rebuilt.
+#[derive(Debug)]
+pub(crate) struct Forked {
+    /// The replicas' pool.
+    pub pool_id: String,
+    /// Each replica's env id and state after replay, in env order.
+    pub replicas: Vec<(String, Restored)>,
+    /// The checkpoint's frame hash, which an exact replica shows.
+    pub expected_hash: String,
+    /// How many replicas came from the source pool's warm spares.
+    pub from_spares: u32,
+}
 
 impl PoolManager {
     /// Creates a pool of `n` replicas of a checkpoint: desktops come from the source
@@ -13,7 +27,7 @@ impl PoolManager {
         n: u32,
         encoding: i32,
         who: &Principal,
-    ) -> Result<pb::ForkResponse, PoolError> {
+    ) -> Result<Forked, PoolError> {
         let t0 = Instant::now();
         let cp = self.checkpoint(cp_id, who)?;
         if n == 0 {
@@ -84,7 +98,7 @@ impl PoolManager {
         let mut replicas = Vec::with_capacity(jobs.len());
         for (job, env_id) in jobs.into_iter().zip(&pool.env_ids) {
             match job.finish().await {
-                Ok(r) => replicas.push(crate::convert::replica(env_id.clone(), r)),
+                Ok(r) => replicas.push((env_id.clone(), r)),
                 Err(e) => {
                     let _ = self.close_pool(&pool.id, None).await;
                     return Err(e);
@@ -95,7 +109,7 @@ impl PoolManager {
             desktops_ms = t_desktops.as_millis() as u64, total_ms = t0.elapsed().as_millis() as u64, "forked");
         // The source pool's spares are refilled by housekeeping shortly after: starting
         // servers here would compete with this reply and the replicas' first steps.
-        Ok(pb::ForkResponse {
+        Ok(Forked {
             pool_id: pool.id.clone(),
             replicas,
             expected_hash: deskgym_worker::hash_hex(cp.frame_hash()),

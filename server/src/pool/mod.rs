@@ -30,13 +30,12 @@ use tokio::sync::oneshot;
 use crate::auth::Principal;
 use crate::backend::{Backend, Desktop};
 use crate::config::Limits;
-use crate::convert::Screen;
 use crate::encode::EncodeError;
 use crate::env::{Call, Checkpoint, Env, EnvError, ObsOptions};
 use crate::frame_cache::FrameCache;
 use crate::handle::Pool;
 use crate::record::{self, RecordSettings, RecordingError};
-use crate::spec::{Invalid, PoolSpec, SpecError, Usage, quote};
+use crate::spec::{Invalid, PoolSpec, Screen, SpecError, Usage, quote};
 use crate::sync::lock;
 
 mod checkpoints;
@@ -918,11 +917,7 @@ mod tests {
         env.reset(&mgr.cache, Some(5), &raw()).unwrap();
         let cp = mgr.save(&env.id, &who).await.unwrap();
         let ok = mgr.fork(&cp.id, 3, 0, &who).await.unwrap();
-        assert!(
-            ok.replicas
-                .iter()
-                .all(|r| r.fidelity == pb::Fidelity::Exact as i32)
-        );
+        assert!(ok.replicas.iter().all(|(_, r)| r.exact));
         assert_eq!(mgr.env_count(), 4);
         // The second start of the next fork fails: no pool, no desktop stays.
         backend.fail_after.store(1, Ordering::Release);

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Fails when modules depend on each other in a circle.
+
+Reads the `crate::` paths of each Rust crate (`server/src`, `env-worker/src`), by
+top-level module, and the `deskgym` imports of the Python package (function-level
+imports count: a cycle broken only by importing late is still a cycle). Test code
+(`#[cfg(test)]` modules, `tests/`) is left out: a test may reach anywhere.
+
+    python3 scripts/check_layers.py          # each graph one way, or its cycles
+    python3 scripts/check_layers.py --layers # and the modules layer by layer
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RUST_CRATES = ("server/src", "env-worker/src")
+PYTHON_PACKAGE = "python-client/deskgym"
+
+_TEST_MOD = re.compile(r"^#\[cfg\(test\)\]\s*\n\s*(pub\s+)?mod \w+", re.M)
+_PATH = re.compile(r"\bcrate::(\{[^}]*\}|\w+)")
+
+
+def rust_module(src: Path, f: Path) -> str | None:
+    """`pool/mod.rs` and `pool/x.rs` are `pool`; `lib.rs`/`main.rs` are the root."""
+    rel = f.relative_to(src).parts
+    name = rel[0].removesuffix(".rs")
+    return None if name in ("lib", "main") else name
+
+
+def root_reexports(src: Path) -> dict[str, str]:
+    """Names the crate root re-exports (`pub use error::{DesktopError, Result}`): a
+    `crate::Result` is a use of `error`."""
+    out: dict[str, str] = {}
+    for f in ("lib.rs", "main.rs"):
+        if (src / f).exists():
+            for m, rest in re.findall(r"^\s*(?:pub\s+)?use (\w+)::(\{[^}]*\}|[\w:]+);", (src / f).read_text(), re.M):
+                for name in re.findall(r"(\w+)\s*(?:[,}]|$)", rest) if rest.startswith("{") else [rest.split("::")[-1]]:
+                    out[name] = m
+    return out
+
+
+def rust_graph(src: Path) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    alias = root_reexports(src)
+    for f in sorted(src.rglob("*.rs")):
+        me = rust_module(src, f)
+        if me is None or "bin" in f.relative_to(src).parts:
+            continue
+        text = f.read_text()
+        m = _TEST_MOD.search(text)
+        if m:
+            text = text[: m.start()]
+        text = re.sub(r"//[^\n]*", "", text)
+        deps = graph.setdefault(me, set())
+        for p in _PATH.findall(text):
+            names = re.findall(r"(?:^|[{,])\s*(\w+)", p) if p.startswith("{") else [p]
+            deps.update(alias.get(n, n) for n in names)
+        deps.discard(me)
+    known = set(graph)
+    return {m: {d for d in ds if d in known} for m, ds in graph.items()}
+
+
+def python_graph(pkg: Path) -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for f in sorted(pkg.rglob("*.py")):
+        rel = f.relative_to(pkg).parts
+        if rel[0] == "v1":
+            continue
+        me = rel[0].removesuffix(".py")
+        if me == "__init__":
+            continue  # the package's face re-exports everything
+        deps = graph.setdefault(me, set())
+        for node in ast.walk(ast.parse(f.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("deskgym"):
+                parts = node.module.split(".")
+                names = [parts[1]] if len(parts) > 1 else [a.name for a in node.names]
+            elif isinstance(node, ast.Import):
+                names = [a.name.split(".")[1] for a in node.names if a.name.startswith("deskgym.")]
+            deps.update(n for n in names if n not in (me, "v1"))
+    known = set(graph)
+    return {m: {d for d in ds if d in known} for m, ds in graph.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                out.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def layers(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Modules by layer: each depends only on layers before its own."""
+    placed: dict[str, int] = {}
+    while len(placed) < len(graph):
+        for m in sorted(graph):
+            if m not in placed and all(d in placed for d in graph[m]):
+                placed[m] = 1 + max((placed[d] for d in graph[m]), default=-1)
+    by: dict[int, list[str]] = {}
+    for m, n in placed.items():
+        by.setdefault(n, []).append(m)
+    return [sorted(by[n]) for n in sorted(by)]
+
+
+def main() -> int:
+    # The detector itself: a check that could never fail would prove nothing.
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+    graphs = {c: rust_graph(ROOT / c) for c in RUST_CRATES}
+    graphs[PYTHON_PACKAGE] = python_graph(ROOT / PYTHON_PACKAGE)
+    bad = False
+    for name, g in graphs.items():
+        found = cycles(g)
+        if found:
+            bad = True
+            for c in found:
+                edges = [f"{a} -> {b}" for a in c for b in sorted(g[a]) if b in c]
+                print(f"{name}: modules in a cycle: {', '.join(c)} ({'; '.join(edges)})")
+        else:
+            print(f"{name}: one way, {len(g)} modules in {len(layers(g))} layers")
+            if "--layers" in sys.argv:
+                for i, layer in enumerate(layers(g)):
+                    print(f"  {i}: {' '.join(layer)}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,133 @@
+//! The calls the RPC layer and the axstream driver both make: a step or a reset
+//! validated and started on the step pool, and the capability checks. Below the service
+//! (`service.rs`) and the driver (`axstream.rs`), so neither reaches into the other.
+
+use std::sync::Arc;
+
+use deskgym_proto::v1 as pb;
+
+use crate::a11y::TreeOpts;
+use crate::auth::Principal;
+use crate::convert;
+use crate::env::{Call, ObsOptions};
+use crate::frame_cache::parse_hashes;
+use crate::pool::{EnvJob, PoolError, PoolManager};
+use crate::spec::Invalid;
+
+/// Steps, resets and grant checks over a [`PoolManager`].
+#[derive(Debug, Clone)]
+pub(crate) struct Calls {
+    mgr: Arc<PoolManager>,
+}
+
+impl Calls {
+    /// Calls on `mgr`'s envs.
+    pub(crate) fn new(mgr: Arc<PoolManager>) -> Self {
+        Self { mgr }
+    }
+
+    /// What an observation should carry: the encoding, the frames the caller holds
+    /// (`own` hashes under `field`, `shared` ones), the tree asked for.
+    pub(crate) fn opts(
+        &self,
+        field: &str,
+        encoding: i32,
+        own: &[String],
+        shared: &[u128],
+        tree: Option<&pb::TreeRequest>,
+    ) -> Result<ObsOptions, Invalid> {
+        let mut known = parse_hashes(field, own, self.mgr.limits().max_if_none_match)?;
+        known.extend_from_slice(shared);
+        // `field` names the request's if_none_match; its tree field is beside it.
+        let tree_field = format!("{}tree", field.trim_end_matches("if_none_match"));
+        let tree = TreeOpts::parse(tree, &tree_field)?;
+        Ok(ObsOptions {
+            encoding,
+            known,
+            tree,
+        })
+    }
+
+    /// The manager the service runs on.
+    pub(crate) fn manager(&self) -> &Arc<PoolManager> {
+        &self.mgr
+    }
+
+    /// One step: validate, run on the step pool. Returns a receiver so a batch can start
+    /// every item before awaiting any.
+    pub(crate) fn start_step(
+        &self,
+        item: pb::StepRequest,
+        field: &str,
+        shared: &[u128],
+        who: &Principal,
+    ) -> Result<EnvJob<pb::StepResult>, PoolError> {
+        let env = self.mgr.env(&item.env_id, who)?;
+        if let Some(capability) = convert::capability_of(item.action.as_ref()) {
+            check_grant(&env, capability)?;
+        }
+        let action = convert::action(
+            item.action.as_ref(),
+            env.pool.spec.screen,
+            self.mgr.limits(),
+            &env.pool.spec.profile.apps,
+            &env.pool.spec.profile.app_args,
+        )?;
+        let opts = self.opts(
+            &format!("{field}if_none_match"),
+            item.encoding,
+            &item.if_none_match,
+            shared,
+            item.tree.as_ref(),
+        )?;
+        self.mgr
+            .on_env(&env, Call::Step, self.mgr.op_timeout(), move |e, cache| {
+                e.step(cache, &action, &opts, item.autoreset)
+                    .map(convert::step_result)
+            })
+    }
+
+    pub(crate) fn start_reset(
+        &self,
+        r: pb::ResetRequest,
+        field: &str,
+        shared: &[u128],
+        who: &Principal,
+    ) -> Result<EnvJob<pb::ResetResponse>, PoolError> {
+        let env = self.mgr.env(&r.env_id, who)?;
+        let opts = self.opts(
+            &format!("{field}if_none_match"),
+            r.encoding,
+            &r.if_none_match,
+            shared,
+            r.tree.as_ref(),
+        )?;
+        self.mgr
+            .on_env(&env, Call::Reset, self.mgr.op_timeout(), move |e, cache| {
+                e.reset(cache, r.seed, &opts).map(convert::reset_response)
+            })
+    }
+    /// One of `who`'s envs, whose pool was granted `capability`.
+    pub(crate) fn granted(
+        &self,
+        env_id: &str,
+        who: &Principal,
+        capability: &'static str,
+    ) -> Result<Arc<crate::env::Env>, PoolError> {
+        let env = self.mgr.env(env_id, who)?;
+        check_grant(&env, capability)?;
+        Ok(env)
+    }
+}
+
+/// PERMISSION_DENIED unless the env's pool was granted `capability`.
+fn check_grant(env: &crate::env::Env, capability: &'static str) -> Result<(), PoolError> {
+    if env.pool.spec.capabilities.iter().any(|c| c == capability) {
+        Ok(())
+    } else {
+        Err(PoolError::NotGranted {
+            env: env.id.clone(),
+            capability,
+        })
+    }
+}
