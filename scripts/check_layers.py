@@ -44,12 +44,23 @@ def root_reexports(src: Path) -> dict[str, str]:
     return out
 
 
+def test_files(src: Path) -> set[Path]:
+    """Files of modules declared under `#[cfg(test)]` (`mod tests;` beside the code)."""
+    out = set()
+    for f in src.rglob("*.rs"):
+        for name in re.findall(r"#\[cfg\(test\)\]\s*\n\s*mod (\w+);", f.read_text()):
+            here = f.parent if f.name in ("mod.rs", "lib.rs", "main.rs") else f.parent / f.stem
+            out |= {here / f"{name}.rs", here / name / "mod.rs"}
+    return out
+
+
 def rust_graph(src: Path) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     alias = root_reexports(src)
+    tests = test_files(src)
     for f in sorted(src.rglob("*.rs")):
         me = rust_module(src, f)
-        if me is None or "bin" in f.relative_to(src).parts:
+        if me is None or "bin" in f.relative_to(src).parts or f in tests:
             continue
         text = f.read_text()
         m = _TEST_MOD.search(text)

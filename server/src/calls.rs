@@ -1,6 +1,6 @@
 //! The calls the RPC layer and the axstream driver both make: a step or a reset
 //! validated and started on the step pool, and the capability checks. Below the service
-//! (`service.rs`) and the driver (`axstream.rs`), so neither reaches into the other.
+//! (`service/`) and the driver (`axstream/`), so neither reaches into the other.
 
 use std::sync::Arc;
 

@@ -1,0 +1,192 @@
+//! Checkpoints: an env's state as its seed and action log, saved and restored by
+//! replay on a fresh desktop.
+
+use super::*;
+
+/// A saved state: what is needed to rebuild it by replay.
+#[derive(Debug)]
+pub(crate) struct Checkpoint {
+    /// Opaque id.
+    pub id: String,
+    /// The owning pool (its spec is what a rebuild needs).
+    pub pool: Arc<Pool>,
+    /// The env it was saved from.
+    pub env_id: String,
+    episode: Episode,
+    /// Approximate bytes held (the action log), counted against
+    /// `Limits::max_checkpoint_bytes`.
+    bytes: u64,
+}
+
+impl Checkpoint {
+    /// Approximate bytes this checkpoint holds.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Number of actions a rebuild replays.
+    pub(crate) fn actions_len(&self) -> usize {
+        self.episode.actions.len()
+    }
+
+    /// The seed of the saved episode.
+    pub(crate) fn seed(&self) -> u64 {
+        self.episode.seed
+    }
+
+    /// Steps taken in the saved episode.
+    pub(crate) fn step_index(&self) -> u32 {
+        self.episode.step_index
+    }
+
+    /// The frame hash at save time (Save refreshes a stale one before it builds this).
+    pub(crate) fn frame_hash(&self) -> u128 {
+        self.episode.frame_hash.unwrap_or_default()
+    }
+}
+
+/// Approximate heap bytes of an action log.
+fn log_bytes(actions: &[Action]) -> u64 {
+    let text: usize = actions
+        .iter()
+        .map(|a| match a {
+            Action::TypeText(t) | Action::Key(t) => t.len(),
+            _ => 0,
+        })
+        .sum();
+    (std::mem::size_of_val(actions) + text) as u64
+}
+
+impl Env {
+    /// Blocking: snapshots what is needed to rebuild the current state.
+    pub(crate) fn save(&self, id: String) -> Result<Checkpoint, EnvError> {
+        let _running = self.enter();
+        let mut guard = lock(&self.state);
+        let s = &mut *guard;
+        if s.episode.is_none() {
+            return Err(EnvError::NoEpisode {
+                env: self.id.clone(),
+            });
+        }
+        // An action was applied but the capture after it failed: capture now, so the
+        // checkpoint's hash is of the screen its replay rebuilds.
+        if s.episode.as_ref().is_some_and(|e| e.frame_hash.is_none()) {
+            let Some(d) = s.desktop.as_mut() else {
+                return Err(EnvError::NoDesktop {
+                    env: self.id.clone(),
+                });
+            };
+            let hash = d.check_alive().and_then(|()| self.capture(d));
+            match hash {
+                Ok(f) => {
+                    if let Some(ep) = s.episode.as_mut() {
+                        ep.frame_hash = Some(f.hash);
+                    }
+                }
+                Err(e) => {
+                    let err = EnvError::from(e);
+                    self.on_error(s, &err);
+                    return Err(err);
+                }
+            }
+        }
+        let episode = s.episode.clone().ok_or_else(|| EnvError::NoEpisode {
+            env: self.id.clone(),
+        })?;
+        Ok(Checkpoint {
+            id,
+            pool: self.pool.clone(),
+            env_id: self.id.clone(),
+            bytes: log_bytes(&episode.actions),
+            episode,
+        })
+    }
+
+    /// Blocking: rebuilds `cp` on this env by replaying its actions on a freshly reset
+    /// desktop, and reports whether the result looks exactly like the checkpoint.
+    pub(crate) fn restore(
+        &self,
+        cache: &FrameCache,
+        cp: &Checkpoint,
+        opts: &ObsOptions,
+    ) -> Result<Restored, EnvError> {
+        let _running = self.enter();
+        let started = Instant::now();
+        let (ours, theirs) = (&self.pool.spec, &cp.pool.spec);
+        if ours.task.id != theirs.task.id || ours.screen != theirs.screen {
+            return Err(EnvError::Incompatible(format!(
+                "checkpoint {:?} is of task {} at {}x{}, env {:?} runs {} at {}x{}",
+                cp.id,
+                theirs.task.id,
+                theirs.screen.width,
+                theirs.screen.height,
+                self.id,
+                ours.task.id,
+                ours.screen.width,
+                ours.screen.height
+            )));
+        }
+        let enc = encoding_or(ours, opts.encoding)?;
+        let mut guard = lock(&self.state);
+        let s = &mut *guard;
+        let result = (|| {
+            let d = self.live_desktop(s, true)?;
+            let mut out = d.reset(cp.episode.seed)?;
+            self.note_socket(Some(&**d));
+            for a in cp.episode.actions.iter() {
+                out = d.step(a)?;
+            }
+            let frame = d.capture()?;
+            Ok::<_, EnvError>((out, frame, d.pointer(), d.display()))
+        })();
+        let (out, frame, pointer, display) = result.inspect_err(|e| {
+            self.on_error(s, e);
+            s.episode = None;
+        })?;
+        let exact = frame.hash == cp.frame_hash();
+        if !exact {
+            tracing::warn!(env = %self.id, checkpoint = %cp.id, "rebuild diverged from its checkpoint");
+        }
+        self.end_episode(s, "restore");
+        s.episodes += 1;
+        (s.seed_base, s.seed_k) = (cp.episode.seed, 1);
+        let log = EpisodeLog {
+            ret: cp.episode.log.ret,
+            ..self.new_log(s.episodes)
+        };
+        let ep = Episode {
+            number: s.episodes,
+            frame_hash: Some(frame.hash),
+            log,
+            recorded: false,
+            verdict: None,
+            ..cp.episode.clone()
+        };
+        self.pool.record(|| {
+            record::event(
+                "restore",
+                &self.id,
+                serde_json::json!({
+                    "checkpoint": cp.id, "episode_id": ep.log.episode_id, "exact": exact,
+                }),
+            )
+        });
+        let observation = self.observation(
+            cache,
+            frame,
+            pointer,
+            out.settle,
+            enc,
+            &opts.known,
+            Some(&ep.log.episode_id),
+        )?;
+        let info = self.info(&ep, started, Some(display));
+        s.episode = Some(ep);
+        Ok(Restored {
+            obs: observation,
+            info,
+            exact,
+            expected_hash: cp.frame_hash(),
+        })
+    }
+}

@@ -1,0 +1,365 @@
+//! An episode's course: reset, step (preconditions, the action, reward and
+//! termination, the recorded row, autoreset), the agent's own `done`, and the end.
+
+use super::*;
+
+impl Env {
+    pub(super) fn info(&self, ep: &Episode, started: Instant, display: Option<u32>) -> Info {
+        let mut extra = HashMap::from([("ended".to_string(), ep.ended.unwrap_or("").to_string())]);
+        if let Some(d) = display {
+            // Lets an operator (and the crash tests) find the env's X server.
+            extra.insert("display".to_string(), format!(":{d}"));
+        }
+        if let Some((success, reason)) = &ep.verdict {
+            let status = if *success { "success" } else { "failure" };
+            extra.insert("agent_status".to_string(), status.to_string());
+            extra.insert("agent_reason".to_string(), reason.clone());
+        }
+        Info {
+            instruction: ep.instruction.clone(),
+            task: self.pool.spec.task.id.clone(),
+            step_index: ep.step_index,
+            seed: ep.seed,
+            episode: ep.number,
+            latency_ms: started.elapsed().as_secs_f64() * 1e3,
+            extra,
+        }
+    }
+
+    /// Blocking: starts a new episode (restarting a dead desktop first).
+    pub(crate) fn reset(
+        &self,
+        cache: &FrameCache,
+        seed: Option<u64>,
+        opts: &ObsOptions,
+    ) -> Result<Reset, EnvError> {
+        let _running = self.enter();
+        let started = Instant::now();
+        let enc = encoding_or(&self.pool.spec, opts.encoding)?;
+        let mut guard = lock(&self.state);
+        self.reset_locked(&mut guard, cache, seed, enc, opts, started)
+    }
+
+    pub(super) fn reset_locked(
+        &self,
+        s: &mut EnvState,
+        cache: &FrameCache,
+        seed: Option<u64>,
+        enc: pb::ImageEncoding,
+        opts: &ObsOptions,
+        started: Instant,
+    ) -> Result<Reset, EnvError> {
+        let (seed, base, k) = match seed {
+            Some(seed) => (seed, seed, 1),
+            None => (
+                episode_seed(s.seed_base, s.seed_k),
+                s.seed_base,
+                s.seed_k.saturating_add(1),
+            ),
+        };
+        let result = (|| {
+            let d = self.live_desktop(s, true)?;
+            let out = d.reset(seed)?;
+            self.note_socket(Some(&**d));
+            let frame = d.capture()?;
+            Ok::<_, EnvError>((out, frame, d.pointer()))
+        })();
+        let (out, frame, pointer) = result.inspect_err(|e| self.on_error(s, e))?;
+        self.end_episode(s, "reset");
+        s.episodes += 1;
+        (s.seed_base, s.seed_k) = (base, k);
+        let ep = Episode {
+            seed,
+            number: s.episodes,
+            step_index: 0,
+            reward_so_far: out.app.reward,
+            instruction: out.app.instruction,
+            ended: None,
+            actions: Arc::default(),
+            frame_hash: Some(frame.hash),
+            log: self.new_log(s.episodes),
+            recorded: false,
+            verdict: None,
+        };
+        self.pool.record(|| {
+            record::event(
+                "reset",
+                &self.id,
+                serde_json::json!({
+                    "episode_id": ep.log.episode_id, "seed": seed, "instruction": ep.instruction,
+                    "frame_hash": deskgym_worker::hash_hex(frame.hash),
+                }),
+            )
+        });
+        let mut observation = self.observation(
+            cache,
+            frame,
+            pointer,
+            out.settle,
+            enc,
+            &opts.known,
+            Some(&ep.log.episode_id),
+        )?;
+        // A new episode's elements are new elements.
+        s.refs.clear();
+        if let (Some(t), Some(d)) = (&opts.tree, s.desktop.as_mut()) {
+            match Self::read_tree(d, &mut s.refs, t) {
+                Ok(tree) => observation.tree = Some(tree),
+                Err(e) => {
+                    self.on_error(s, &e);
+                    return Err(e);
+                }
+            }
+        }
+        let mut info = self.info(&ep, started, s.desktop.as_ref().map(|d| d.display()));
+        info.extra.extend(out.app.extra);
+        s.episode = Some(ep);
+        crate::metrics::METRICS.reset();
+        Ok(Reset {
+            obs: observation,
+            info,
+        })
+    }
+
+    pub(super) fn new_log(&self, number: u64) -> EpisodeLog {
+        EpisodeLog {
+            episode_id: format!("{}/{number}", self.id),
+            start_ms: deskgym_datasets::writer::now_ms(),
+            ret: 0.0,
+        }
+    }
+
+    /// Writes the episodes-table row of the current episode (once), with `why` unless
+    /// the episode already ended for its own reason.
+    pub(super) fn end_episode(&self, s: &mut EnvState, why: &str) {
+        let Some(ep) = s.episode.as_mut() else { return };
+        if ep.recorded {
+            return;
+        }
+        ep.recorded = true;
+        let termination = ep.ended.unwrap_or(why);
+        let task = &self.pool.spec.task.id;
+        self.pool.record(|| {
+            record::episode_row(
+                &ep.log,
+                &self.id,
+                task,
+                &ep.instruction,
+                ep.seed,
+                ep.step_index,
+                termination,
+            )
+        });
+    }
+
+    /// Records the running episode as ended (pool closing).
+    pub(crate) fn finish_recording(&self, why: &str) {
+        let mut s = lock(&self.state);
+        self.end_episode(&mut s, why);
+    }
+
+    /// Blocking: one action, settle, capture. With `autoreset`, an episode that ends
+    /// here is followed at once by the next one (Gymnasium's same-step autoreset); a
+    /// failed autoreset is reported in `info.extra["autoreset_error"]`.
+    pub(crate) fn step(
+        &self,
+        cache: &FrameCache,
+        planned: &Planned,
+        opts: &ObsOptions,
+        autoreset: bool,
+    ) -> Result<Stepped, EnvError> {
+        let _running = self.enter();
+        let started = Instant::now();
+        let enc = encoding_or(&self.pool.spec, opts.encoding)?;
+        let mut guard = lock(&self.state);
+        let s = &mut *guard;
+        let Some(ep) = s.episode.as_mut() else {
+            return Err(EnvError::NoEpisode {
+                env: self.id.clone(),
+            });
+        };
+        if let Some(why) = ep.ended {
+            return Err(EnvError::Ended {
+                env: self.id.clone(),
+                why,
+            });
+        }
+        let Some(d) = s.desktop.as_mut() else {
+            return Err(EnvError::NoDesktop {
+                env: self.id.clone(),
+            });
+        };
+        let display = d.display();
+        // Element targets become pixels (or element identities) now: the log keeps what
+        // ran, so a replay does not depend on this env's refs.
+        let resolved;
+        let action = if planned.elements.is_empty() {
+            &planned.action
+        } else {
+            let screen = (self.pool.spec.screen.width, self.pool.spec.screen.height);
+            resolved = match Self::resolve(d, &mut s.refs, planned, screen) {
+                Ok(a) => a,
+                Err(e) => {
+                    // A desktop that died while its tree was read is let go as usual.
+                    self.on_error(s, &e);
+                    return Err(e);
+                }
+            };
+            &resolved
+        };
+        let t_start = deskgym_datasets::writer::now_ms();
+        // Hex strings only when recording (the closures below run only then).
+        let before = ep.frame_hash.unwrap_or_default();
+        // From the moment input may have reached the desktop, the action belongs in the
+        // replay log whatever fails after it: a Save/Fork must rebuild what is on screen.
+        let mut sent = false;
+        let result = d.check_alive().and_then(|()| {
+            sent = true;
+            let out = d.step(action)?;
+            Ok((out, self.capture(d)?, d.pointer()))
+        });
+        let (out, frame, pointer) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                let applied = sent
+                    && !matches!(
+                        e,
+                        DesktopError::InvalidAction { .. } | DesktopError::Element { .. }
+                    );
+                let err = EnvError::from(e);
+                if applied {
+                    ep.step_index += 1;
+                    Arc::make_mut(&mut ep.actions).push(action.clone());
+                    ep.frame_hash = None;
+                }
+                // The index this step has (applied) or would have had.
+                let step_index = ep.step_index + u32::from(!applied);
+                let episode_id = ep.log.episode_id.clone();
+                self.pool.record(|| {
+                    deskgym_datasets::Record::Step(deskgym_datasets::StepRow {
+                        episode_id,
+                        env_id: self.id.clone(),
+                        step_index,
+                        t_start_ms: t_start,
+                        t_end_ms: deskgym_datasets::writer::now_ms(),
+                        frame_hash_before: deskgym_worker::hash_hex(before),
+                        error_code: Some(err.code_name().to_string()),
+                        latency_ms: started.elapsed().as_secs_f64() * 1e3,
+                        ..record::step_row(action)
+                    })
+                });
+                self.on_error(s, &err);
+                return Err(err);
+            }
+        };
+        ep.step_index += 1;
+        Arc::make_mut(&mut ep.actions).push(action.clone());
+        ep.frame_hash = Some(frame.hash);
+        let reward = out.app.reward - ep.reward_so_far;
+        ep.reward_so_far = out.app.reward;
+        let terminated = out.app.done;
+        let truncated = !terminated && ep.step_index >= self.pool.spec.max_steps;
+        ep.ended = if terminated {
+            Some(if out.app.reward > 0.0 {
+                "success"
+            } else {
+                "failure"
+            })
+        } else if truncated {
+            Some("max_steps")
+        } else {
+            None
+        };
+        ep.log.ret += reward;
+        let after = frame.hash;
+        let episode_id = ep.log.episode_id.clone();
+        let mut observation = self.observation(
+            cache,
+            frame,
+            pointer,
+            out.settle,
+            enc,
+            &opts.known,
+            Some(&episode_id),
+        )?;
+        if let Some(t) = &opts.tree {
+            match Self::read_tree(d, &mut s.refs, t) {
+                Ok(tree) => observation.tree = Some(tree),
+                Err(e) => {
+                    self.on_error(s, &e);
+                    return Err(e);
+                }
+            }
+        }
+        let mut info = self.info(ep, started, Some(display));
+        info.extra.extend(out.app.extra);
+        self.pool.record(|| {
+            deskgym_datasets::Record::Step(deskgym_datasets::StepRow {
+                episode_id: ep.log.episode_id.clone(),
+                env_id: self.id.clone(),
+                step_index: ep.step_index,
+                t_start_ms: t_start,
+                t_end_ms: deskgym_datasets::writer::now_ms(),
+                reward,
+                terminated,
+                truncated,
+                frame_hash_before: deskgym_worker::hash_hex(before),
+                frame_hash_after: Some(deskgym_worker::hash_hex(after)),
+                settle_ms: out.settle.waited_ms,
+                latency_ms: info.latency_ms,
+                ..record::step_row(action)
+            })
+        });
+        if terminated || truncated {
+            self.end_episode(s, "");
+        }
+        let reset = if autoreset && (terminated || truncated) {
+            match self.reset_locked(s, cache, None, enc, opts, Instant::now()) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    info.extra.insert("autoreset_error".into(), e.to_string());
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        crate::metrics::METRICS.step(started.elapsed());
+        Ok(Stepped {
+            obs: observation,
+            reward,
+            terminated,
+            truncated,
+            info,
+            reset,
+        })
+    }
+
+    /// Blocking: records an agent's verdict on the current episode (axstream `done`): in
+    /// the event log, and in `info.extra` (`agent_status`, `agent_reason`) of what the
+    /// episode returns from now on. Returns the episode's info.
+    pub(crate) fn agent_done(&self, success: bool, reason: &str) -> Result<Info, EnvError> {
+        let started = Instant::now();
+        let mut s = lock(&self.state);
+        let ep = s.episode.as_mut().ok_or_else(|| EnvError::NoEpisode {
+            env: self.id.clone(),
+        })?;
+        ep.verdict = Some((success, reason.to_string()));
+        let (episode_id, step_index) = (ep.log.episode_id.clone(), ep.step_index);
+        self.pool.record(|| {
+            record::event(
+                "agent_done",
+                &self.id,
+                serde_json::json!({
+                    "episode_id": episode_id, "step_index": step_index,
+                    "status": if success { "success" } else { "failure" }, "reason": reason,
+                }),
+            )
+        });
+        let ep = s
+            .episode
+            .as_ref()
+            .ok_or(EnvError::Bug("episode vanished"))?;
+        Ok(self.info(ep, started, None))
+    }
+}

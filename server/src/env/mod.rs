@@ -1,0 +1,574 @@
+//! One env: its desktop, its episode, and the blocking operations on them (reset, step,
+//! observe, save, restore).
+//!
+//! One call in flight per env, structurally: a call first takes the env's *flight*
+//! ([`Env::begin`], a compare-and-swap, on the async side, before any work is queued);
+//! a second call meanwhile answers ABORTED naming the call in flight. The state mutex
+//! is then uncontended: only pool shutdown also takes it, on the step pool.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use bytes::Bytes;
+use deskgym_proto::v1 as pb;
+use deskgym_worker::{Action, DesktopError, Frame, Point, SettleReport};
+
+use crate::a11y::{self, Planned, QueryMiss, Refs, Sel, Slot, TreeOpts};
+use crate::backend::{Desktop, Executed};
+use crate::encode::EncodeError;
+use crate::frame_cache::{Blob, FrameCache};
+use crate::handle::Pool;
+use crate::record::{self, EpisodeLog};
+use crate::spec::{Invalid, PoolSpec};
+use crate::sync::lock;
+use deskgym_worker::agent::ExecSpec;
+use deskgym_worker::windows::WindowInfo;
+
+/// Why an operation on an env failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum EnvError {
+    /// A malformed request field (an action the desktop cannot perform as given).
+    #[error(transparent)]
+    Invalid(#[from] Invalid),
+    /// Another call holds the env's flight.
+    #[error(
+        "env {env} is busy with a {call} call (one call at a time per env); retry after it returns"
+    )]
+    Busy {
+        /// The env.
+        env: String,
+        /// The call in flight.
+        call: &'static str,
+    },
+    /// Step or Save before the first Reset.
+    #[error("env {env:?} has no episode: call Reset first")]
+    NoEpisode {
+        /// The env.
+        env: String,
+    },
+    /// Step after the episode ended.
+    #[error("the episode of env {env:?} has ended ({why}); call Reset to start a new one")]
+    Ended {
+        /// The env.
+        env: String,
+        /// Why it ended (`success`, `max_steps`...).
+        why: &'static str,
+    },
+    /// The desktop failed earlier and was let go.
+    #[error("env {env:?} lost its desktop; call Reset to restart it")]
+    NoDesktop {
+        /// The env.
+        env: String,
+    },
+    /// The desktop died under this call (Xvfb or app gone); it is let go.
+    #[error("{0}; call Reset to restart this env")]
+    Down(DesktopError),
+    /// A file request failed (missing, a directory, a resumed upload past the end).
+    #[error("{message}")]
+    File {
+        /// Why.
+        kind: deskgym_worker::error::FileErrorKind,
+        /// What, for the user.
+        message: String,
+    },
+    /// The clipboard cannot give or take this text.
+    #[error("{0}")]
+    Clipboard(String),
+    /// The sandbox could not start a program (missing, bad cwd).
+    #[error("{0}")]
+    Refused(String),
+    /// A limit of this env was reached (its memory, its agent's concurrent requests).
+    #[error("{0}")]
+    Limit(String),
+    /// An element target or element verb cannot be carried out: `reason` is
+    /// `stale_element_ref`, `element_not_found`, `ambiguous_element`,
+    /// `element_unsupported` or `accessibility_unavailable`.
+    #[error("{reason}: {message}")]
+    Element {
+        /// Machine-readable reason (also the message's prefix).
+        reason: &'static str,
+        /// What, for the user.
+        message: String,
+    },
+    /// The desktop failed without dying (an X request error).
+    #[error("{0}")]
+    Desktop(DesktopError),
+    /// A checkpoint of another task or screen size.
+    #[error("{0}")]
+    Incompatible(String),
+    /// The frame could not be encoded.
+    #[error(transparent)]
+    Encode(#[from] EncodeError),
+    /// An invariant broke: a bug.
+    #[error("{0}")]
+    Bug(&'static str),
+}
+
+impl EnvError {
+    /// True when the desktop is gone and must be restarted (by the next Reset).
+    pub(crate) fn is_down(&self) -> bool {
+        matches!(self, Self::Down(_))
+    }
+}
+
+impl From<DesktopError> for EnvError {
+    fn from(e: DesktopError) -> Self {
+        match e {
+            DesktopError::InvalidAction { field, message } => {
+                let field = if field.starts_with("action") {
+                    field
+                } else {
+                    format!("action.{field}")
+                };
+                Self::Invalid(Invalid { field, message })
+            }
+            DesktopError::Exec(m) => Self::Refused(m),
+            DesktopError::Limit(m) => Self::Limit(m),
+            DesktopError::Clipboard(m) => Self::Clipboard(m),
+            DesktopError::File {
+                kind: deskgym_worker::error::FileErrorKind::Outside,
+                message,
+            } => Self::Invalid(Invalid::new("path", message)),
+            DesktopError::File { kind, message } => Self::File { kind, message },
+            DesktopError::Element { failure, message } => {
+                use deskgym_worker::error::ElementFailure as Failure;
+                let reason = match failure {
+                    Failure::Gone => "stale_element_ref",
+                    Failure::Unsupported => "element_unsupported",
+                    Failure::Unavailable => "accessibility_unavailable",
+                };
+                Self::Element { reason, message }
+            }
+            e if e.is_fatal() => Self::Down(e),
+            e => Self::Desktop(e),
+        }
+    }
+}
+
+/// The calls that take an env's flight (one at a time per env).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Call {
+    Reset = 1,
+    Step = 2,
+    Observe = 3,
+    Save = 4,
+    Restore = 5,
+    Exec = 6,
+    ListWindows = 7,
+    Files = 8,
+    Clipboard = 9,
+    Screenshot = 10,
+}
+
+impl Call {
+    fn name(raw: u8) -> &'static str {
+        match raw {
+            1 => "Reset",
+            2 => "Step",
+            3 => "Observe",
+            4 => "Save",
+            5 => "Restore",
+            6 => "Exec",
+            7 => "ListWindows",
+            8 => "file",
+            9 => "clipboard",
+            10 => "Screenshot",
+            _ => "unknown",
+        }
+    }
+}
+
+/// Clears `Env::running` when a blocking operation ends, however it ends.
+struct Running<'a>(&'a AtomicBool);
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// An env's flight, held by the one call in flight on it; released on drop (also when
+/// the job is skipped or panics).
+#[derive(Debug)]
+pub(crate) struct Flight(Arc<Env>);
+
+impl Drop for Flight {
+    fn drop(&mut self) {
+        self.0.busy.store(0, Ordering::Release);
+    }
+}
+
+/// The seed of an env's `k`-th unseeded episode since its seed base `base` was set:
+/// `base` itself for k = 0, then splitmix64 mixes, so episodes of one env and of its
+/// neighbours (bases `s + i`) never share a seed in practice, and the same base
+/// replays the same sequence. Kept below 2^63 for clients with signed 64-bit ints.
+/// The Python client implements the same function (`deskgym.seeding`).
+pub fn episode_seed(base: u64, k: u64) -> u64 {
+    fn splitmix64(mut z: u64) -> u64 {
+        z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    if k == 0 {
+        base
+    } else {
+        splitmix64(splitmix64(base) ^ k) >> 1
+    }
+}
+
+/// The running episode of an env.
+#[derive(Clone, Debug)]
+struct Episode {
+    seed: u64,
+    number: u64,
+    step_index: u32,
+    /// Reward reported by the app so far; a step's reward is the increase.
+    reward_so_far: f64,
+    instruction: String,
+    /// Why the episode ended, once it has.
+    ended: Option<&'static str>,
+    /// Every action applied since reset: replaying them on a fresh desktop rebuilds
+    /// this state (the bundled tasks are deterministic). Shared with checkpoints (a
+    /// Save copies nothing; the next step copies once).
+    actions: Arc<Vec<Action>>,
+    /// Hash of the last frame captured; `None` when an action was applied but the
+    /// capture after it failed (Save captures afresh then).
+    frame_hash: Option<u128>,
+    /// What the recording needs (id, start time, return).
+    log: EpisodeLog,
+    /// The episodes table has this episode already.
+    recorded: bool,
+    /// An agent's own verdict (axstream `done`): success, and its reason.
+    verdict: Option<(bool, String)>,
+}
+
+#[derive(Debug, Default)]
+pub(crate) struct EnvState {
+    /// `None` before the first start and after the desktop died; Reset starts one.
+    pub(crate) desktop: Option<Box<dyn Desktop>>,
+    episode: Option<Episode>,
+    episodes: u64,
+    /// Seed base of the unseeded episodes (see [`episode_seed`]).
+    seed_base: u64,
+    /// Unseeded episodes started since `seed_base` was set.
+    seed_k: u64,
+    /// Element refs of the accessibility tree.
+    refs: Refs,
+}
+
+/// An observation as the env produced it (the wire form is built in `convert`).
+#[derive(Clone, Debug)]
+pub(crate) struct Obs {
+    /// Encoded pixels; empty when `not_modified`.
+    pub(crate) frame: Bytes,
+    pub(crate) encoding: pb::ImageEncoding,
+    pub(crate) width: u32,
+    pub(crate) height: u32,
+    pub(crate) hash: u128,
+    pub(crate) pointer: Point,
+    pub(crate) settle: SettleReport,
+    /// The client holds this frame already: no pixels were sent.
+    pub(crate) not_modified: bool,
+    /// The accessibility tree, when asked for.
+    pub(crate) tree: Option<pb::AccessibilityTree>,
+}
+
+/// What a reset or step says about the episode.
+#[derive(Clone, Debug)]
+pub(crate) struct Info {
+    pub(crate) instruction: String,
+    pub(crate) task: String,
+    pub(crate) step_index: u32,
+    pub(crate) seed: u64,
+    pub(crate) episode: u64,
+    pub(crate) latency_ms: f64,
+    pub(crate) extra: HashMap<String, String>,
+}
+
+/// A new episode's first observation.
+#[derive(Clone, Debug)]
+pub(crate) struct Reset {
+    pub(crate) obs: Obs,
+    pub(crate) info: Info,
+}
+
+/// One step's outcome (and, with same-step autoreset, the next episode's start).
+#[derive(Clone, Debug)]
+pub(crate) struct Stepped {
+    pub(crate) obs: Obs,
+    pub(crate) reward: f64,
+    pub(crate) terminated: bool,
+    pub(crate) truncated: bool,
+    pub(crate) info: Info,
+    pub(crate) reset: Option<Reset>,
+}
+
+/// A restore's outcome: the rebuilt state and whether it matches the checkpoint.
+#[derive(Clone, Debug)]
+pub(crate) struct Restored {
+    pub(crate) obs: Obs,
+    pub(crate) info: Info,
+    pub(crate) exact: bool,
+    pub(crate) expected_hash: u128,
+}
+
+/// Per-call observation options: encoding and the hashes the client already holds.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ObsOptions {
+    /// Wire encoding (`Unspecified` = the pool's).
+    pub encoding: i32,
+    /// Parsed `if_none_match` hashes.
+    pub known: Vec<u128>,
+    /// Read the accessibility tree too.
+    pub tree: Option<TreeOpts>,
+}
+
+/// One env: a desktop slot of a pool.
+#[derive(Debug)]
+pub(crate) struct Env {
+    /// Opaque id.
+    pub id: String,
+    /// The owning pool.
+    pub pool: Arc<Pool>,
+    state: Mutex<EnvState>,
+    /// The call in flight (`Call as u8`), 0 when idle.
+    busy: AtomicU8,
+    /// True while a blocking operation runs on the desktop (not merely queued): a
+    /// deadline kills the desktop only then.
+    running: AtomicBool,
+    /// Pids of the desktop's Xvfb and task app (0: none), readable without the state
+    /// lock so a deadline can kill a stalled desktop while a thread is stuck on it.
+    xvfb_pid: AtomicU32,
+    app_pid: AtomicU32,
+    /// The sandbox agent's socket for tunnels, kept beside the state so opening a
+    /// tunnel never waits for the call in flight (held only to copy a path).
+    agent_socket: Mutex<Option<deskgym_worker::sandbox::AgentPeer>>,
+    /// Test hook: the next capture after an action fails (as an X error would).
+    #[cfg(test)]
+    pub(crate) fail_next_capture: std::sync::atomic::AtomicBool,
+}
+
+/// Stops a desktop on its own thread: a reset that swapped it for a spare does not
+/// wait for its Xvfb and sandbox to exit.
+fn stop_in_background(d: Box<dyn Desktop>) {
+    let spawned = std::thread::Builder::new()
+        .name("deskgym-stop".into())
+        .spawn(move || drop(d));
+    // Without a thread the closure, and the desktop with it, dropped inline already.
+    if let Err(e) = spawned {
+        tracing::warn!(error = %e, "no thread to stop a desktop on; stopped it inline");
+    }
+}
+
+fn encoding_or(pool: &PoolSpec, raw: i32) -> Result<pb::ImageEncoding, Invalid> {
+    match pb::ImageEncoding::try_from(raw) {
+        Ok(pb::ImageEncoding::Unspecified) => Ok(pool.encoding),
+        Ok(e) => Ok(e),
+        Err(_) => Err(Invalid::new("encoding", format!("unknown encoding {raw}"))),
+    }
+}
+
+impl Env {
+    /// A new env around an already started desktop.
+    pub(crate) fn new(
+        id: String,
+        pool: Arc<Pool>,
+        desktop: Option<Box<dyn Desktop>>,
+        seed_base: u64,
+    ) -> Self {
+        let env = Self {
+            id,
+            pool,
+            state: Mutex::new(EnvState {
+                seed_base,
+                ..Default::default()
+            }),
+            busy: AtomicU8::new(0),
+            running: AtomicBool::new(false),
+            xvfb_pid: AtomicU32::new(0),
+            app_pid: AtomicU32::new(0),
+            agent_socket: Mutex::new(None),
+            #[cfg(test)]
+            fail_next_capture: Default::default(),
+        };
+        if let Some(d) = desktop {
+            env.set_desktop(&mut lock(&env.state), d);
+        }
+        env
+    }
+
+    /// Takes this env's flight for `call`, or answers ABORTED naming the call in flight.
+    pub(crate) fn begin(self: &Arc<Self>, call: Call) -> Result<Flight, EnvError> {
+        match self
+            .busy
+            .compare_exchange(0, call as u8, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Ok(Flight(self.clone())),
+            Err(other) => Err(EnvError::Busy {
+                env: self.id.clone(),
+                call: Call::name(other),
+            }),
+        }
+    }
+
+    fn set_desktop<'a>(
+        &self,
+        s: &'a mut EnvState,
+        d: Box<dyn Desktop>,
+    ) -> &'a mut Box<dyn Desktop> {
+        let pids = d.pids();
+        self.xvfb_pid
+            .store(pids.first().copied().unwrap_or(0), Ordering::Release);
+        self.app_pid
+            .store(pids.get(1).copied().unwrap_or(0), Ordering::Release);
+        self.note_socket(Some(&*d));
+        s.desktop.insert(d)
+    }
+
+    /// Remembers where the desktop's agent listens (it moves when a reset restarts
+    /// the sandbox).
+    fn note_socket(&self, d: Option<&dyn Desktop>) {
+        *lock(&self.agent_socket) = d.and_then(|d| d.agent_socket());
+    }
+
+    /// Blocking (a short lock): where a tunnel into this env connects.
+    pub(crate) fn agent_socket(&self) -> Result<deskgym_worker::sandbox::AgentPeer, EnvError> {
+        lock(&self.agent_socket).clone().ok_or_else(|| {
+            EnvError::Refused(format!(
+                "env {:?} has no sandbox (profile {:?}): tunnels reach sandboxed desktops only",
+                self.id, self.pool.spec.profile.name
+            ))
+        })
+    }
+
+    fn drop_desktop(&self, s: &mut EnvState) -> Option<Box<dyn Desktop>> {
+        // Forget the pids first: once the desktop is reaped they may be reused.
+        self.xvfb_pid.store(0, Ordering::Release);
+        self.app_pid.store(0, Ordering::Release);
+        self.note_socket(None);
+        s.desktop.take()
+    }
+
+    /// Kills the desktop's processes (its call overran its deadline). The thread stuck
+    /// on the desktop then gets an error, the env's episode ends as a crash and the
+    /// next Reset starts a fresh desktop. Both are our children and are reaped only
+    /// when their `Desktop` drops, so the pids cannot have been reused.
+    pub(crate) fn kill_stalled(&self) {
+        if !self.running.load(Ordering::Acquire) {
+            // Still queued: the job is skipped (its caller is gone), the desktop is fine.
+            tracing::warn!(env = %self.id, "deadline passed before the call started");
+            return;
+        }
+        for pid in [&self.xvfb_pid, &self.app_pid] {
+            let pid = pid.load(Ordering::Acquire);
+            if pid != 0 {
+                // SAFETY: kill(2) with a pid of our own unreaped child.
+                unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            }
+        }
+        tracing::warn!(env = %self.id, "call overran op_timeout: desktop killed");
+    }
+
+    /// Marks a blocking operation as running until the guard drops.
+    fn enter(&self) -> Running<'_> {
+        self.running.store(true, Ordering::Release);
+        Running(&self.running)
+    }
+
+    /// Takes the desktop out (closing the env).
+    pub(crate) fn take_desktop(&self) -> Option<Box<dyn Desktop>> {
+        let mut s = lock(&self.state);
+        s.episode = None;
+        self.drop_desktop(&mut s)
+    }
+
+    /// Gives back the desktop, restarting it (from a warm spare when the pool has one)
+    /// when it is missing or dead. `for_reset`: a desktop that could only be reset by a
+    /// restart (a used sandbox) is swapped for a warm spare when the pool has one.
+    fn live_desktop<'a>(
+        &self,
+        s: &'a mut EnvState,
+        for_reset: bool,
+    ) -> Result<&'a mut Box<dyn Desktop>, EnvError> {
+        if let Some(d) = s.desktop.as_mut() {
+            let alive = d.check_alive().is_ok();
+            let swap = alive && for_reset && d.restarts_to_reset();
+            if alive && !swap {
+                return s.desktop.as_mut().ok_or(EnvError::Bug("desktop vanished"));
+            }
+            if swap {
+                let Some(spare) = self.pool.take_spare() else {
+                    // No spare: the desktop restarts its session in place.
+                    return s.desktop.as_mut().ok_or(EnvError::Bug("desktop vanished"));
+                };
+                if let Some(old) = self.drop_desktop(s) {
+                    stop_in_background(old);
+                }
+                return Ok(self.started(s, spare, true));
+            }
+            tracing::warn!(env = %self.id, "desktop died; restarting it");
+            drop(self.drop_desktop(s));
+        }
+        let (d, warm_spare) = match self.pool.take_spare() {
+            Some(d) => (d, true),
+            None => (self.pool.spec.start_desktop(false)?, false),
+        };
+        Ok(self.started(s, d, warm_spare))
+    }
+
+    /// Installs a newly started (or spare) desktop and says so in the log and events.
+    fn started<'a>(
+        &self,
+        s: &'a mut EnvState,
+        d: Box<dyn Desktop>,
+        warm_spare: bool,
+    ) -> &'a mut Box<dyn Desktop> {
+        tracing::info!(env = %self.id, display = d.display(), warm_spare, "desktop (re)started");
+        self.pool.record(|| {
+            record::event(
+                "env_started",
+                &self.id,
+                serde_json::json!({"display": d.display(), "warm_spare": warm_spare}),
+            )
+        });
+        self.set_desktop(s, d)
+    }
+
+    /// Forgets a desktop that failed fatally, so the next Reset restarts it; the running
+    /// episode is recorded as ended by the crash.
+    fn on_error(&self, s: &mut EnvState, e: &EnvError) {
+        self.pool.record(|| {
+            record::event(
+                "error",
+                &self.id,
+                serde_json::json!({"code": e.code_name(), "message": e.to_string()}),
+            )
+        });
+        if e.is_down() {
+            tracing::warn!(env = %self.id, error = %e, "desktop failed");
+            self.pool.record(|| {
+                record::event(
+                    "env_crash",
+                    &self.id,
+                    serde_json::json!({"message": e.to_string()}),
+                )
+            });
+            self.end_episode(s, "env_crash");
+            drop(self.drop_desktop(s));
+        }
+    }
+}
+
+mod boundary;
+mod checkpoint;
+mod episode;
+mod observe;
+
+pub(crate) use checkpoint::Checkpoint;
+
+#[cfg(test)]
+mod tests;

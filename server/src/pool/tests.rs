@@ -1,0 +1,169 @@
+//! The manager against the fake backend: quotas, spares, checkpoints, fork, deadlines.
+
+use std::sync::atomic::Ordering;
+
+use super::*;
+use crate::backend::fake::FakeBackend;
+
+fn manager(max_envs: u32) -> (Arc<PoolManager>, Arc<FakeBackend>) {
+    let backend = Arc::new(FakeBackend::new());
+    let record = RecordSettings::for_tests();
+    let limits = Limits {
+        max_envs,
+        ..Limits::default()
+    };
+    let mgr = PoolManager::with_backend(limits, 4, record, backend.clone()).unwrap();
+    (Arc::new(mgr), backend)
+}
+
+fn req(n: u32, spares: u32) -> pb::CreatePoolRequest {
+    pb::CreatePoolRequest {
+        task: "click-target".into(),
+        num_envs: n,
+        warm_spares: spares,
+        screen: Some(pb::ScreenSize {
+            width: 320,
+            height: 240,
+        }),
+        ..Default::default()
+    }
+}
+
+async fn create(
+    mgr: &Arc<PoolManager>,
+    n: u32,
+    spares: u32,
+    who: &Principal,
+) -> Result<Arc<Pool>, PoolError> {
+    let spec = mgr.spec(&req(n, spares))?;
+    mgr.create_pool(spec, n, None, who).await
+}
+
+fn raw() -> ObsOptions {
+    ObsOptions {
+        encoding: pb::ImageEncoding::RawRgb as i32,
+        known: Vec::new(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn capacity_is_all_or_nothing_and_given_back() {
+    let (mgr, backend) = manager(4);
+    let who = Principal::local(mgr.limits());
+    let p = create(&mgr, 3, 0, &who).await.unwrap();
+    assert_eq!(mgr.env_count(), 3);
+    let e = create(&mgr, 2, 0, &who).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+    assert_eq!(
+        backend.started.load(Ordering::Acquire),
+        3,
+        "nothing started"
+    );
+    // Overflowing counts are refused, not wrapped.
+    let e = create(&mgr, 2, u32::MAX, &who).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::ResourceExhausted);
+    mgr.close_pool(&p.id, Some(&who)).await.unwrap();
+    assert_eq!(mgr.env_count(), 0);
+    create(&mgr, 4, 0, &who).await.unwrap();
+}
+
+#[tokio::test]
+async fn a_failed_start_leaves_nothing_behind() {
+    let (mgr, backend) = manager(8);
+    let who = Principal::local(mgr.limits());
+    backend.fail_after.store(2, Ordering::Release);
+    let e = create(&mgr, 4, 0, &who).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
+    assert_eq!(mgr.env_count(), 0, "pending slots were given back");
+    assert!(lock(&mgr.pools).is_empty());
+}
+
+#[tokio::test]
+async fn warm_spares_count_and_refill() {
+    let (mgr, backend) = manager(4);
+    let who = Principal::local(mgr.limits());
+    let p = create(&mgr, 1, 2, &who).await.unwrap();
+    assert_eq!(mgr.env_count(), 3);
+    assert_eq!(lock(&p.spares).len(), 2);
+    assert!(p.take_spare().is_some());
+    mgr.top_up_spares();
+    // The refill runs on the step pool; wait for it (bounded).
+    for _ in 0..200 {
+        if lock(&p.spares).len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(lock(&p.spares).len(), 2);
+    assert_eq!(backend.started.load(Ordering::Acquire), 4);
+}
+
+#[tokio::test]
+async fn a_dead_desktop_is_unavailable_then_restarted_from_a_spare() {
+    let (mgr, backend) = manager(4);
+    let who = Principal::local(mgr.limits());
+    let p = create(&mgr, 1, 1, &who).await.unwrap();
+    let env = mgr.env(&p.env_ids[0], &who).unwrap();
+    env.reset(&mgr.cache, Some(1), &raw()).unwrap();
+    backend.dead.store(true, Ordering::Release);
+    let action = deskgym_worker::Action::Click {
+        at: deskgym_worker::Point { x: 1, y: 1 },
+        button: deskgym_worker::Button::Left,
+        count: 1,
+    };
+    let e = env
+        .step(&mgr.cache, &action.into(), &raw(), false)
+        .unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable);
+    backend.dead.store(false, Ordering::Release);
+    // The next reset takes the spare instead of starting a desktop.
+    let before = backend.started.load(Ordering::Acquire);
+    env.reset(&mgr.cache, Some(1), &raw()).unwrap();
+    assert_eq!(backend.started.load(Ordering::Acquire), before);
+    assert!(lock(&p.spares).is_empty());
+}
+
+#[tokio::test]
+async fn fork_is_all_or_nothing() {
+    let (mgr, backend) = manager(6);
+    let who = Principal::local(mgr.limits());
+    let p = create(&mgr, 1, 0, &who).await.unwrap();
+    let env = mgr.env(&p.env_ids[0], &who).unwrap();
+    env.reset(&mgr.cache, Some(5), &raw()).unwrap();
+    let cp = mgr.save(&env.id, &who).await.unwrap();
+    let ok = mgr.fork(&cp.id, 3, 0, &who).await.unwrap();
+    assert!(ok.replicas.iter().all(|(_, r)| r.exact));
+    assert_eq!(mgr.env_count(), 4);
+    // The second start of the next fork fails: no pool, no desktop stays.
+    backend.fail_after.store(1, Ordering::Release);
+    let e = mgr.fork(&cp.id, 2, 0, &who).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::Unavailable);
+    assert_eq!(mgr.env_count(), 4);
+    assert_eq!(lock(&mgr.pools).len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn leases_expire_with_time_and_renewals_keep_them() {
+    let (mgr, _) = manager(4);
+    let who = Principal::local(mgr.limits());
+    let mut r = req(1, 0);
+    r.lease_ttl_ms = 1_000;
+    let spec = mgr.spec(&r).unwrap();
+    let kept = mgr.create_pool(spec.clone(), 1, None, &who).await.unwrap();
+    let lapsed = mgr.create_pool(spec, 1, None, &who).await.unwrap();
+    for _ in 0..6 {
+        tokio::time::advance(Duration::from_millis(400)).await;
+        assert!(
+            mgr.keep_alive(std::slice::from_ref(&kept.id), &who)
+                .is_empty()
+        );
+        mgr.reap_idle(None).await;
+    }
+    let pools = lock(&mgr.pools);
+    assert!(pools.contains_key(&kept.id));
+    assert!(
+        !pools.contains_key(&lapsed.id),
+        "the silent pool was reaped"
+    );
+}
