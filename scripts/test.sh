@@ -21,5 +21,7 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo build --workspace --bins
 cargo test --workspace
 (cd python-client && ../.venv/bin/python -m mypy deskgym)
+# The fast tier first (in-memory desktops, no X; ~30 s): client and pool logic fails fast.
+DESKGYM_TEST_BACKEND=fake DESKGYM_SERVER="$PWD/target/debug/deskgym-server" .venv/bin/python -m pytest -q -p no:cacheprovider python-client/tests
 DESKGYM_SERVER="$PWD/target/debug/deskgym-server" .venv/bin/python -m pytest -q python-client/tests
 echo "all tests passed"

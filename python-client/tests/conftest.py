@@ -15,6 +15,22 @@ import pytest
 import deskgym
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+#: What the tests' servers run: "real" desktops, or "fake" ones (no X) for the fast tier.
+BACKEND = os.environ.get("DESKGYM_TEST_BACKEND", "real")
+#: The fast tier: the modules whose tests are about client and pool logic (vector envs,
+#: EnvPool, fleets, SB3, MCP, the env, lifetimes, the client) and pass on fake desktops,
+#: less those marked `real`.
+FAST_TIER = {"test_vector", "test_envpool", "test_fleet", "test_sb3", "test_mcp", "test_env", "test_lifetime",
+             "test_client"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if BACKEND != "fake":
+        return
+    skip = pytest.mark.skip(reason="real desktops only (DESKGYM_TEST_BACKEND=fake runs the fast tier)")
+    for item in items:
+        if item.module is None or item.module.__name__ not in FAST_TIER or item.get_closest_marker("real"):
+            item.add_marker(skip)
 
 
 def server_binary() -> str:
@@ -32,8 +48,10 @@ class Server:
     """A deskgym-server child process listening on 127.0.0.1:<free port>."""
 
     def __init__(self, *args: str) -> None:
+        # The fast tier (`DESKGYM_TEST_BACKEND=fake pytest -m logic`): in-memory desktops.
+        backend = ["--backend", BACKEND] if BACKEND != "real" else []
         self.proc = subprocess.Popen(
-            [server_binary(), "--listen", "127.0.0.1:0", *args],
+            [server_binary(), "--listen", "127.0.0.1:0", *backend, *args],
             stdout=subprocess.PIPE,
             text=True,
         )

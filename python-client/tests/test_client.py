@@ -115,6 +115,7 @@ def test_idle_pools_are_reaped() -> None:
         assert s.stop() == 0
 
 
+@pytest.mark.real  # kills the desktop's X server by its pid
 def test_crashed_desktop_is_unavailable_then_comes_back(client: deskgym.Client) -> None:
     import os
     import signal

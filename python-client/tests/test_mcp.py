@@ -115,6 +115,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.real  # runs a command in the desktop's sandbox
 def test_granted_tools_and_desktops_over_streamable_http(exec_server: Server) -> None:
     port = free_port()
     proc = subprocess.Popen(

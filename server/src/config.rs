@@ -127,6 +127,8 @@ pub struct ServerConfig {
     /// videos no longer hold one frame per step (the LeRobot export then leaves them
     /// out and keeps the images).
     pub record_video_variable_rate: bool,
+    /// What a desktop is: real (Xvfb, apps, sandboxes) or fake (in memory).
+    pub backend: BackendKind,
     /// A profile catalog (TOML) that adds to or overrides the bundled one.
     pub profiles: Option<std::path::PathBuf>,
     /// A directory of declarative task files (`*.toml`) added to the bundled tasks.
@@ -160,6 +162,7 @@ impl Default for ServerConfig {
             record_video_fps: Some(10),
             record_video_variable_rate: false,
             connections: crate::conn::ConnLimits::default(),
+            backend: BackendKind::Real,
             profiles: None,
             tasks_dir: None,
             miniwob_dir: None,
@@ -167,6 +170,18 @@ impl Default for ServerConfig {
             sandbox_hide: Vec::new(),
         }
     }
+}
+
+/// What the server's desktops are.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BackendKind {
+    /// Xvfb displays running the task's apps, sandboxed where the profile says.
+    #[default]
+    Real,
+    /// In-memory desktops for fast client tests: no X, no sandbox, no apps; the bundled
+    /// tasks' logic with deterministic frames drawn from their scene (other tasks show a
+    /// blank episode). Same RPCs, same validation, same pools and quotas.
+    Fake,
 }
 
 /// One line of a token file.

@@ -56,7 +56,7 @@ use deskgym_proto::v1::deskgym_server::DeskgymServer;
 use tokio::net::TcpListener;
 use tonic_health::ServingStatus;
 
-pub use config::{Limits, PrincipalSpec, ServerConfig, parse_token_file};
+pub use config::{BackendKind, Limits, PrincipalSpec, ServerConfig, parse_token_file};
 pub use conn::ConnLimits;
 pub use env::episode_seed;
 use pool::PoolManager;
@@ -185,8 +185,21 @@ pub async fn run_with(
         hide,
         tenants: !config.principals.is_empty(),
     };
+    let backend: Arc<dyn backend::Backend> = match config.backend {
+        BackendKind::Real => Arc::new(backend::Real),
+        BackendKind::Fake => {
+            tracing::warn!("--backend fake: desktops are in memory (no X, no apps), for tests");
+            Arc::new(backend::fake::FakeBackend::new())
+        }
+    };
     let mgr = Arc::new(
-        PoolManager::new(config.limits.clone(), config.step_threads, settings)?.with_policy(policy),
+        PoolManager::with_backend(
+            config.limits.clone(),
+            config.step_threads,
+            settings,
+            backend,
+        )?
+        .with_policy(policy),
     );
     let (health, health_service) = tonic_health::server::health_reporter();
     health

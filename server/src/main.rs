@@ -4,7 +4,16 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use deskgym_server::{Limits, ServerConfig};
+use deskgym_server::{BackendKind, Limits, ServerConfig};
+
+/// `--backend`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum Backend {
+    /// Real X11 desktops.
+    Real,
+    /// In-memory desktops, for tests.
+    Fake,
+}
 
 /// Gym-style environment server over real X11 desktops.
 #[derive(Parser, Debug)]
@@ -53,6 +62,10 @@ struct Args {
     /// Threads driving desktops (they mostly wait on X, so more than cores is fine).
     #[arg(long, default_value_t = 64)]
     step_threads: usize,
+    /// What a desktop is: `real` (Xvfb, apps, sandboxes), or `fake`: in memory, for
+    /// fast client tests (no X, no apps; the bundled tasks' logic, deterministic frames).
+    #[arg(long, value_enum, default_value_t = Backend::Real)]
+    backend: Backend,
     /// A profile catalog (TOML) adding to or overriding the bundled profiles.
     #[arg(long)]
     profiles: Option<std::path::PathBuf>,
@@ -149,6 +162,10 @@ async fn main() -> anyhow::Result<()> {
         record_roll_every: Duration::from_secs_f64(args.record_roll_s.max(0.01)),
         record_video_fps: (args.record_video_fps > 0).then_some(args.record_video_fps),
         record_video_variable_rate: args.record_video_variable_rate,
+        backend: match args.backend {
+            Backend::Real => BackendKind::Real,
+            Backend::Fake => BackendKind::Fake,
+        },
         profiles: args.profiles,
         tasks_dir: args.tasks_dir,
         miniwob_dir: args

@@ -201,7 +201,8 @@ impl Drop for Pending<'_> {
 
 impl PoolManager {
     /// Creates a manager of real desktops whose blocking work runs on `threads`
-    /// dedicated threads.
+    /// dedicated threads (the server picks its backend: [`Self::with_backend`]).
+    #[cfg(test)]
     pub(crate) fn new(
         limits: Limits,
         threads: usize,

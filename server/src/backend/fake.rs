@@ -1,0 +1,356 @@
+//! In-memory desktops (`--backend fake`, and the pool's unit tests): the bundled tasks'
+//! own logic (`deskgym_worker::tasks`) fed the task app's inputs, and frames drawn from
+//! the task's scene (shapes in their colours; text as blocks), so a client test that
+//! finds the red target by its pixels works without X.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
+
+use deskgym_worker::tasks::{Color, Draw, Episode, FontMetrics, Input};
+use deskgym_worker::{AppState, Button, SettleReport};
+
+use super::*;
+
+/// Knobs tests turn: starts that fail, desktops that die.
+#[derive(Debug, Default)]
+pub(crate) struct FakeBackend {
+    /// Desktops started so far.
+    pub(crate) started: AtomicU32,
+    /// Starts left before every further start fails (negative: never fail).
+    pub(crate) fail_after: AtomicI64,
+    /// Set on every desktop started: when true they report themselves dead.
+    pub(crate) dead: Arc<AtomicBool>,
+}
+
+impl FakeBackend {
+    /// A backend whose starts never fail.
+    pub(crate) fn new() -> Self {
+        Self {
+            fail_after: AtomicI64::new(-1),
+            ..Self::default()
+        }
+    }
+}
+
+impl Backend for FakeBackend {
+    fn start(&self, config: DesktopConfig) -> Result<Box<dyn Desktop>, DesktopError> {
+        // Check and count down in one atomic step: starts run in parallel.
+        let left = self
+            .fail_after
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| match n {
+                0 => None,
+                n if n > 0 => Some(n - 1),
+                n => Some(n),
+            });
+        if left.is_err() {
+            return Err(DesktopError::XvfbStart("injected start failure".into()));
+        }
+        let n = self.started.fetch_add(1, Ordering::AcqRel);
+        Ok(Box::new(FakeDesktop {
+            config,
+            display: 1000 + n,
+            episode: None,
+            pointer: Point { x: 0, y: 0 },
+            dead: self.dead.clone(),
+        }))
+    }
+}
+
+#[derive(Debug)]
+struct FakeDesktop {
+    config: DesktopConfig,
+    display: u32,
+    episode: Option<Episode>,
+    pointer: Point,
+    dead: Arc<AtomicBool>,
+}
+
+const FONT: FontMetrics = FontMetrics {
+    char_width: 10,
+    ascent: 16,
+    descent: 4,
+};
+
+impl FakeDesktop {
+    fn app(&self) -> AppState {
+        let e = self.episode.as_ref();
+        AppState {
+            reward: e.map_or(0.0, |e| e.reward()),
+            done: e.is_some_and(|e| e.done()),
+            instruction: e.map(|e| e.instruction().to_string()).unwrap_or_default(),
+            extra: Vec::new(),
+        }
+    }
+
+    fn outcome(&self) -> Outcome {
+        Outcome {
+            app: self.app(),
+            settle: SettleReport {
+                policy: self.config.settle.policy,
+                quiesced: true,
+                ..Default::default()
+            },
+        }
+    }
+}
+
+impl Desktop for FakeDesktop {
+    fn reset(&mut self, seed: u64) -> WorkerResult<Outcome> {
+        self.check_alive()?;
+        let c = &self.config;
+        self.episode = Episode::new(&c.task, seed, c.width, c.height);
+        Ok(self.outcome())
+    }
+
+    fn step(&mut self, action: &Action) -> WorkerResult<Outcome> {
+        self.check_alive()?;
+        // The task app's inputs for each action, as X would deliver them.
+        let mut inputs = Vec::new();
+        let button = |b: &Button| match b {
+            Button::Left => 1,
+            Button::Middle => 2,
+            Button::Right => 3,
+        };
+        match action {
+            Action::Click {
+                at,
+                button: b,
+                count,
+            } => {
+                inputs.push(Input::Motion { x: at.x, y: at.y });
+                for _ in 0..*count {
+                    inputs.push(Input::Press {
+                        button: button(b),
+                        x: at.x,
+                        y: at.y,
+                    });
+                    inputs.push(Input::Release {
+                        button: button(b),
+                        x: at.x,
+                        y: at.y,
+                    });
+                }
+                self.pointer = *at;
+            }
+            Action::Move { to } => {
+                inputs.push(Input::Motion { x: to.x, y: to.y });
+                self.pointer = *to;
+            }
+            Action::Drag {
+                from,
+                to,
+                button: b,
+                ..
+            } => {
+                inputs.push(Input::Motion {
+                    x: from.x,
+                    y: from.y,
+                });
+                inputs.push(Input::Press {
+                    button: button(b),
+                    x: from.x,
+                    y: from.y,
+                });
+                inputs.push(Input::Motion { x: to.x, y: to.y });
+                inputs.push(Input::Release {
+                    button: button(b),
+                    x: to.x,
+                    y: to.y,
+                });
+                self.pointer = *to;
+            }
+            Action::MouseDown { at, button: b } | Action::MouseUp { at, button: b } => {
+                let p = at.unwrap_or(self.pointer);
+                inputs.push(Input::Motion { x: p.x, y: p.y });
+                inputs.push(if matches!(action, Action::MouseDown { .. }) {
+                    Input::Press {
+                        button: button(b),
+                        x: p.x,
+                        y: p.y,
+                    }
+                } else {
+                    Input::Release {
+                        button: button(b),
+                        x: p.x,
+                        y: p.y,
+                    }
+                });
+                self.pointer = p;
+            }
+            Action::TypeText(t) => inputs.extend(t.chars().map(|c| Input::Key {
+                keysym: deskgym_worker::keys::char_keysym(c),
+            })),
+            Action::Key(chord) => {
+                // A chord's last key is the one that types (modifiers do not reach tasks).
+                let keys = deskgym_worker::keys::parse_chord(chord)
+                    .map_err(|m| DesktopError::invalid("action.key.keys", m))?;
+                inputs.extend(keys.last().map(|k| Input::Key { keysym: *k }));
+            }
+            Action::Wait(ms) => std::thread::sleep(std::time::Duration::from_millis((*ms).into())),
+            _ => {}
+        }
+        if let Some(e) = self.episode.as_mut() {
+            for i in inputs {
+                e.handle(i);
+            }
+        }
+        Ok(self.outcome())
+    }
+
+    fn capture(&mut self) -> WorkerResult<Frame> {
+        self.check_alive()?;
+        let (w, h) = (self.config.width, self.config.height);
+        let mut canvas = Canvas {
+            w: w as i32,
+            h: h as i32,
+            rgb: vec![0; (w * h * 3) as usize],
+        };
+        if let Some(e) = &self.episode {
+            for d in e.scene(FONT) {
+                canvas.draw(&d);
+            }
+        }
+        Ok(Frame::from_rgb(w, h, canvas.rgb))
+    }
+
+    fn pointer(&self) -> Point {
+        self.pointer
+    }
+
+    fn display(&self) -> u32 {
+        self.display
+    }
+
+    fn check_alive(&mut self) -> WorkerResult<()> {
+        if self.dead.load(Ordering::Acquire) {
+            return Err(DesktopError::DisplayGone {
+                display: self.display,
+                reason: "fake desktop marked dead".into(),
+            });
+        }
+        Ok(())
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        Vec::new()
+    }
+
+    fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>> {
+        Ok(Vec::new())
+    }
+
+    fn clipboard(&mut self) -> WorkerResult<String> {
+        Ok(String::new())
+    }
+
+    fn set_clipboard(&mut self, _: &str) -> WorkerResult<()> {
+        Ok(())
+    }
+
+    fn read_file(&mut self, _: &str, _: u64, _: u64) -> WorkerResult<(u64, Vec<u8>, bool)> {
+        Err(DesktopError::Exec("the fake backend has no sandbox".into()))
+    }
+
+    fn write_file(&mut self, _: &str, _: u64, _: u32, _: &[u8]) -> WorkerResult<u64> {
+        Err(DesktopError::Exec("the fake backend has no sandbox".into()))
+    }
+
+    fn list_dir(&mut self, _: &str, _: u32, _: usize) -> WorkerResult<Listing> {
+        Err(DesktopError::Exec("the fake backend has no sandbox".into()))
+    }
+
+    fn exec(&mut self, _: &ExecSpec, _: &[u8]) -> WorkerResult<Executed> {
+        Err(DesktopError::Exec("the fake backend has no sandbox".into()))
+    }
+
+    fn tree(&mut self, _: &Limits) -> WorkerResult<Tree> {
+        self.check_alive()?;
+        let widgets = self
+            .episode
+            .as_ref()
+            .map(|e| e.widgets())
+            .unwrap_or_default();
+        let (w, h) = (self.config.width as i32, self.config.height as i32);
+        Ok(deskgym_worker::a11y::widget_tree("fake", &widgets, w, h))
+    }
+
+    fn live(&mut self, id: &str) -> WorkerResult<Live> {
+        let n = self.tree(&Limits::default())?.take(id)?;
+        Ok(Live::from(&n))
+    }
+}
+
+/// The scene drawn in software: shapes in their colours, each character of a text a
+/// block of its colour (what a client reads from pixels is where things are and what
+/// colour they are, not glyphs).
+struct Canvas {
+    w: i32,
+    h: i32,
+    rgb: Vec<u8>,
+}
+
+impl Canvas {
+    fn fill(
+        &mut self,
+        x: i32,
+        y: i32,
+        w: i32,
+        h: i32,
+        color: Color,
+        inside: impl Fn(i32, i32) -> bool,
+    ) {
+        for py in y.max(0)..(y + h).min(self.h) {
+            for px in x.max(0)..(x + w).min(self.w) {
+                if inside(px, py) {
+                    let i = ((py * self.w + px) * 3) as usize;
+                    self.rgb[i..i + 3].copy_from_slice(&[
+                        (color >> 16) as u8,
+                        (color >> 8) as u8,
+                        color as u8,
+                    ]);
+                }
+            }
+        }
+    }
+
+    fn draw(&mut self, d: &Draw) {
+        match *d {
+            Draw::Rect { x, y, w, h, color } => self.fill(x, y, w, h, color, |_, _| true),
+            Draw::Frame {
+                x,
+                y,
+                w,
+                h,
+                color,
+                width,
+            } => self.fill(x, y, w, h, color, |px, py| {
+                px < x + width || px >= x + w - width || py < y + width || py >= y + h - width
+            }),
+            Draw::Circle { cx, cy, r, color } => {
+                self.fill(cx - r, cy - r, 2 * r + 1, 2 * r + 1, color, |px, py| {
+                    (px - cx).pow(2) + (py - cy).pow(2) <= r * r
+                })
+            }
+            Draw::Text {
+                x,
+                y,
+                ref text,
+                fg,
+                bg,
+            } => {
+                let top = y - FONT.ascent;
+                let cell = FONT.char_width;
+                let n = text.chars().count() as i32;
+                self.fill(x, top, n * cell, FONT.ascent + FONT.descent, bg, |_, _| {
+                    true
+                });
+                for (i, c) in text.chars().enumerate() {
+                    if !c.is_whitespace() {
+                        let cx = x + i as i32 * cell;
+                        self.fill(cx + 1, top + 4, cell - 2, FONT.ascent - 4, fg, |_, _| true);
+                    }
+                }
+            }
+        }
+    }
+}
