@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 
 import grpc
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
 
 _CODE_NAMES = {c.value[0]: c.name for c in grpc.StatusCode}
 
@@ -25,60 +27,38 @@ def code_name(code: int) -> str:
     return _CODE_NAMES.get(code, f"CODE_{code}")
 
 
-def _fields(buf: bytes) -> list[tuple[int, int, bytes | int]]:
-    """The top-level (field number, wire type, value) of a protobuf message (varint and
-    length-delimited fields only: all that google.rpc.Status/Any/BadRequest use)."""
-    out: list[tuple[int, int, bytes | int]] = []
-    i = 0
-
-    def varint() -> int:
-        nonlocal i
-        v, shift = 0, 0
-        while True:
-            b = buf[i]
-            i += 1
-            v |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                return v
-
-    while i < len(buf):
-        key = varint()
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            out.append((num, wt, varint()))
-        elif wt == 2:
-            n = varint()
-            out.append((num, wt, buf[i:i + n]))
-            i += n
-        else:
-            raise ValueError(f"wire type {wt}")
-    return out
-
-
-def field_from_details(details: bytes) -> str | None:
-    """The first ``google.rpc.BadRequest`` field violation in a ``grpc-status-details-bin``
-    trailer (a serialized ``google.rpc.Status``), decoded without extra dependencies."""
+def details_of(err: grpc.RpcError) -> tuple[str | None, str | None]:
+    """The ``google.rpc.BadRequest`` field and the ``google.rpc.ErrorInfo`` reason a
+    status carries in its details (the richer error model the server answers with), or
+    ``None`` for each it does not carry."""
+    field = reason = None
     try:
-        for num, _, any_msg in _fields(details):
-            if num != 3 or not isinstance(any_msg, bytes):
-                continue
-            parts = {n: v for n, _, v in _fields(any_msg)}
-            if parts.get(1) != b"type.googleapis.com/google.rpc.BadRequest" or not isinstance(parts.get(2), bytes):
-                continue
-            for vnum, _, violation in _fields(parts[2]):  # type: ignore[arg-type]
-                if vnum == 1 and isinstance(violation, bytes):
-                    f = {n: v for n, _, v in _fields(violation)}.get(1)
-                    if isinstance(f, bytes):
-                        return f.decode()
-    except (IndexError, ValueError, UnicodeDecodeError):
-        return None
-    return None
+        status = rpc_status.from_call(err)  # type: ignore[arg-type]
+    except (ValueError, AttributeError):
+        return None, None
+    for d in status.details if status is not None else ():
+        if d.Is(error_details_pb2.BadRequest.DESCRIPTOR) and field is None:
+            bad = error_details_pb2.BadRequest()
+            d.Unpack(bad)
+            field = bad.field_violations[0].field if bad.field_violations else None
+        elif d.Is(error_details_pb2.ErrorInfo.DESCRIPTOR) and reason is None:
+            info = error_details_pb2.ErrorInfo()
+            d.Unpack(info)
+            reason = info.reason or None
+    return field, reason
 
 
+#: The reasons an element failure's message starts with ("stale_element_ref: ...").
 _REASON = re.compile(
     r"^(stale_element_ref|element_not_found|ambiguous_element|element_unsupported|accessibility_unavailable): "
 )
+
+
+def reason_of(code: str, message: str) -> str | None:
+    """An element failure's reason from its message, for errors that travel as a code and
+    a message only (a StepBatch item's): the message leads with it, as the ACI spec has it."""
+    m = _REASON.match(message) if code == "FAILED_PRECONDITION" else None
+    return m.group(1) if m else None
 
 
 def field_of(code: str, message: str) -> str | None:
@@ -98,40 +78,33 @@ class DeskgymError(Exception):
         field: for ``INVALID_ARGUMENT``, the dotted path of the offending field
             (``"action.click.target.point_px"``), else ``None``.
 
-    Instances pickle with all three (``__reduce__``), so the real error crosses a Ray
+    Instances pickle with all four (``__reduce__``), so the real error crosses a Ray
     actor, a ``multiprocessing`` worker or a Gymnasium ``AsyncVectorEnv`` worker intact.
     """
 
-    def __init__(self, code: str | DeskgymError, message: str = "", field: str | None = None) -> None:
+    def __init__(
+        self, code: str | DeskgymError, message: str = "", field: str | None = None, reason: str | None = None
+    ) -> None:
         if isinstance(code, DeskgymError):
             # Gymnasium's AsyncVectorEnv re-raises a worker's error as `type(e)(e)`.
             src = code
-            code, message, field = src.code, src.message, src.field
+            code, message, field, reason = src.code, src.message, src.field, src.reason
         super().__init__(f"{code}: {message}")
         self.code: str = code
         self.message: str = message
         self.field: str | None = field if field is not None else field_of(code, message)
+        #: For an element target or verb that failed, the machine-readable reason (the
+        #: status's ``google.rpc.ErrorInfo``): ``"stale_element_ref"`` (observe again, use
+        #: a current ref), ``"element_not_found"``, ``"ambiguous_element"``,
+        #: ``"element_unsupported"``, ``"accessibility_unavailable"``; else ``None``.
+        self.reason: str | None = reason if reason is not None else reason_of(code, message)
 
-    @property
-    def reason(self) -> str | None:
-        """For an element target or verb that failed, the machine-readable reason the
-        message starts with: ``"stale_element_ref"`` (observe again, use a current
-        ref), ``"element_not_found"``, ``"ambiguous_element"``, ``"element_unsupported"``,
-        ``"accessibility_unavailable"``; else ``None``."""
-        m = _REASON.match(self.message) if self.code == "FAILED_PRECONDITION" else None
-        return m.group(1) if m else None
-
-    def __reduce__(self) -> tuple[type[DeskgymError], tuple[str, str, str | None]]:
-        return (type(self), (self.code, self.message, self.field))
+    def __reduce__(self) -> tuple[type[DeskgymError], tuple[str, str, str | None, str | None]]:
+        return (type(self), (self.code, self.message, self.field, self.reason))
 
     @classmethod
     def from_rpc(cls, err: grpc.RpcError) -> DeskgymError:
         code = err.code() if hasattr(err, "code") else None
         details = err.details() if hasattr(err, "details") else str(err)
-        field = None
-        trailers = err.trailing_metadata() if hasattr(err, "trailing_metadata") else None
-        for item in trailers or ():
-            key, value = item.key, item.value
-            if key == "grpc-status-details-bin" and isinstance(value, bytes):
-                field = field_from_details(value)
-        return cls(code.name if code is not None else "UNKNOWN", details or "", field)
+        field, reason = details_of(err)
+        return cls(code.name if code is not None else "UNKNOWN", details or "", field, reason)

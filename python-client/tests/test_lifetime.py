@@ -41,14 +41,17 @@ def test_bad_input_field_comes_from_the_servers_bad_request_detail(client: deskg
         # The field travels as data too: a google.rpc.BadRequest in the status details.
         import grpc
 
-        from deskgym.errors import field_from_details
+        from deskgym.errors import details_of
         from deskgym.v1 import deskgym_pb2 as pb
 
         with pytest.raises(grpc.RpcError) as raw:
             client._stub.Step(pb.StepRequest(env_id=env, action=deskgym.to_proto({"verb": "click", "x": 9999, "y": 5})))
-        trailers = dict(raw.value.trailing_metadata())
-        assert field_from_details(trailers["grpc-status-details-bin"]) == "action.click.target.point_px"
-        assert field_from_details(b"") is None and field_from_details(b"\xff") is None
+        assert details_of(raw.value) == ("action.click.target.point_px", None)
+        # A message that names another field does not fool it: the field is the detail's.
+        assert deskgym.DeskgymError.from_rpc(raw.value).field == "action.click.target.point_px"
+        with pytest.raises(grpc.RpcError) as plain:
+            client._stub.Reset(pb.ResetRequest(env_id="no-such-env"))
+        assert details_of(plain.value) == (None, None)
     finally:
         client.close_pool(pool.pool_id)
 
