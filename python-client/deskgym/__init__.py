@@ -15,6 +15,7 @@ from typing import Any
 from deskgym.a11y import Element, Tree, TreeDiff
 from deskgym.actions import SPACE_KEYS, SPACE_VERBS, action_space, to_proto
 from deskgym.client import DEFAULT_ADDRESS, Checkpoint, Client, ExecResult, Pool
+from deskgym.desktop import Desktop
 from deskgym.env import DeskgymEnv, make
 from deskgym.errors import DeskgymError
 from deskgym.modes import ACTION_MODES, OBS_FORMATS
@@ -36,6 +37,7 @@ __all__ = [
     "Client",
     "DeskgymEnv",
     "DeskgymError",
+    "Desktop",
     "DeskgymVectorEnv",
     "Element",
     "ExecResult",

@@ -12,11 +12,11 @@ from gymnasium import spaces
 
 from deskgym.a11y import A11yText, Tree, tree_request
 from deskgym.actions import to_proto
-from deskgym.client import Checkpoint, Client, ExecResult, Pool
+from deskgym.client import Checkpoint, Client, Pool
+from deskgym.desktop import Desktop
 from deskgym.errors import DeskgymError
 from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
 from deskgym.observation import info, observation_space, stats
-from deskgym.tunnel import PortForward
 from deskgym.v1 import deskgym_pb2 as pb
 
 OBS_TYPES = ("rgb", "png", "jpeg", "a11y", "rgb+a11y")
@@ -36,7 +36,7 @@ def check_render_mode(render_mode: str | None) -> None:
             "desktop runs on the server, which opens no window on this machine)",
         )
 
-class DeskgymEnv(gym.Env[Any, Any]):
+class DeskgymEnv(gym.Env[Any, Any], Desktop):
     """One real desktop running a bundled task, as a ``gymnasium.Env``.
 
     Infos hold only what the same seed and actions reproduce, so Gymnasium's and SB3's
@@ -231,58 +231,10 @@ class DeskgymEnv(gym.Env[Any, Any]):
         assert isinstance(frame, np.ndarray)
         return frame
 
-    def put_file(self, path: str, data: bytes | str, *, mode: int = 0) -> int:
-        """Writes a file in this env's sandbox (needs the ``files`` capability)."""
-        return self.client.put_file(self.env_id, path, data, mode=mode)
-
-    def get_file(self, path: str) -> bytes:
-        """Reads a file of this env's sandbox (needs the ``files`` capability)."""
-        return self.client.get_file(self.env_id, path)
-
-    def list_directory(self, path: str = ".", depth: int = 1) -> pb.ListDirectoryResponse:
-        """Lists a directory of this env's sandbox (needs the ``files`` capability)."""
-        return self.client.list_directory(self.env_id, path, depth)
-
-    def forward(self, port: int, local_port: int = 0) -> PortForward:
-        """A local TCP port (``.port``) reaching ``port`` on this env's own loopback, inside
-        its sandbox (a browser's debugging port, say); needs the ``exec`` capability.
-        Close it (or use it as a context manager) when done."""
-        return PortForward(self.client, self.env_id, port, local_port=local_port)
-
-    def screenshot(self, **options: Any) -> pb.Observation:
-        """A screenshot of this env (see :meth:`deskgym.client.Client.screenshot`)."""
-        return self.client.screenshot(self.env_id, **options)
-
-    def clipboard(self) -> str:
-        """This env's CLIPBOARD text (needs the ``clipboard`` capability)."""
-        return self.client.clipboard(self.env_id)
-
-    def set_clipboard(self, text: str) -> None:
-        """Makes ``text`` this env's CLIPBOARD (needs the ``clipboard`` capability)."""
-        self.client.set_clipboard(self.env_id, text)
-
-    def windows(self) -> list[pb.WindowInfo]:
-        """This env's top-level windows (needs the ``windows`` capability)."""
-        return self.client.windows(self.env_id)
-
     def launch_app(self, name: str, args: Sequence[str] = ()) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Starts one of the profile's apps (``terminal``, ``chromium``...) as a step, which
         waits for its window (needs the ``launch_app`` capability)."""
         return self.step({"verb": "launch_app", "app": name, "args": list(args)})
-
-    def exec(
-        self,
-        cmd: str | Sequence[str],
-        *,
-        shell: bool = False,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        stdin: bytes | str | None = None,
-        timeout: float | None = None,
-    ) -> ExecResult:
-        """Runs a command in this env's sandbox (see :meth:`deskgym.client.Client.exec`);
-        needs ``capabilities=["exec"]`` and a sandboxed profile such as ``"desktop"``."""
-        return self.client.exec(self.env_id, cmd, shell=shell, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
 
     def close(self) -> None:
         """Releases the desktop on the server (idempotent)."""

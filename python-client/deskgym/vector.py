@@ -14,6 +14,7 @@ from deskgym.actions import to_proto
 from deskgym.batching import autoreset_mode as mode_of
 from deskgym.batching import reset_args
 from deskgym.client import Checkpoint, Client, ExecResult, Pool, encoding_of
+from deskgym.desktop import Desktop
 from deskgym.env import OBS_TYPES, check_render_mode, fidelity_name
 from deskgym.errors import ENV_FAULTS, DeskgymError, code_name
 from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
@@ -308,47 +309,44 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         self._needs_reset[i] = False
         return {**new_info, "final_obs": final_obs, "final_info": env_info}
 
-    def exec(
-        self,
-        index: int,
-        cmd: str | Sequence[str],
-        *,
-        shell: bool = False,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        stdin: bytes | str | None = None,
-        timeout: float | None = None,
-    ) -> ExecResult:
-        """Runs a command in env ``index``'s sandbox (see :meth:`deskgym.client.Client.exec`)."""
-        return self.client.exec(self.env_ids[index], cmd, shell=shell, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
+    def desktop(self, index: int) -> Desktop:
+        """Env ``index``'s boundary verbs (``vec.desktop(0).exec("ls")``), each needing the
+        capability it names."""
+        return Desktop(self.client, self.env_ids[index])
 
-    def put_file(self, index: int, path: str, data: bytes | str, *, mode: int = 0) -> int:
-        """Writes a file in env ``index``'s sandbox (needs the ``files`` capability)."""
-        return self.client.put_file(self.env_ids[index], path, data, mode=mode)
+    # The boundary verbs by env index, as earlier releases spelled them; the
+    # signatures are :class:`deskgym.desktop.Desktop`'s.
+    def exec(self, index: int, *args: Any, **kwargs: Any) -> ExecResult:
+        """``desktop(index).exec(...)``."""
+        return self.desktop(index).exec(*args, **kwargs)
 
-    def get_file(self, index: int, path: str) -> bytes:
-        """Reads a file of env ``index``'s sandbox (needs the ``files`` capability)."""
-        return self.client.get_file(self.env_ids[index], path)
+    def put_file(self, index: int, *args: Any, **kwargs: Any) -> int:
+        """``desktop(index).put_file(...)``."""
+        return self.desktop(index).put_file(*args, **kwargs)
 
-    def list_directory(self, index: int, path: str = ".", depth: int = 1) -> pb.ListDirectoryResponse:
-        """Lists a directory of env ``index``'s sandbox (needs the ``files`` capability)."""
-        return self.client.list_directory(self.env_ids[index], path, depth)
+    def get_file(self, index: int, *args: Any, **kwargs: Any) -> bytes:
+        """``desktop(index).get_file(...)``."""
+        return self.desktop(index).get_file(*args, **kwargs)
+
+    def list_directory(self, index: int, *args: Any, **kwargs: Any) -> pb.ListDirectoryResponse:
+        """``desktop(index).list_directory(...)``."""
+        return self.desktop(index).list_directory(*args, **kwargs)
 
     def windows(self, index: int) -> list[pb.WindowInfo]:
-        """Env ``index``'s top-level windows (needs the ``windows`` capability)."""
-        return self.client.windows(self.env_ids[index])
+        """``desktop(index).windows()``."""
+        return self.desktop(index).windows()
 
     def clipboard(self, index: int) -> str:
-        """Env ``index``'s CLIPBOARD text (needs the ``clipboard`` capability)."""
-        return self.client.clipboard(self.env_ids[index])
+        """``desktop(index).clipboard()``."""
+        return self.desktop(index).clipboard()
 
     def set_clipboard(self, index: int, text: str) -> None:
-        """Makes ``text`` env ``index``'s CLIPBOARD (needs the ``clipboard`` capability)."""
-        self.client.set_clipboard(self.env_ids[index], text)
+        """``desktop(index).set_clipboard(text)``."""
+        self.desktop(index).set_clipboard(text)
 
     def screenshot(self, index: int, **options: Any) -> pb.Observation:
-        """A screenshot of env ``index`` (see :meth:`deskgym.client.Client.screenshot`)."""
-        return self.client.screenshot(self.env_ids[index], **options)
+        """``desktop(index).screenshot(...)``."""
+        return self.desktop(index).screenshot(**options)
 
     def close_extras(self, **kwargs: Any) -> None:
         """Releases every desktop on the server (idempotent)."""

@@ -278,6 +278,10 @@ def test_vector_env_reaches_each_sandbox_by_index(exec_server: Server) -> None:
         envs.put_file(1, "who.txt", "one")
         assert (envs.get_file(0, "who.txt"), envs.get_file(1, "who.txt")) == (b"zero", b"one")
         assert envs.exec(1, ["cat", "who.txt"]).stdout == "one"
+        # The same verbs as a handle on one env, with the single env's signatures.
+        one = envs.desktop(1)
+        assert isinstance(one, deskgym.Desktop) and one.exec("cat who.txt", shell=True).stdout == "one"
+        assert [e.path for e in one.list_directory(".").entries if e.path == "who.txt"] == ["who.txt"]
         envs.set_clipboard(0, "clip zero")
         assert (envs.clipboard(0), envs.clipboard(1)) == ("clip zero", "")
         assert envs.screenshot(1).width == 320
