@@ -28,7 +28,7 @@ import os
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import anyio
 from mcp.server.fastmcp import Context, FastMCP, Image
@@ -37,6 +37,7 @@ from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.types import Annotations, CallToolResult, TextContent
 from mcp.types import Resource as MCPResource
 from pydantic import AnyUrl
+from typing_extensions import TypedDict
 
 from deskgym.a11y import tree_request
 from deskgym.actions import to_proto
@@ -204,6 +205,90 @@ class DeskgymMCP(FastMCP):
         return [ReadResourceContents(content=text, mime_type="text/plain")]
 
 
+class StepOutcome(TypedDict):
+    """What an action tool did: the episode's step, the reward, whether it ended."""
+
+    verb: str
+    step: int
+    reward: float
+    terminated: bool
+    truncated: bool
+
+
+class EpisodeStart(TypedDict):
+    """A new episode: its number, seed and instruction."""
+
+    episode: int
+    seed: int
+    instruction: str
+
+
+class OpenedDesktop(TypedDict):
+    """A desktop opened by ``open_desktop``."""
+
+    desktop: str
+    width: int
+    height: int
+    profile: str
+    instruction: str
+
+
+class CommandOutput(TypedDict):
+    """An ``exec`` command's end and output (``exit_code`` is None when a signal ended it)."""
+
+    exit_code: int | None
+    timed_out: bool
+    stdout: str
+    stderr: str
+
+
+class Window(TypedDict):
+    """A top-level window."""
+
+    id: int
+    title: str
+    wm_class: str
+    x: int
+    y: int
+    width: int
+    height: int
+    focused: bool
+
+
+class Windows(TypedDict):
+    """The desktop's top-level windows."""
+
+    windows: list[Window]
+
+
+class Entry(TypedDict):
+    """A directory entry."""
+
+    path: str
+    kind: str
+    size: int
+
+
+class Listing(TypedDict):
+    """A directory's entries."""
+
+    entries: list[Entry]
+
+
+#: Tool results: the text a model reads, and the same facts typed (``structuredContent``,
+#: with the tool's output schema) for a program.
+Stepped = Annotated[CallToolResult, StepOutcome]
+Started = Annotated[CallToolResult, EpisodeStart]
+Opened = Annotated[CallToolResult, OpenedDesktop]
+Ran = Annotated[CallToolResult, CommandOutput]
+Listed = Annotated[CallToolResult, Windows]
+Entries = Annotated[CallToolResult, Listing]
+
+
+def _typed(text: str, data: Any) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], structuredContent=dict(data))
+
+
 def _window_text(client: Client, d: Desktop) -> str:
     obs = client.observe(d.env_id, encoding="jpeg", tree=tree_request(line_budget=200))
     head = f"deskgym desktop {d.env_id}: task {d.task}, {obs.width}x{obs.height}\ninstruction: {d.instruction}\n"
@@ -227,16 +312,17 @@ def build(
     if task:
         desktops.open(task, profile, seed)
 
-    def step(desktop: str | None, action: dict[str, Any]) -> str:
+    def step(desktop: str | None, action: dict[str, Any]) -> CallToolResult:
         d = desktops.get(desktop)
         r = desktops.client.step(d.env_id, to_proto(action), encoding="png")
         d.instruction = r.info.instruction
         out = f"{action['verb']} done: step {r.info.step_index}, reward {r.reward:g}"
         if r.terminated or r.truncated:
             out += ", the episode ended (" + ("terminated" if r.terminated else "truncated") + "): call reset"
-        return out
+        return _typed(out, StepOutcome(verb=action["verb"], step=r.info.step_index, reward=r.reward,
+                                       terminated=r.terminated, truncated=r.truncated))
 
-    async def act(desktop: str | None, action: dict[str, Any]) -> str:
+    async def act(desktop: str | None, action: dict[str, Any]) -> CallToolResult:
         return await blocking(functools.partial(step, desktop, action))
 
     tool = server.tool
@@ -250,55 +336,55 @@ def build(
 
     @tool()
     async def click(x: int | None = None, y: int | None = None, ref: str | None = None, role: str | None = None,
-                    name: str | None = None, button: str = "left", desktop: str | None = None) -> str:
+                    name: str | None = None, button: str = "left", desktop: str | None = None) -> Stepped:
         """Click at pixel (x, y), or on an element: ref (e.g. "e12" from observe) or role and/or name
         (e.g. role "push button", name "OK"), resolved against the live screen."""
         return await act(desktop, {"verb": "click", "button": button, **_target("", x, y, ref, role, name)})
 
     @tool()
     async def double_click(x: int | None = None, y: int | None = None, ref: str | None = None, role: str | None = None,
-                           name: str | None = None, desktop: str | None = None) -> str:
+                           name: str | None = None, desktop: str | None = None) -> Stepped:
         """Double-click at a pixel or an element (as click)."""
         return await act(desktop, {"verb": "double_click", **_target("", x, y, ref, role, name)})
 
     @tool()
     async def right_click(x: int | None = None, y: int | None = None, ref: str | None = None, role: str | None = None,
-                          name: str | None = None, desktop: str | None = None) -> str:
+                          name: str | None = None, desktop: str | None = None) -> Stepped:
         """Right-click at a pixel or an element (as click)."""
         return await act(desktop, {"verb": "right_click", **_target("", x, y, ref, role, name)})
 
     @tool()
     async def move(x: int | None = None, y: int | None = None, ref: str | None = None, role: str | None = None,
-                   name: str | None = None, desktop: str | None = None) -> str:
+                   name: str | None = None, desktop: str | None = None) -> Stepped:
         """Move the pointer to a pixel or an element (as click)."""
         return await act(desktop, {"verb": "move", **_target("", x, y, ref, role, name)})
 
     @tool()
     async def scroll(dy: int = 3, dx: int = 0, x: int | None = None, y: int | None = None, ref: str | None = None,
-                     role: str | None = None, name: str | None = None, desktop: str | None = None) -> str:
+                     role: str | None = None, name: str | None = None, desktop: str | None = None) -> Stepped:
         """Scroll the wheel (dy > 0: down, dx > 0: right; -50..50 clicks) at a pixel or an element."""
         return await act(desktop, {"verb": "scroll", "dx": dx, "dy": dy, **_target("", x, y, ref, role, name)})
 
     @tool()
     async def drag(x: int | None = None, y: int | None = None, to_x: int | None = None, to_y: int | None = None,
                    ref: str | None = None, to_ref: str | None = None, duration_ms: int = 0,
-                   desktop: str | None = None) -> str:
+                   desktop: str | None = None) -> Stepped:
         """Press at (x, y) or element ref, move to (to_x, to_y) or element to_ref, release."""
         return await act(desktop, {"verb": "drag", "duration_ms": duration_ms,
                                    **_target("", x, y, ref, None, None), **_target("to_", to_x, to_y, to_ref, None, None)})
 
     @tool(name="type")
-    async def type_text(text: str, desktop: str | None = None) -> str:
+    async def type_text(text: str, desktop: str | None = None) -> Stepped:
         """Type text (Unicode) into the focused element."""
         return await act(desktop, {"verb": "type_text", "text": text})
 
     @tool()
-    async def key(keys: str, desktop: str | None = None) -> str:
+    async def key(keys: str, desktop: str | None = None) -> Stepped:
         """Press a key chord: X keysym names joined by '+', e.g. "ctrl+s", "Return", "shift+Tab"."""
         return await act(desktop, {"verb": "key", "keys": keys})
 
     @tool()
-    async def wait(ms: int, desktop: str | None = None) -> str:
+    async def wait(ms: int, desktop: str | None = None) -> Stepped:
         """Let ms milliseconds pass (at most 60000), then let the screen settle."""
         if not 0 <= ms <= MAX_WAIT_MS:
             raise DeskgymToolError("INVALID_ARGUMENT", f"ms={ms} is outside 0..{MAX_WAIT_MS}")
@@ -321,39 +407,45 @@ def build(
         return await blocking(read)
 
     @tool()
-    async def list_windows(desktop: str | None = None) -> str:
+    async def list_windows(desktop: str | None = None) -> Listed:
         """The desktop's top-level windows as JSON: id, title, class, geometry, focus."""
-        def ls() -> str:
+        def ls() -> CallToolResult:
             ws = desktops.client.windows(desktops.get(desktop).env_id)
-            return json.dumps([{"id": w.id, "title": w.title, "class": w.wm_class, "x": w.x, "y": w.y,
+            text = json.dumps([{"id": w.id, "title": w.title, "class": w.wm_class, "x": w.x, "y": w.y,
                                 "width": w.width, "height": w.height, "focused": w.focused} for w in ws])
+            return _typed(text, Windows(windows=[
+                Window(id=w.id, title=w.title, wm_class=w.wm_class, x=w.x, y=w.y, width=w.width, height=w.height,
+                       focused=w.focused) for w in ws]))
         return await blocking(ls)
 
     @tool()
-    async def launch_app(app: str, args: list[str] | None = None, desktop: str | None = None) -> str:
+    async def launch_app(app: str, args: list[str] | None = None, desktop: str | None = None) -> Stepped:
         """Start an application of the desktop's profile by name (e.g. "terminal", "chromium")."""
         return await act(desktop, {"verb": "launch_app", "app": app, "args": args or []})
 
     @tool()
-    async def reset(seed: int | None = None, desktop: str | None = None) -> str:
+    async def reset(seed: int | None = None, desktop: str | None = None) -> Started:
         """Start a new episode of the desktop's task; returns its instruction."""
-        def go() -> str:
+        def go() -> CallToolResult:
             d = desktops.get(desktop)
             r = desktops.client.reset(d.env_id, seed=seed, encoding="png")
             d.instruction = r.info.instruction
-            return f"episode {r.info.episode} (seed {r.info.seed}): {d.instruction}"
+            return _typed(f"episode {r.info.episode} (seed {r.info.seed}): {d.instruction}",
+                          EpisodeStart(episode=r.info.episode, seed=r.info.seed, instruction=d.instruction))
         return await blocking(go)
 
     @tool()
     async def open_desktop(task: str, ctx: Context, profile: str | None = None, seed: int | None = None,  # type: ignore[type-arg]
-                           capabilities: list[str] | None = None) -> str:
+                           capabilities: list[str] | None = None) -> Opened:
         """Open a new desktop running a deskgym task (e.g. "blank", "click-button",
         "miniwob/click-test") on a profile (default: the task's; "desktop" for apps),
         granted capabilities (default: all this server has; the bundled tasks' profile
         takes none); returns its id for the other tools' desktop argument."""
         d = await blocking(functools.partial(desktops.open, task, profile, seed, capabilities))
         await ctx.session.send_resource_list_changed()
-        return f"desktop {d.env_id} ({d.pool.width}x{d.pool.height}, profile {d.pool.profile}): {d.instruction}"
+        return _typed(f"desktop {d.env_id} ({d.pool.width}x{d.pool.height}, profile {d.pool.profile}): {d.instruction}",
+                      OpenedDesktop(desktop=d.env_id, width=d.pool.width, height=d.pool.height, profile=d.pool.profile,
+                                    instruction=d.instruction))
 
     @tool()
     async def close_desktop(desktop: str, ctx: Context) -> str:  # type: ignore[type-arg]
@@ -364,12 +456,12 @@ def build(
 
     if "exec" in capabilities:
         @tool(name="exec")
-        async def run_command(command: str, timeout_s: float = 30.0, desktop: str | None = None) -> str:
+        async def run_command(command: str, timeout_s: float = 30.0, desktop: str | None = None) -> Ran:
             """Run a shell command in the desktop's sandbox; returns exit code, stdout and stderr."""
-            def go() -> str:
+            def go() -> CallToolResult:
                 r = desktops.client.exec(desktops.get(desktop).env_id, command, shell=True, timeout=timeout_s)
-                return json.dumps({"exit_code": r.exit_code, "timed_out": r.timed_out,
-                                   "stdout": r.stdout, "stderr": r.stderr})
+                out = CommandOutput(exit_code=r.exit_code, timed_out=r.timed_out, stdout=r.stdout, stderr=r.stderr)
+                return _typed(json.dumps(out), out)
             return await blocking(go)
 
     if "files" in capabilities:
@@ -389,11 +481,12 @@ def build(
             return await blocking(go)
 
         @tool()
-        async def list_directory(path: str = ".", desktop: str | None = None) -> str:
+        async def list_directory(path: str = ".", desktop: str | None = None) -> Entries:
             """A directory of the desktop's sandbox as JSON entries."""
-            def go() -> str:
+            def go() -> CallToolResult:
                 r = desktops.client.list_directory(desktops.get(desktop).env_id, path)
-                return json.dumps([{"path": e.path, "kind": e.kind, "size": e.size} for e in r.entries])
+                entries = [Entry(path=e.path, kind=e.kind, size=e.size) for e in r.entries]
+                return _typed(json.dumps(entries), Listing(entries=entries))
             return await blocking(go)
 
     return server

@@ -96,10 +96,18 @@ def test_every_tool_over_stdio_on_a_bundled_task(address: str) -> None:
                 await s.send_notification(types.ClientNotification(types.CancelledNotification(
                     params=types.CancelledNotificationParams(requestId=request_id, reason="test"))))
             assert "step 9" in await ok(s, "wait", ms=0)
-            # The element target solves the task.
-            done = await ok(s, "click", role="push button", name=label)
+            # The element target solves the task; the result is typed too (the SDK's
+            # structured output, with the tool's output schema).
+            tools = {t.name: t for t in (await s.list_tools()).tools}
+            assert tools["click"].outputSchema is not None and "reward" in tools["click"].outputSchema["properties"]
+            r = await s.call_tool("click", {"role": "push button", "name": label})
+            done = r.content[0].text  # type: ignore[union-attr]
             assert "reward 1" in done and "the episode ended (terminated)" in done
-            assert (await ok(s, "reset", seed=8)).startswith("episode 2 (seed 8): Click the button")
+            assert r.structuredContent == {"verb": "click", "step": 10, "reward": 1.0, "terminated": True,
+                                           "truncated": False}
+            r = await s.call_tool("reset", {"seed": 8})
+            assert r.content[0].text.startswith("episode 2 (seed 8): Click the button")  # type: ignore[union-attr]
+            assert r.structuredContent is not None and (r.structuredContent["episode"], r.structuredContent["seed"]) == (2, 8)
             # The desktop is a window:// resource with its instruction and tree.
             res = (await s.list_resources()).resources
             assert len(res) == 1 and str(res[0].uri).startswith("window://deskgym/")
@@ -137,6 +145,8 @@ def test_granted_tools_and_desktops_over_streamable_http(exec_server: Server) ->
             names = {t.name for t in (await s.list_tools()).tools}
             assert names == BASIC | GRANTED
             assert '"stdout": "hi\\n"' in await ok(s, "exec", command="echo hi")
+            ran = await s.call_tool("exec", {"command": "echo hi"})
+            assert ran.structuredContent == {"exit_code": 0, "timed_out": False, "stdout": "hi\n", "stderr": ""}
             assert (await ok(s, "write_file", path="a.txt", content="hello")).startswith("wrote 5 bytes")
             assert await ok(s, "read_file", path="a.txt") == "hello"
             assert "a.txt" in await ok(s, "list_directory", path=".")
