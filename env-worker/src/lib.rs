@@ -19,7 +19,9 @@
 //! - [`script`]: declarative tasks (setup steps, a checker command for the reward).
 //! - [`windows`]: top-level windows through the window manager (EWMH).
 //! - [`web`]: web tasks (MiniWoB++ pages) in Chromium, driven over DevTools ([`cdp`]).
-//! - [`desktop`]: Xvfb + session + app (or sandbox) as one unit.
+//! - [`runner`]: the task families (task app, blank session, declarative task, web
+//!   page), one `Runner` each, chosen once per desktop.
+//! - [`desktop`]: Xvfb + X session + the family's runner as one unit.
 
 pub mod a11y;
 pub mod action;
@@ -32,6 +34,7 @@ pub mod error;
 pub mod frame;
 pub mod keys;
 pub mod limits;
+pub mod runner;
 pub mod sandbox;
 pub mod script;
 pub mod task_app;
@@ -42,9 +45,10 @@ pub mod x11;
 pub mod xvfb;
 
 pub use action::{Action, Button, Point};
-pub use desktop::{Desktop, DesktopConfig, Outcome};
+pub use desktop::Desktop;
 pub use error::{DesktopError, Result};
 pub use frame::{Frame, frame_hash, hash_hex};
+pub use runner::{DesktopConfig, Outcome};
 pub use sandbox::{SandboxConfig, SandboxLimits};
 pub use task_app::AppState;
 pub use tasks::{TASKS, TaskSpec, task_spec};

@@ -1,0 +1,51 @@
+//! A profile's session with no task (`blank` on a profile): no goal, reward 0, never
+//! terminates; a reset brings the session back to its initial state.
+
+use super::{Ctx, Outcome, Runner, Session};
+use crate::action::Action;
+use crate::error::Result;
+use crate::sandbox::SandboxConfig;
+use crate::task_app::AppState;
+
+/// A session and nothing else.
+pub(crate) struct BlankRunner {
+    session: Session,
+}
+
+impl BlankRunner {
+    /// Starts the profile's session on `display`.
+    pub(crate) fn start(config: &SandboxConfig, display: u32) -> Result<Self> {
+        Ok(Self {
+            session: Session::start(config, display)?,
+        })
+    }
+}
+
+impl Runner for BlankRunner {
+    fn reset(&mut self, cx: Ctx<'_>, _seed: u64) -> Result<Outcome> {
+        cx.x.release_all(Session::park(&cx))?;
+        self.session.restart_if_used(cx.display)?;
+        let settle = cx.x.settle(cx.settle)?;
+        Ok(Outcome {
+            app: AppState::idle(),
+            settle,
+        })
+    }
+
+    fn step(&mut self, cx: Ctx<'_>, action: &Action) -> Result<Outcome> {
+        self.session.act(cx.x, action)?;
+        let settle = cx.x.settle(cx.settle)?;
+        Ok(Outcome {
+            app: AppState::idle(),
+            settle,
+        })
+    }
+
+    fn session(&mut self) -> Option<&mut Session> {
+        Some(&mut self.session)
+    }
+
+    fn session_ref(&self) -> Option<&Session> {
+        Some(&self.session)
+    }
+}

@@ -1,0 +1,129 @@
+//! Task families: what a desktop runs on its display besides the X session, how an
+//! episode starts and how a step is judged. One [`Runner`] per family, chosen once when
+//! the desktop starts ([`start`]): the bundled task app, a profile's session with no
+//! task (`blank`), a declarative task (setup and checker), a web page. A new family is a
+//! new file here and one line in [`start`]; the desktop and the other families do not
+//! change.
+
+use std::sync::Arc;
+
+use crate::Point;
+use crate::a11y::{Limits, Live, Tree};
+use crate::action::Action;
+use crate::error::Result;
+use crate::sandbox::SandboxConfig;
+use crate::script::ScriptSpec;
+use crate::task_app::AppState;
+use crate::x11::{Settle, SettleReport, XSession};
+
+mod blank;
+mod page;
+mod script;
+mod session;
+mod task_app;
+
+pub use session::LAUNCH_WINDOW_WAIT;
+pub(crate) use session::Session;
+pub(crate) use task_app::no_sandbox;
+
+/// What a desktop runs and how.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DesktopConfig {
+    /// Bundled task id.
+    pub task: String,
+    /// Screen width in pixels.
+    pub width: u32,
+    /// Screen height in pixels.
+    pub height: u32,
+    /// Settle policy after every action.
+    pub settle: Settle,
+    /// A profile's sandboxed session instead of the task app (`None`: the task app).
+    pub sandbox: Option<SandboxConfig>,
+    /// A declarative task on that session: setup at reset, a checker after each step.
+    /// Shared: the step path takes a reference count, not a copy of the setup.
+    pub script: Option<std::sync::Arc<ScriptSpec>>,
+    /// A web task on that session: a page in the browser, scored by the page.
+    pub web: Option<std::sync::Arc<crate::web::WebSpec>>,
+}
+
+/// The outcome of a reset or step, before capture.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// What the task app reported.
+    pub app: AppState,
+    /// How the settle wait went.
+    pub settle: SettleReport,
+}
+
+/// What a runner works with: the display's X session and the desktop's settings.
+pub(crate) struct Ctx<'a> {
+    /// The X session (input, settle, windows).
+    pub x: &'a mut XSession,
+    /// The display number.
+    pub display: u32,
+    /// The settle policy after every reset and step.
+    pub settle: Settle,
+    /// Screen width in pixels.
+    pub width: u32,
+    /// Screen height in pixels.
+    pub height: u32,
+}
+
+/// One task family's part of a desktop.
+pub(crate) trait Runner: Send {
+    /// Starts a new episode from `seed`, the screen settled.
+    fn reset(&mut self, cx: Ctx<'_>, seed: u64) -> Result<Outcome>;
+    /// Performs one action, the screen settled, and says what the task makes of it.
+    fn step(&mut self, cx: Ctx<'_>, action: &Action) -> Result<Outcome>;
+    /// Where the last action left the pointer.
+    fn pointer(&self, x: &XSession) -> Point {
+        x.pointer()
+    }
+    /// Fails with [`crate::DesktopError::App`] when the family's programs died (by
+    /// default: its session's sandbox).
+    fn check_alive(&mut self) -> Result<()> {
+        self.session().map_or(Ok(()), Session::check_alive)
+    }
+    /// The pid whose death ends the family's programs (by default: the sandbox's).
+    fn pid(&self) -> u32 {
+        self.session_ref().map_or(0, Session::pid)
+    }
+    /// The accessibility tree (by default: the session's, through AT-SPI).
+    fn tree(&mut self, limits: &Limits) -> Result<Tree> {
+        self.session_ref().ok_or_else(no_sandbox)?.tree(limits)
+    }
+    /// What an element is now (by default: in the session).
+    fn live(&mut self, id: &str) -> Result<Live> {
+        self.session_ref().ok_or_else(no_sandbox)?.live(id)
+    }
+    /// The profile's sandboxed session, for families that run one.
+    fn session(&mut self) -> Option<&mut Session> {
+        None
+    }
+    /// The same, to read.
+    fn session_ref(&self) -> Option<&Session> {
+        None
+    }
+}
+
+/// The runner of `config`'s family, started on `display`.
+pub(crate) fn start(
+    config: &DesktopConfig,
+    display: u32,
+    x: &mut XSession,
+) -> Result<Box<dyn Runner>> {
+    Ok(match (&config.sandbox, &config.web, &config.script) {
+        (None, _, _) => Box::new(task_app::TaskAppRunner::start(config, display)?),
+        (Some(cfg), Some(spec), _) => Box::new(page::PageRunner::start(
+            cfg,
+            Arc::clone(spec),
+            config,
+            display,
+            x,
+        )?),
+        (Some(cfg), None, Some(s)) => {
+            Box::new(script::ScriptRunner::start(cfg, Arc::clone(s), display)?)
+        }
+        (Some(cfg), None, None) => Box::new(blank::BlankRunner::start(cfg, display)?),
+    })
+}

@@ -1,0 +1,131 @@
+//! A profile's sandboxed session, as the families that run one share it: started,
+//! restarted to its initial state when something ran in it, and driven as a person
+//! would (X input, apps launched, elements through AT-SPI).
+
+use crate::action::Action;
+use crate::error::{DesktopError, Result};
+use crate::sandbox::{Sandbox, SandboxConfig};
+use crate::x11::XSession;
+
+/// How long a `launch_app` step waits for the application's first window.
+pub const LAUNCH_WINDOW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A sandbox running a profile's session.
+pub(crate) struct Session {
+    /// `None` only after a restart failed (every request then fails, and so does
+    /// [`Session::check_alive`]: the desktop is restarted).
+    sandbox: Option<Sandbox>,
+    config: SandboxConfig,
+    /// As started: nothing ran in it since (a reset need not restart it).
+    fresh: bool,
+}
+
+impl Session {
+    /// Starts the session on `display`.
+    pub(crate) fn start(config: &SandboxConfig, display: u32) -> Result<Self> {
+        Ok(Self {
+            sandbox: Some(Sandbox::start(display, config)?),
+            config: config.clone(),
+            fresh: true,
+        })
+    }
+
+    /// Where a session's reset parks the pointer: mid-screen, off the corners where
+    /// pyautogui's fail-safe (as OSWorld-style agents call it) would refuse to act.
+    pub(crate) fn park(cx: &super::Ctx<'_>) -> crate::Point {
+        crate::Point {
+            x: cx.width as i32 / 2,
+            y: cx.height as i32 / 2,
+        }
+    }
+
+    /// True when a reset restarts it: something ran in it since it started.
+    pub(crate) fn used(&self) -> bool {
+        !self.fresh
+    }
+
+    /// Back to the profile's initial state when used: every program ended, the home
+    /// copied again from its seed, the session started anew. True when it restarted.
+    pub(crate) fn restart_if_used(&mut self, display: u32) -> Result<bool> {
+        if self.fresh && self.sandbox.is_some() {
+            return Ok(false);
+        }
+        // The old sandbox ends before the new one starts (same display, same names).
+        self.sandbox = None;
+        self.sandbox = Some(Sandbox::start(display, &self.config)?);
+        self.fresh = true;
+        Ok(true)
+    }
+
+    /// The sandbox, for a request that may change it (a reset then restarts it).
+    pub(crate) fn sandbox(&mut self) -> Result<&Sandbox> {
+        self.fresh = false;
+        self.sandbox_unchanged()
+    }
+
+    /// The sandbox, for a request that only reads.
+    pub(crate) fn sandbox_unchanged(&self) -> Result<&Sandbox> {
+        self.sandbox
+            .as_ref()
+            .ok_or_else(|| DesktopError::App("the sandbox is not running".into()))
+    }
+
+    /// Marks the session used (the clipboard was set, say).
+    pub(crate) fn touch(&mut self) {
+        self.fresh = false;
+    }
+
+    /// Fails when the sandbox exited.
+    pub(crate) fn check_alive(&mut self) -> Result<()> {
+        if self.sandbox.as_mut().is_some_and(Sandbox::is_alive) {
+            Ok(())
+        } else {
+            Err(DesktopError::App("the sandbox exited".into()))
+        }
+    }
+
+    /// The pid of the sandbox (killing it ends every program in it).
+    pub(crate) fn pid(&self) -> u32 {
+        self.sandbox.as_ref().map_or(0, Sandbox::pid)
+    }
+
+    /// Performs a person's action: X input, an app launched (its window waited for),
+    /// an element's action or value through AT-SPI.
+    pub(crate) fn act(&mut self, x: &mut XSession, action: &Action) -> Result<()> {
+        self.fresh = false;
+        match action {
+            Action::LaunchApp(argv) => self.launch_and_wait(x, argv),
+            Action::InvokeAction { element, action } => {
+                self.sandbox()?.a11y_invoke(element, action)
+            }
+            Action::SetValue { element, value } => self.sandbox()?.a11y_set_value(element, value),
+            _ => x.perform(action),
+        }
+    }
+
+    /// Launches a program and waits (at most [`LAUNCH_WINDOW_WAIT`]) for a new top-level
+    /// window, so the step that launches an app observes it. An app that shows no new
+    /// window (a second instance handing over to the first) just takes the full wait.
+    pub(crate) fn launch_and_wait(&mut self, x: &mut XSession, argv: &[String]) -> Result<()> {
+        let before = x.window_ids()?;
+        self.sandbox()?.launch(argv)?;
+        let deadline = std::time::Instant::now() + LAUNCH_WINDOW_WAIT;
+        while std::time::Instant::now() < deadline {
+            if x.window_ids()?.iter().any(|w| !before.contains(w)) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
+    }
+
+    /// The session's accessibility tree (AT-SPI).
+    pub(crate) fn tree(&self, limits: &crate::a11y::Limits) -> Result<crate::a11y::Tree> {
+        self.sandbox_unchanged()?.a11y_tree(limits)
+    }
+
+    /// What an element of the session is now.
+    pub(crate) fn live(&self, id: &str) -> Result<crate::a11y::Live> {
+        self.sandbox_unchanged()?.a11y_live(id)
+    }
+}
