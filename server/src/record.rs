@@ -387,39 +387,55 @@ pub(crate) fn frame(
     })
 }
 
+/// The typed action columns of a step row, filled by name.
+#[derive(Default)]
+struct ActionCols {
+    x: Option<i32>,
+    y: Option<i32>,
+    to_x: Option<i32>,
+    to_y: Option<i32>,
+    text: Option<String>,
+    keys: Option<String>,
+}
+
+impl ActionCols {
+    /// A point's columns.
+    fn at(p: deskgym_worker::Point) -> Self {
+        Self {
+            x: Some(p.x),
+            y: Some(p.y),
+            ..Self::default()
+        }
+    }
+
+    fn text(t: &str) -> Self {
+        Self {
+            text: Some(t.into()),
+            ..Self::default()
+        }
+    }
+
+    fn keys(k: &str) -> Self {
+        Self {
+            keys: Some(k.into()),
+            ..Self::default()
+        }
+    }
+}
+
 /// An action as typed columns plus JSON.
 pub(crate) fn step_row(action: &Action) -> StepRow {
-    let (verb, x, y, to_x, to_y, text, keys, extra) = match action {
+    let none = ActionCols::default;
+    let (verb, cols, extra) = match action {
         Action::Click { at, button, count } => (
             "click",
-            Some(at.x),
-            Some(at.y),
-            None,
-            None,
-            None,
-            None,
+            ActionCols::at(*at),
             json!({"button": button.name(), "count": count}),
         ),
-        Action::Move { to } => (
-            "move",
-            Some(to.x),
-            Some(to.y),
-            None,
-            None,
-            None,
-            None,
-            json!({}),
-        ),
-        Action::Scroll { at, dx, dy } => (
-            "scroll",
-            Some(at.x),
-            Some(at.y),
-            None,
-            None,
-            None,
-            None,
-            json!({"dx": dx, "dy": dy}),
-        ),
+        Action::Move { to } => ("move", ActionCols::at(*to), json!({})),
+        Action::Scroll { at, dx, dy } => {
+            ("scroll", ActionCols::at(*at), json!({"dx": dx, "dy": dy}))
+        }
         Action::Drag {
             from,
             to,
@@ -428,128 +444,59 @@ pub(crate) fn step_row(action: &Action) -> StepRow {
             modifiers,
         } => (
             "drag",
-            Some(from.x),
-            Some(from.y),
-            Some(to.x),
-            Some(to.y),
-            None,
-            (!modifiers.is_empty()).then(|| modifiers.clone()),
+            ActionCols {
+                to_x: Some(to.x),
+                to_y: Some(to.y),
+                keys: (!modifiers.is_empty()).then(|| modifiers.clone()),
+                ..ActionCols::at(*from)
+            },
             json!({"button": button.name(), "duration_ms": duration_ms}),
         ),
-        Action::MouseDown { at, button } | Action::MouseUp { at, button } => {
-            let verb = if matches!(action, Action::MouseDown { .. }) {
+        Action::MouseDown { at, button } | Action::MouseUp { at, button } => (
+            if matches!(action, Action::MouseDown { .. }) {
                 "mouse_down"
             } else {
                 "mouse_up"
-            };
-            (
-                verb,
-                at.map(|p| p.x),
-                at.map(|p| p.y),
-                None,
-                None,
-                None,
-                None,
-                json!({"button": button.name()}),
-            )
-        }
-        Action::TypeText(t) => (
-            "type_text",
-            None,
-            None,
-            None,
-            None,
-            Some(t.clone()),
-            None,
-            json!({}),
+            },
+            at.map_or_else(none, ActionCols::at),
+            json!({"button": button.name()}),
         ),
+        Action::TypeText(t) => ("type_text", ActionCols::text(t), json!({})),
         Action::KeyDown(k) | Action::KeyUp(k) => (
             if matches!(action, Action::KeyDown(_)) {
                 "key_down"
             } else {
                 "key_up"
             },
-            None,
-            None,
-            None,
-            None,
-            None,
-            Some(k.clone()),
+            ActionCols::keys(k),
             json!({}),
         ),
-        Action::Key(k) => (
-            "key",
-            None,
-            None,
-            None,
-            None,
-            None,
-            Some(k.clone()),
-            json!({}),
-        ),
-        Action::Wait(ms) => (
-            "wait",
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            json!({"ms": ms}),
-        ),
-        Action::Noop => ("noop", None, None, None, None, None, None, json!({})),
-        Action::LaunchApp(argv) => (
-            "launch_app",
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
-            json!({"argv": argv}),
-        ),
+        Action::Key(k) => ("key", ActionCols::keys(k), json!({})),
+        Action::Wait(ms) => ("wait", none(), json!({"ms": ms})),
+        Action::Noop => ("noop", none(), json!({})),
+        Action::LaunchApp(argv) => ("launch_app", none(), json!({"argv": argv})),
         Action::ActivateWindow(w) | Action::CloseWindow(w) => (
             if matches!(action, Action::ActivateWindow(_)) {
                 "activate_window"
             } else {
                 "close_window"
             },
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
+            none(),
             json!({"window": w}),
         ),
         Action::MoveWindow { window, x, y } => (
             "move_window",
-            Some(*x),
-            Some(*y),
-            None,
-            None,
-            None,
-            None,
+            ActionCols::at(deskgym_worker::Point { x: *x, y: *y }),
             json!({"window": window}),
         ),
         Action::InvokeAction { element, action } => (
             "invoke_action",
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
+            none(),
             json!({"element": element, "action": action}),
         ),
         Action::SetValue { element, value } => (
             "set_value",
-            None,
-            None,
-            None,
-            None,
-            Some(value.clone()),
-            None,
+            ActionCols::text(value),
             json!({"element": element}),
         ),
         Action::ResizeWindow {
@@ -558,15 +505,18 @@ pub(crate) fn step_row(action: &Action) -> StepRow {
             height,
         } => (
             "resize_window",
-            None,
-            None,
-            None,
-            None,
-            None,
-            None,
+            none(),
             json!({"window": window, "width": width, "height": height}),
         ),
     };
+    let ActionCols {
+        x,
+        y,
+        to_x,
+        to_y,
+        text,
+        keys,
+    } = cols;
     let mut j = json!({"verb": verb, "x": x, "y": y, "to_x": to_x, "to_y": to_y, "text": text, "keys": keys});
     if let (Some(o), Some(e)) = (j.as_object_mut(), extra.as_object()) {
         o.extend(e.clone());
@@ -621,4 +571,55 @@ pub(crate) fn episode_row(
         end_ms: deskgym_datasets::writer::now_ms(),
         ..Default::default()
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use deskgym_worker::{Button, Point};
+
+    #[test]
+    fn step_rows_put_each_action_in_its_columns() {
+        let drag = step_row(&Action::Drag {
+            from: Point { x: 1, y: 2 },
+            to: Point { x: 3, y: 4 },
+            button: Button::Left,
+            duration_ms: 50,
+            modifiers: "shift".into(),
+        });
+        assert_eq!(
+            (
+                drag.x,
+                drag.y,
+                drag.to_x,
+                drag.to_y,
+                drag.keys.as_deref(),
+                drag.text
+            ),
+            (Some(1), Some(2), Some(3), Some(4), Some("shift"), None)
+        );
+        let j: serde_json::Value = serde_json::from_str(&drag.action_json).unwrap();
+        assert_eq!(
+            j,
+            json!({"verb": "drag", "x": 1, "y": 2, "to_x": 3, "to_y": 4, "keys": "shift",
+                   "button": "left", "duration_ms": 50})
+        );
+        let up = step_row(&Action::MouseUp {
+            at: None,
+            button: Button::Right,
+        });
+        assert_eq!((up.verb.as_str(), up.x, up.y), ("mouse_up", None, None));
+        assert_eq!(up.action_json, r#"{"button":"right","verb":"mouse_up"}"#);
+        let set = step_row(&Action::SetValue {
+            element: "e7".into(),
+            value: "hi".into(),
+        });
+        assert_eq!((set.text.as_deref(), set.keys), (Some("hi"), None));
+        let moved = step_row(&Action::MoveWindow {
+            window: 9,
+            x: -5,
+            y: 6,
+        });
+        assert_eq!((moved.x, moved.y, moved.to_x), (Some(-5), Some(6), None));
+    }
 }
