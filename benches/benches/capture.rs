@@ -4,9 +4,9 @@
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use deskgym_worker::frame::frame_hash;
-use deskgym_worker::x11::XSession;
-use deskgym_worker::xvfb::Xvfb;
+use deskgym_worker::XSession;
+use deskgym_worker::Xvfb;
+use deskgym_worker::frame_hash;
 use deskgym_worker::{Action, Button, Point};
 
 const SIZES: [(u32, u32); 2] = [(640, 480), (1280, 720)];

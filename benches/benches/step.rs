@@ -12,8 +12,8 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use deskgym_proto::v1 as pb;
 use deskgym_proto::v1::deskgym_client::DeskgymClient;
 use deskgym_server::{Limits, ServerConfig};
-use deskgym_worker::x11::XSession;
-use deskgym_worker::xvfb::Xvfb;
+use deskgym_worker::XSession;
+use deskgym_worker::Xvfb;
 use deskgym_worker::{Action, Button, Desktop, DesktopConfig, Point, Settle, SettlePolicy};
 use tonic::transport::Channel;
 

@@ -181,7 +181,7 @@ fn split_id(id: &str) -> Option<(&str, &str)> {
 }
 
 /// The AT-SPI client of a sandbox session (used by the agent, inside the sandbox).
-pub mod client {
+pub(crate) mod client {
     use super::*;
     use atspi_common::{CoordType, Interface, ObjectRefOwned};
     use atspi_proxies::accessible::AccessibleProxy;
@@ -200,14 +200,14 @@ pub mod client {
     const ROOT: &str = "/org/a11y/atspi/accessible/root";
     const REGISTRY: &str = "org.a11y.atspi.Registry";
 
-    pub use crate::error::ElementFailure as Failure;
+    pub(crate) use crate::error::ElementFailure as Failure;
 
     /// A failure and its message.
-    pub type Fail = (Failure, String);
+    pub(crate) type Fail = (Failure, String);
 
     /// A connection to a session's accessibility bus.
     #[derive(Clone, Debug)]
-    pub struct Client {
+    pub(crate) struct Client {
         conn: zbus::Connection,
     }
 
@@ -246,7 +246,7 @@ pub mod client {
     impl Client {
         /// Connects through the session bus at `session_address` (asks it for the
         /// accessibility bus's address). Bounded: a bus that does not answer fails it.
-        pub fn connect(session_address: &str) -> Result<Self, Fail> {
+        pub(crate) fn connect(session_address: &str) -> Result<Self, Fail> {
             let connect = async {
                 let session = zbus::connection::Builder::address(session_address)
                     .map_err(unavailable)?
@@ -294,7 +294,7 @@ pub mod client {
         }
 
         /// Walks every application's tree within `limits`.
-        pub fn tree(&self, limits: &Limits) -> Result<Tree, Fail> {
+        pub(crate) fn tree(&self, limits: &Limits) -> Result<Tree, Fail> {
             let deadline = Instant::now() + Duration::from_millis(limits.timeout_ms);
             zbus::block_on(async {
                 let root: AccessibleProxy<'_> =
@@ -517,7 +517,7 @@ pub mod client {
         }
 
         /// What an element is now (bounds and states), or [`Failure::Gone`].
-        pub fn live(&self, id: &str) -> Result<Live, Fail> {
+        pub(crate) fn live(&self, id: &str) -> Result<Live, Fail> {
             let (bus, path) = split_id(id).ok_or((Failure::Gone, "not an element".into()))?;
             zbus::block_on(async {
                 let acc: AccessibleProxy<'_> = self.proxy(bus, path).await.map_err(call_failed)?;
@@ -542,7 +542,7 @@ pub mod client {
         }
 
         /// Performs the element's action `name` (its first action when empty).
-        pub fn invoke(&self, id: &str, name: &str) -> Result<(), Fail> {
+        pub(crate) fn invoke(&self, id: &str, name: &str) -> Result<(), Fail> {
             let (bus, path) = split_id(id).ok_or((Failure::Gone, "not an element".into()))?;
             zbus::block_on(async {
                 let a: ActionProxy<'_> = self.proxy(bus, path).await.map_err(call_failed)?;
@@ -584,7 +584,7 @@ pub mod client {
         }
 
         /// Sets an element's text (EditableText) or number (Value).
-        pub fn set_value(&self, id: &str, value: &str) -> Result<(), Fail> {
+        pub(crate) fn set_value(&self, id: &str, value: &str) -> Result<(), Fail> {
             let (bus, path) = split_id(id).ok_or((Failure::Gone, "not an element".into()))?;
             zbus::block_on(async {
                 let acc: AccessibleProxy<'_> = self.proxy(bus, path).await.map_err(call_failed)?;

@@ -23,7 +23,7 @@ use x11rb::rust_connection::RustConnection;
 use crate::tasks::{Draw, Episode, FontMetrics, Input};
 
 /// Error type of the app binary (it only reports and exits).
-pub type AppError = Box<dyn std::error::Error + Send + Sync>;
+pub(crate) type AppError = Box<dyn std::error::Error + Send + Sync>;
 
 struct Ui {
     conn: RustConnection,

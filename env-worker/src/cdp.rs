@@ -27,7 +27,7 @@ fn lost(what: impl std::fmt::Display) -> DesktopError {
 }
 
 /// A DevTools session on one page.
-pub struct Cdp {
+pub(crate) struct Cdp {
     ws: WebSocket<UnixStream>,
     next_id: u64,
 }
@@ -43,7 +43,7 @@ impl std::fmt::Debug for Cdp {
 impl Cdp {
     /// Attaches to the first page target of the browser whose DevTools listen on
     /// `port` in `sandbox`, waiting up to `wait` for them to come up.
-    pub fn attach(sandbox: &Sandbox, port: u16, wait: Duration) -> Result<Self> {
+    pub(crate) fn attach(sandbox: &Sandbox, port: u16, wait: Duration) -> Result<Self> {
         let deadline = Instant::now() + wait;
         let mut pause = Duration::from_millis(5);
         let path = loop {
@@ -71,7 +71,7 @@ impl Cdp {
 
     /// Sends `method` with `params` and waits for its answer (its `result`). A
     /// protocol error is the browser's answer, not a lost browser: `Exec` with it.
-    pub fn call(&mut self, method: &str, params: Value) -> Result<Value> {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Result<Value> {
         let id = self.next_id;
         self.next_id += 1;
         let msg = json!({"id": id, "method": method, "params": params}).to_string();
@@ -96,7 +96,7 @@ impl Cdp {
 
     /// Evaluates `expr` in the page (awaiting a promise) and returns its value. An
     /// exception in the page is `Exec` with its text.
-    pub fn eval(&mut self, expr: &str) -> Result<Value> {
+    pub(crate) fn eval(&mut self, expr: &str) -> Result<Value> {
         let mut r = self.call(
             "Runtime.evaluate",
             json!({"expression": expr, "returnByValue": true, "awaitPromise": true}),

@@ -52,7 +52,7 @@ fn connect(display: u32) -> Result<(RustConnection, xproto::Window)> {
 }
 
 /// Reads the CLIPBOARD as text ("" when nobody owns it).
-pub fn get(display: u32) -> Result<String> {
+pub(crate) fn get(display: u32) -> Result<String> {
     let (conn, win) = connect(display)?;
     let clipboard = atom(&conn, "CLIPBOARD")?;
     let owner = conn
@@ -117,7 +117,7 @@ pub fn get(display: u32) -> Result<String> {
 
 /// The thread that owns the CLIPBOARD after a `set`; stopped when dropped.
 #[derive(Debug)]
-pub struct Owner {
+pub(crate) struct Owner {
     stop: Arc<AtomicBool>,
 }
 
@@ -129,7 +129,7 @@ impl Drop for Owner {
 
 /// Makes `text` the CLIPBOARD: a thread of ours owns the selection and serves pastes
 /// until another client takes it, the returned [`Owner`] drops, or the display goes.
-pub fn set(display: u32, text: &str) -> Result<Owner> {
+pub(crate) fn set(display: u32, text: &str) -> Result<Owner> {
     if text.len() > MAX_CLIPBOARD_BYTES {
         return Err(DesktopError::invalid(
             "text",

@@ -9,12 +9,10 @@ use crate::agent::{Entry, ExecEnd, ExecSpec};
 use crate::error::{DesktopError, Result};
 use crate::frame::Frame;
 use crate::runner::{self, Ctx, Runner, Session};
-pub use crate::runner::{DesktopConfig, Outcome};
+pub(crate) use crate::runner::{DesktopConfig, Outcome};
 use crate::windows::WindowInfo;
 use crate::x11::XSession;
 use crate::xvfb::Xvfb;
-
-pub use crate::runner::LAUNCH_WINDOW_WAIT;
 
 /// A running desktop. Fields drop in declaration order: the family's part (app or
 /// sandbox), the clipboard owner, the X session, then Xvfb.

@@ -96,9 +96,9 @@ impl DesktopError {
 }
 
 /// Longest part of a caller's string quoted in an error message.
-pub const QUOTE_CHARS: usize = 64;
+pub(crate) const QUOTE_CHARS: usize = 64;
 
-/// A caller's string as error messages quote it: at most [`QUOTE_CHARS`] characters
+/// A caller's string as error messages quote it: at most `QUOTE_CHARS` characters
 /// (a long path or key name would otherwise travel back whole, in status metadata).
 pub fn quote(s: &str) -> String {
     let mut chars = s.chars();

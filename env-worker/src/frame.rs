@@ -62,7 +62,7 @@ pub fn hash_hex(hash: u128) -> String {
 /// into RGB in the low three bytes, and three shifted ORs pack four of them into 12
 /// bytes. This sits on every step's path: a byte-wise loop measured ~0.8 ms at 1280x720
 /// here (FACTS.md: ~2.2 ms naive), the word version about a third of that.
-pub fn bgrx_to_rgb(src: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn bgrx_to_rgb(src: &[u8], out: &mut Vec<u8>) {
     let pixels = src.len() / 4;
     out.clear();
     out.resize(pixels * 3, 0);

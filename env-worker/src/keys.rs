@@ -4,18 +4,16 @@
 //! Anything with a single character (`"s"`, `"/"`, `"é"`) maps through [`char_keysym`].
 
 /// An X keysym value.
-pub type Keysym = u32;
+pub(crate) type Keysym = u32;
 
 /// `Shift_L`, used to reach the second level of a key.
-pub const SHIFT_L: Keysym = 0xffe1;
+pub(crate) const SHIFT_L: Keysym = 0xffe1;
 /// `Return`.
-pub const RETURN: Keysym = 0xff0d;
+pub(crate) const RETURN: Keysym = 0xff0d;
 /// `Tab`.
-pub const TAB: Keysym = 0xff09;
+pub(crate) const TAB: Keysym = 0xff09;
 /// `BackSpace`.
-pub const BACKSPACE: Keysym = 0xff08;
-/// `Escape`.
-pub const ESCAPE: Keysym = 0xff1b;
+pub(crate) const BACKSPACE: Keysym = 0xff08;
 
 /// Named keysyms (exact X names, case-sensitive).
 const NAMED: &[(&str, Keysym)] = &[
@@ -218,7 +216,7 @@ const MORE_NAMED: &[(&str, Keysym)] = &[
 /// Looks up one key name: an exact X keysym name (every character keysym of
 /// keysymdef.h, the function, keypad and media keys), an alias, `F1`..`F35`, a single
 /// character, or a keysym number (`0x1008ff14`).
-pub fn keysym_from_name(name: &str) -> Option<Keysym> {
+pub(crate) fn keysym_from_name(name: &str) -> Option<Keysym> {
     if let Some(&(_, k)) = NAMED.iter().chain(MORE_NAMED).find(|(n, _)| *n == name) {
         return Some(k);
     }

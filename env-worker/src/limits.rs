@@ -97,7 +97,7 @@ pub fn remove_cgroups() {
 }
 
 /// Sweeps cgroups left by deskgym processes that are gone (killed with SIGKILL).
-pub fn sweep_cgroups() {
+pub(crate) fn sweep_cgroups() {
     let Some(parent) = (match memory_bound() {
         MemoryBound::CgroupV1(d) | MemoryBound::CgroupV2(d) => d.parent(),
         MemoryBound::Rlimit => None,
@@ -129,7 +129,7 @@ pub fn sweep_cgroups() {
 
 /// One sandbox's memory cgroup, removed on drop (once its processes are gone).
 #[derive(Debug)]
-pub struct Cgroup {
+pub(crate) struct Cgroup {
     dir: PathBuf,
     /// `cgroup.procs`, as the child writes itself into it before exec.
     procs: CString,
@@ -138,7 +138,7 @@ pub struct Cgroup {
 
 impl Cgroup {
     /// Makes the cgroup `name` with a memory limit of `bytes` (no swap beyond it).
-    pub fn create(name: &str, bytes: u64) -> std::io::Result<Option<Self>> {
+    pub(crate) fn create(name: &str, bytes: u64) -> std::io::Result<Option<Self>> {
         let (base, v2) = match memory_bound() {
             MemoryBound::CgroupV2(d) => (d, true),
             MemoryBound::CgroupV1(d) => (d, false),
@@ -167,7 +167,7 @@ impl Cgroup {
 
     /// Moves the calling process into this cgroup. Only async-signal-safe calls: it
     /// runs between fork and exec.
-    pub fn enter_from_child(&self) -> std::io::Result<()> {
+    pub(crate) fn enter_from_child(&self) -> std::io::Result<()> {
         // SAFETY: open/write/close on a NUL-terminated path prepared before the fork.
         unsafe {
             let fd = libc::open(self.procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
@@ -185,7 +185,7 @@ impl Cgroup {
     }
 
     /// How many times the kernel killed a process here for memory.
-    pub fn oom_kills(&self) -> u64 {
+    pub(crate) fn oom_kills(&self) -> u64 {
         let file = if self.v2 {
             "memory.events"
         } else {
@@ -214,7 +214,7 @@ impl Drop for Cgroup {
 }
 
 /// Sets a resource limit (soft and hard) on the calling process; async-signal-safe.
-pub fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) {
+pub(crate) fn set_rlimit(resource: libc::__rlimit_resource_t, value: u64) {
     let lim = libc::rlimit {
         rlim_cur: value as libc::rlim_t,
         rlim_max: value as libc::rlim_t,

@@ -47,12 +47,12 @@ pub struct ScriptSpec {
 
 /// Environment of setup and checker commands: the episode's seed, so a task can vary
 /// its files and names with it.
-pub fn seed_env(seed: u64) -> Vec<(String, String)> {
+pub(crate) fn seed_env(seed: u64) -> Vec<(String, String)> {
     vec![("DESKGYM_SEED".into(), seed.to_string())]
 }
 
 /// The reward and whether the episode ended, from the checker's exit code and stdout.
-pub fn judge(reward: RewardFrom, exit_code: Option<i32>, stdout: &[u8]) -> (f64, bool) {
+pub(crate) fn judge(reward: RewardFrom, exit_code: Option<i32>, stdout: &[u8]) -> (f64, bool) {
     let ok = exit_code == Some(0);
     match reward {
         RewardFrom::Exit => (if ok { 1.0 } else { 0.0 }, ok),

@@ -12,9 +12,9 @@ use std::time::{Duration, Instant};
 use crate::error::{DesktopError, Result};
 
 /// The file descriptor number the app finds its control socket on.
-pub const CTL_FD: i32 = 3;
+pub(crate) const CTL_FD: i32 = 3;
 /// Name of the task app binary.
-pub const APP_BINARY: &str = "deskgym-task-app";
+pub(crate) const APP_BINARY: &str = "deskgym-task-app";
 /// How long the app may take to answer one request.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -46,7 +46,7 @@ impl AppState {
 
 /// A running task app process.
 #[derive(Debug)]
-pub struct TaskApp {
+pub(crate) struct TaskApp {
     child: Child,
     reader: BufReader<UnixStream>,
     writer: UnixStream,
@@ -54,7 +54,7 @@ pub struct TaskApp {
 
 /// Finds the task app: `$DESKGYM_TASK_APP`, else next to the running executable (or one
 /// level up, where cargo puts binaries relative to test executables in `deps/`).
-pub fn app_binary() -> Result<PathBuf> {
+pub(crate) fn app_binary() -> Result<PathBuf> {
     if let Some(p) = std::env::var_os("DESKGYM_TASK_APP") {
         return Ok(PathBuf::from(p));
     }
@@ -75,7 +75,7 @@ pub fn app_binary() -> Result<PathBuf> {
 
 impl TaskApp {
     /// Starts the app for `task` on `display` and waits until its window is up.
-    pub fn spawn(display: u32, task: &str, width: u32, height: u32) -> Result<Self> {
+    pub(crate) fn spawn(display: u32, task: &str, width: u32, height: u32) -> Result<Self> {
         let (ours, theirs) = UnixStream::pair()?;
         let fd = theirs.as_raw_fd();
         let mut cmd = Command::new(app_binary()?);
@@ -154,17 +154,17 @@ impl TaskApp {
     }
 
     /// Starts a new episode with `seed`.
-    pub fn reset(&mut self, seed: u64) -> Result<AppState> {
+    pub(crate) fn reset(&mut self, seed: u64) -> Result<AppState> {
         self.request(&format!("reset {seed}"))
     }
 
     /// Lets the app handle all input injected so far; returns once it has been drawn.
-    pub fn sync(&mut self) -> Result<AppState> {
+    pub(crate) fn sync(&mut self) -> Result<AppState> {
         self.request("sync")
     }
 
     /// The scene's widgets as an accessibility tree.
-    pub fn tree(&mut self) -> Result<crate::a11y::Tree> {
+    pub(crate) fn tree(&mut self) -> Result<crate::a11y::Tree> {
         self.writer
             .write_all(b"tree\n")
             .map_err(|e| DesktopError::App(format!("task app is gone: {e}")))?;
@@ -179,12 +179,12 @@ impl TaskApp {
     }
 
     /// False once the app process has exited.
-    pub fn is_alive(&mut self) -> bool {
+    pub(crate) fn is_alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
 
     /// The app's process id (the server's watchdog kills a stalled desktop by pid).
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 }

@@ -67,7 +67,7 @@ fn u32s(bytes: &[u8]) -> Vec<u32> {
 }
 
 /// The window manager's client list (`_NET_CLIENT_LIST`).
-pub fn client_ids(conn: &RustConnection, root: u32) -> Result<Vec<u32>> {
+pub(crate) fn client_ids(conn: &RustConnection, root: u32) -> Result<Vec<u32>> {
     let list = atom(conn, "_NET_CLIENT_LIST")?;
     Ok(u32s(&property(
         conn,
@@ -79,7 +79,7 @@ pub fn client_ids(conn: &RustConnection, root: u32) -> Result<Vec<u32>> {
 }
 
 /// Every top-level window with its title, class, pid and geometry.
-pub fn list(conn: &RustConnection, root: u32) -> Result<Vec<WindowInfo>> {
+pub(crate) fn list(conn: &RustConnection, root: u32) -> Result<Vec<WindowInfo>> {
     let active_atom = atom(conn, "_NET_ACTIVE_WINDOW")?;
     let active = u32s(&property(
         conn,
@@ -182,7 +182,7 @@ fn message(
 }
 
 /// Raises and focuses a window.
-pub fn activate(conn: &RustConnection, root: u32, id: u32) -> Result<()> {
+pub(crate) fn activate(conn: &RustConnection, root: u32, id: u32) -> Result<()> {
     check(conn, root, "activate_window.window", id)?;
     message(
         conn,
@@ -194,7 +194,7 @@ pub fn activate(conn: &RustConnection, root: u32, id: u32) -> Result<()> {
 }
 
 /// Asks a window to close (the application may ask to save first).
-pub fn close(conn: &RustConnection, root: u32, id: u32) -> Result<()> {
+pub(crate) fn close(conn: &RustConnection, root: u32, id: u32) -> Result<()> {
     check(conn, root, "close_window.window", id)?;
     message(
         conn,
@@ -206,7 +206,7 @@ pub fn close(conn: &RustConnection, root: u32, id: u32) -> Result<()> {
 }
 
 /// Moves (`Some` position) and/or resizes (`Some` size) a window's frame.
-pub fn move_resize(
+pub(crate) fn move_resize(
     conn: &RustConnection,
     root: u32,
     field: &str,

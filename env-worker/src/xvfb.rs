@@ -312,7 +312,7 @@ fn remove_if_stale(path: &std::path::Path) {
 /// nobody listens on, so a crashed earlier run (or another X server's) does not make
 /// display allocation skip or fail. (With `-displayfd`, Xvfb itself writes no lock.)
 /// Runs once per process, before its first Xvfb starts.
-pub fn clean_stale_locks() {
+pub(crate) fn clean_stale_locks() {
     if let Ok(dir) = std::fs::read_dir("/tmp/.X11-unix") {
         for entry in dir.flatten() {
             remove_if_stale(&entry.path());

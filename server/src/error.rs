@@ -40,9 +40,9 @@ impl EnvError {
                 Code::FailedPrecondition
             }
             Self::File { kind, .. } => match kind {
-                deskgym_worker::error::FileErrorKind::NotFound => Code::NotFound,
-                deskgym_worker::error::FileErrorKind::Outside => Code::InvalidArgument,
-                deskgym_worker::error::FileErrorKind::Full => Code::ResourceExhausted,
+                deskgym_worker::FileErrorKind::NotFound => Code::NotFound,
+                deskgym_worker::FileErrorKind::Outside => Code::InvalidArgument,
+                deskgym_worker::FileErrorKind::Full => Code::ResourceExhausted,
                 _ => Code::FailedPrecondition,
             },
             Self::Desktop(_) | Self::Encode(_) | Self::Bug(_) => Code::Internal,

@@ -139,14 +139,14 @@ pub async fn run_with(
     // Recordings a crashed predecessor left open are closed out before anything new,
     // and its sandboxes' directories and cgroups swept.
     record::recover_all(&config.data_dir);
-    let swept = deskgym_worker::sandbox::sweep_leftovers();
+    let swept = deskgym_worker::sweep_leftovers();
     if swept > 0 {
         tracing::info!(swept, "removed sandboxes left by servers that are gone");
     }
-    let open_files = deskgym_worker::limits::raise_open_files();
+    let open_files = deskgym_worker::raise_open_files();
     tracing::info!(
         open_files,
-        memory_bound = deskgym_worker::limits::memory_bound().name(),
+        memory_bound = deskgym_worker::memory_bound().name(),
         "limits"
     );
     let settings = record::RecordSettings {
@@ -281,8 +281,8 @@ pub async fn run_with(
     mgr.close_all().await;
     // Every sandbox of this server is gone (each removed its own directory): the
     // root goes too unless another server of this process still has sandboxes there.
-    let _ = std::fs::remove_dir(deskgym_worker::sandbox::sandboxes_root());
-    deskgym_worker::limits::remove_cgroups();
+    let _ = std::fs::remove_dir(deskgym_worker::sandboxes_root());
+    deskgym_worker::remove_cgroups();
     tracing::info!("stopped");
     result.map_err(Into::into)
 }

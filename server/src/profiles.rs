@@ -11,8 +11,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use deskgym_worker::agent::SessionProgram;
-use deskgym_worker::sandbox::which;
+use deskgym_worker::SessionProgram;
+use deskgym_worker::which;
 use deskgym_worker::{SandboxConfig, SandboxLimits, SettlePolicy};
 use serde::Deserialize;
 
@@ -241,7 +241,7 @@ impl Catalog {
             ));
         }
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let templates = deskgym_worker::sandbox::sandboxes_root().join(format!(
+        let templates = deskgym_worker::sandboxes_root().join(format!(
             "templates-{}",
             NEXT.fetch_add(1, Ordering::Relaxed)
         ));

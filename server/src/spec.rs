@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deskgym_proto::v1 as pb;
-use deskgym_worker::web::{Clock, Reward, WebSpec};
 use deskgym_worker::{DesktopConfig, DesktopError, SandboxConfig, Settle, SettlePolicy};
+use deskgym_worker::{WebClock as Clock, WebReward as Reward, WebSpec};
 
 use crate::backend::{Backend, Desktop};
 use crate::config::Limits;
@@ -40,7 +40,7 @@ impl Invalid {
 /// hostile 100,000-character value cannot turn into a 100 KB status message (which
 /// clients' metadata limits would reject as RESOURCE_EXHAUSTED).
 pub(crate) fn quote(s: &str) -> String {
-    deskgym_worker::error::quote(s)
+    deskgym_worker::quote(s)
 }
 
 /// Why a CreatePool request cannot be served as asked.

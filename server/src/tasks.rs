@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use deskgym_worker::SettlePolicy;
-use deskgym_worker::script::{RewardFrom, ScriptSpec, SetupStep};
+use deskgym_worker::{RewardFrom, ScriptSpec, SetupStep};
 use serde::Deserialize;
 
 use crate::profiles::Catalog;

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use deskgym_proto::v1 as pb;
-use deskgym_worker::agent::{Reply, Request};
-use deskgym_worker::sandbox::AgentPeer;
+use deskgym_worker::AgentPeer;
+use deskgym_worker::{AgentReply as Reply, AgentRequest as Request};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};

@@ -58,7 +58,7 @@ async fn pool_with(c: &mut Client, task: &str, n: u32, spares: u32) -> pb::Creat
 
 /// A seeded action sequence touching every part of each task.
 fn script(seed: u64) -> Vec<Option<pb::Action>> {
-    let mut rng = deskgym_worker::tasks::Rng::new(seed);
+    let mut rng = deskgym_worker::Rng::new(seed);
     let mut out = Vec::new();
     for _ in 0..3 {
         out.push(click(rng.range(0, 320), rng.range(0, 240)));

@@ -25,7 +25,7 @@ use crate::error::{FileErrorKind, quote};
 mod files;
 
 /// Where the session's programs and the sandbox's user start.
-pub const HOME: &str = "/home/user";
+pub(crate) const HOME: &str = "/home/user";
 
 /// One program of a session.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -41,7 +41,7 @@ pub struct SessionProgram {
 
 /// What the agent starts with the sandbox (written by the worker as JSON).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct SessionSpec {
+pub(crate) struct SessionSpec {
     /// Programs started at session start, in order, each in its own process group.
     pub session: Vec<SessionProgram>,
     /// Environment of every program the agent starts (besides the sandbox's own).
@@ -60,7 +60,7 @@ pub struct SessionSpec {
 pub struct ExecSpec {
     /// Program and arguments (no shell; a shell is `["sh", "-c", line]`).
     pub argv: Vec<String>,
-    /// Working directory; default [`HOME`].
+    /// Working directory; default the home (`/home/user`).
     pub cwd: Option<String>,
     /// Variables added to the environment.
     pub env: Vec<(String, String)>,
@@ -285,7 +285,7 @@ const PROCESS_LIMIT: &str = "the desktop is at its process limit";
 
 /// Most requests (exec, file, tunnel...) the agent serves at once; more are answered
 /// `Busy` at once, so a flood of tunnels never leaves one half-served.
-pub const MAX_CONCURRENT: usize = 64;
+pub(crate) const MAX_CONCURRENT: usize = 64;
 
 /// The agent program: `deskgym-sandbox-agent fd:<n>|<socket> <session.json>`. With
 /// `fd:<n>` it listens on a socket the worker bound (in a directory of the worker's)

@@ -31,7 +31,7 @@ fn main() {
     };
     // SAFETY: the worker hands us this descriptor as our end of a socket pair.
     let ctl = unsafe { UnixStream::from_raw_fd(fd) };
-    if let Err(e) = deskgym_worker::app::run(&task, width, height, ctl) {
+    if let Err(e) = deskgym_worker::task_app_main(&task, width, height, ctl) {
         eprintln!("deskgym-task-app: {e}");
         std::process::exit(1);
     }

@@ -22,7 +22,6 @@ mod script;
 mod session;
 mod task_app;
 
-pub use session::LAUNCH_WINDOW_WAIT;
 pub(crate) use session::Session;
 pub(crate) use task_app::no_sandbox;
 

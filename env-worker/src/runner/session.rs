@@ -8,7 +8,7 @@ use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::x11::XSession;
 
 /// How long a `launch_app` step waits for the application's first window.
-pub const LAUNCH_WINDOW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+pub(crate) const LAUNCH_WINDOW_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A sandbox running a profile's session.
 pub(crate) struct Session {

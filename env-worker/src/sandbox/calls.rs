@@ -59,7 +59,11 @@ impl Sandbox {
 
     /// Runs a command as `user` and waits for it (at most its time bound, plus a margin
     /// for the agent to report).
-    pub fn exec(&self, spec: &ExecSpec, stdin: &[u8]) -> Result<(ExecEnd, Vec<u8>, Vec<u8>)> {
+    pub(crate) fn exec(
+        &self,
+        spec: &ExecSpec,
+        stdin: &[u8],
+    ) -> Result<(ExecEnd, Vec<u8>, Vec<u8>)> {
         let spec = ExecSpec {
             stdin_len: stdin.len(),
             ..spec.clone()
@@ -100,7 +104,7 @@ impl Sandbox {
     /// A byte stream to TCP `port` on the sandbox's own loopback (the agent's
     /// `Connect`), with `bound` as its read and write timeout. `Exec` when nothing
     /// accepts on the port (yet).
-    pub fn connect(&self, port: u16, bound: Duration) -> Result<UnixStream> {
+    pub(crate) fn connect(&self, port: u16, bound: Duration) -> Result<UnixStream> {
         let mut conn = self.connect_agent(bound)?;
         let mut line =
             serde_json::to_vec(&Request::Connect { port }).map_err(std::io::Error::other)?;
@@ -128,7 +132,7 @@ impl Sandbox {
     }
 
     /// Starts a program detached; returns its pid inside the sandbox.
-    pub fn launch(&self, argv: &[String]) -> Result<u32> {
+    pub(crate) fn launch(&self, argv: &[String]) -> Result<u32> {
         let req = Request::Launch {
             argv: argv.to_vec(),
         };
@@ -140,7 +144,12 @@ impl Sandbox {
     }
 
     /// Reads at most `max` bytes of a file from `offset`: (file size, data, eof).
-    pub fn read_file(&self, path: &str, offset: u64, max: u64) -> Result<(u64, Vec<u8>, bool)> {
+    pub(crate) fn read_file(
+        &self,
+        path: &str,
+        offset: u64,
+        max: u64,
+    ) -> Result<(u64, Vec<u8>, bool)> {
         let req = Request::Read {
             path: path.into(),
             offset,
@@ -160,7 +169,13 @@ impl Sandbox {
     }
 
     /// Writes `data` at `offset` (0 creates or truncates); the file's size after.
-    pub fn write_file(&self, path: &str, offset: u64, mode: u32, data: &[u8]) -> Result<u64> {
+    pub(crate) fn write_file(
+        &self,
+        path: &str,
+        offset: u64,
+        mode: u32,
+        data: &[u8],
+    ) -> Result<u64> {
         let req = Request::Write {
             path: path.into(),
             offset,
@@ -174,7 +189,7 @@ impl Sandbox {
     }
 
     /// Lists a directory: (resolved path, entries, truncated).
-    pub fn list_dir(
+    pub(crate) fn list_dir(
         &self,
         path: &str,
         depth: u32,
@@ -198,7 +213,7 @@ impl Sandbox {
 
     /// Walks the session's accessibility tree (the agent enforces `limits`; the worker
     /// bounds the answer's size).
-    pub fn a11y_tree(&self, limits: &crate::a11y::Limits) -> Result<crate::a11y::Tree> {
+    pub(crate) fn a11y_tree(&self, limits: &crate::a11y::Limits) -> Result<crate::a11y::Tree> {
         let req = Request::A11yTree { limits: *limits };
         let bound = Duration::from_millis(limits.timeout_ms) + Duration::from_secs(5);
         match self.call(&req, &[], bound)? {
@@ -226,7 +241,7 @@ impl Sandbox {
     }
 
     /// What one element is now.
-    pub fn a11y_live(&self, id: &str) -> Result<crate::a11y::Live> {
+    pub(crate) fn a11y_live(&self, id: &str) -> Result<crate::a11y::Live> {
         let req = Request::A11yLive { id: id.into() };
         match self.call(&req, &[], ELEMENT_TIMEOUT)?.0 {
             Reply::Live(live) => Ok(live),
@@ -235,7 +250,7 @@ impl Sandbox {
     }
 
     /// Performs an element's action.
-    pub fn a11y_invoke(&self, id: &str, action: &str) -> Result<()> {
+    pub(crate) fn a11y_invoke(&self, id: &str, action: &str) -> Result<()> {
         self.element_call(Request::A11yInvoke {
             id: id.into(),
             action: action.into(),
@@ -243,7 +258,7 @@ impl Sandbox {
     }
 
     /// Sets an element's text or number.
-    pub fn a11y_set_value(&self, id: &str, value: &str) -> Result<()> {
+    pub(crate) fn a11y_set_value(&self, id: &str, value: &str) -> Result<()> {
         self.element_call(Request::A11ySetValue {
             id: id.into(),
             value: value.into(),

@@ -34,7 +34,7 @@ pub use peer::AgentPeer;
 use peer::{bound_socket, parent_of, peer_cred, pid_namespace};
 
 /// Name of the agent binary.
-pub const AGENT_BINARY: &str = "deskgym-sandbox-agent";
+pub(crate) const AGENT_BINARY: &str = "deskgym-sandbox-agent";
 /// How long a new sandbox may take to answer its first ping.
 const READY_TIMEOUT: Duration = Duration::from_secs(45);
 /// First host uid of sandboxes of a server running as root (display `n` gets base + n).
@@ -44,7 +44,7 @@ const CTL: &str = "/run/deskgym";
 /// Where the profile's home template appears inside the sandbox (read-only).
 const TEMPLATE: &str = "/run/deskgym-template";
 
-/// Per-sandbox resource limits (see [`crate::limits`]).
+/// Per-sandbox resource limits (how they are enforced: [`memory_bound`](crate::memory_bound)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SandboxLimits {
     /// Most memory its processes may use together, in MiB (a cgroup; else each
@@ -97,7 +97,7 @@ pub struct SandboxConfig {
 
 /// A running sandbox.
 #[derive(Debug)]
-pub struct Sandbox {
+pub(crate) struct Sandbox {
     child: Child,
     dir: PathBuf,
     peer: AgentPeer,
@@ -111,7 +111,7 @@ pub struct Sandbox {
 
 /// Finds a deskgym helper binary: `$var`, else next to the running executable (or one
 /// level up, where cargo puts binaries relative to test executables in `deps/`).
-pub fn helper_binary(name: &str, var: &str) -> Result<PathBuf> {
+pub(crate) fn helper_binary(name: &str, var: &str) -> Result<PathBuf> {
     if let Some(p) = std::env::var_os(var) {
         return Ok(PathBuf::from(p));
     }
@@ -267,7 +267,7 @@ impl Drop for RemoveOnDrop {
 }
 
 /// The descriptor number the agent finds its socket at.
-pub const AGENT_FD: i32 = 3;
+pub(crate) const AGENT_FD: i32 = 3;
 
 impl Sandbox {
     /// Starts a sandbox on `display` and waits until its agent answers.
@@ -279,7 +279,7 @@ impl Sandbox {
     /// of the sandbox's own, filled from the profile's template by the agent, so
     /// nothing the tenant writes exists on a host path the server (or Xvfb, which runs
     /// as the server's user) could be made to follow.
-    pub fn start(display: u32, cfg: &SandboxConfig) -> Result<Self> {
+    pub(crate) fn start(display: u32, cfg: &SandboxConfig) -> Result<Self> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
         let root = sandboxes_root();
         make_dir(&root, 0o711)?;
@@ -542,7 +542,7 @@ impl Sandbox {
 
     /// How to reach the agent, and whom to expect there (for the server's own
     /// async connections, such as port tunnels).
-    pub fn agent(&self) -> AgentPeer {
+    pub(crate) fn agent(&self) -> AgentPeer {
         self.peer.clone()
     }
 
@@ -597,12 +597,12 @@ impl Sandbox {
     }
 
     /// False once the sandbox's first process has exited.
-    pub fn is_alive(&mut self) -> bool {
+    pub(crate) fn is_alive(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(None))
     }
 
     /// Pid of the `bwrap` process (killing it ends the sandbox).
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.child.id()
     }
 }

@@ -38,7 +38,7 @@ pub struct TaskSpec {
 
 /// A task's layout function: a seeded generator and the area in, the episode's
 /// instruction and state out.
-pub type Layout = fn(&mut Rng, Area) -> (String, Box<dyn Task>);
+pub(crate) type Layout = fn(&mut Rng, Area) -> (String, Box<dyn Task>);
 
 impl PartialEq for TaskSpec {
     fn eq(&self, o: &Self) -> bool {
@@ -164,7 +164,7 @@ pub(crate) const BUTTON: Color = 0xdfe6ee;
 pub(crate) const FIELD: Color = 0xfcfcfc;
 
 /// Height of the instruction bar at the top of every task screen.
-pub const BAR_HEIGHT: i32 = 32;
+pub(crate) const BAR_HEIGHT: i32 = 32;
 
 /// One drawing operation, in screen pixels.
 #[allow(missing_docs)] // fields are plain geometry and colours, described on each variant

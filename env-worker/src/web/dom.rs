@@ -37,7 +37,7 @@ pub(super) const WOB_JSON_MAX: usize = 16 * 1024;
 
 impl Page {
     /// What element `id` of the page is now (re-read: refs are per episode).
-    pub fn live(&mut self, id: &str) -> Result<crate::a11y::Live> {
+    pub(crate) fn live(&mut self, id: &str) -> Result<crate::a11y::Live> {
         let n = self.tree(&Limits::default())?.take(id)?;
         Ok(crate::a11y::Live::from(&n))
     }
@@ -46,7 +46,7 @@ impl Page {
     /// role the tag (`button`, `input_text`...), name the text, `text` an input's value;
     /// at most `limits.max_nodes` of them (a prefix: parents come first), texts cut at
     /// `limits.max_text` bytes.
-    pub fn tree(&mut self, limits: &Limits) -> Result<Tree> {
+    pub(crate) fn tree(&mut self, limits: &Limits) -> Result<Tree> {
         let rows = self.cdp.eval(DOM)?;
         let mut rows = match rows {
             Value::Array(rows) => rows,

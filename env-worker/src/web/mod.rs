@@ -30,11 +30,12 @@ mod dom;
 mod input;
 mod rules;
 
-pub use rules::{Clock, Reward, Score, WebSpec};
+pub(crate) use rules::Score;
+pub use rules::{Clock, Reward, WebSpec};
 use rules::{SETTLE, START};
 
 /// The DevTools port inside the sandbox (its own loopback: every env has its own).
-pub const DEVTOOLS_PORT: u16 = 9222;
+pub(crate) const DEVTOOLS_PORT: u16 = 9222;
 /// How long the browser may take to start and show the page.
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// The browser window's least size: MiniWoB++'s `WINDOW_WIDTH` x `WINDOW_HEIGHT`.
@@ -48,7 +49,7 @@ const PARK: Point = Point {
 
 /// A page in the env's browser.
 #[derive(Debug)]
-pub struct Page {
+pub(crate) struct Page {
     cdp: Cdp,
     spec: Arc<WebSpec>,
     /// Steps taken in the episode.
@@ -63,7 +64,12 @@ pub struct Page {
 impl Page {
     /// Starts the browser on the page in `sandbox`, an app window at the origin
     /// covering the `width` x `height` screen, and attaches to it.
-    pub fn open(sandbox: &Sandbox, spec: Arc<WebSpec>, width: u32, height: u32) -> Result<Self> {
+    pub(crate) fn open(
+        sandbox: &Sandbox,
+        spec: Arc<WebSpec>,
+        width: u32,
+        height: u32,
+    ) -> Result<Self> {
         let mut argv = spec.browser.clone();
         argv.extend([
             format!("--app={}", spec.url),
@@ -107,14 +113,14 @@ impl Page {
     }
 
     /// Where the pointer is (as the last action left it).
-    pub fn pointer(&self) -> Point {
+    pub(crate) fn pointer(&self) -> Point {
         self.pointer
     }
 
     /// Starts an episode from `seed` as MiniWoB's own `reset` does: the running
     /// episode stopped (`core.endEpisode(0)`), seed, data mode, `startEpisodeReal`,
     /// wait for `WOB_TASK_READY`; with `reload`, in a freshly loaded page.
-    pub fn reset(&mut self, seed: u64) -> Result<AppState> {
+    pub(crate) fn reset(&mut self, seed: u64) -> Result<AppState> {
         self.steps = 0;
         self.held.clear();
         if self.spec.reload && self.loaded {
@@ -202,7 +208,7 @@ impl Page {
 
     /// Performs one action through DevTools, then waits for the page's frame and
     /// reads its score.
-    pub fn step(&mut self, action: &Action) -> Result<AppState> {
+    pub(crate) fn step(&mut self, action: &Action) -> Result<AppState> {
         self.steps = self.steps.saturating_add(1);
         self.act(action)?;
         let score = self.settle_and_score()?;

@@ -59,7 +59,7 @@ pub struct WebSpec {
 
 /// What the page says after a step.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Score {
+pub(crate) struct Score {
     /// `WOB_DONE_GLOBAL`.
     pub done: bool,
     /// `WOB_REWARD_GLOBAL` (time-discounted).
@@ -72,7 +72,7 @@ pub struct Score {
 
 impl Score {
     /// The reward the spec's processor gives (MiniWoB's `reward.py`).
-    pub fn reward(&self, r: Reward) -> f64 {
+    pub(crate) fn reward(&self, r: Reward) -> f64 {
         match r {
             Reward::Original => self.env_reward,
             Reward::Raw => self.raw_reward,
@@ -83,7 +83,7 @@ impl Score {
     }
 
     /// What `info` carries beside the reward.
-    pub fn extra(&self) -> Vec<(String, String)> {
+    pub(crate) fn extra(&self) -> Vec<(String, String)> {
         vec![
             ("raw_reward".into(), self.raw_reward.to_string()),
             ("env_reward".into(), self.env_reward.to_string()),

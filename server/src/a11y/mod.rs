@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 use deskgym_proto::v1 as pb;
 use deskgym_worker::Action;
-use deskgym_worker::a11y::{Node, Tree};
+use deskgym_worker::{Node, Tree};
 
 use crate::spec::Invalid;
 
@@ -78,8 +78,8 @@ impl TreeOpts {
     }
 
     /// The worker's walk bounds.
-    pub(crate) fn limits(&self) -> deskgym_worker::a11y::Limits {
-        deskgym_worker::a11y::Limits {
+    pub(crate) fn limits(&self) -> deskgym_worker::TreeLimits {
+        deskgym_worker::TreeLimits {
             timeout_ms: u64::from(self.timeout_ms),
             ..Default::default()
         }

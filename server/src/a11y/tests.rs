@@ -1,7 +1,7 @@
 //! Element refs, targets and the tree's renderings (text, diffs, OSWorld's XML).
 
 use super::*;
-use deskgym_worker::a11y::{ElementAction, Node, Tree};
+use deskgym_worker::{ElementAction, Node, Tree};
 
 fn node(id: &str, parent: Option<u32>, role: &str, name: &str) -> Node {
     Node {

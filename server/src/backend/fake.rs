@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 
-use deskgym_worker::tasks::{Color, Draw, Episode, FontMetrics, Input};
 use deskgym_worker::{AppState, Button, SettleReport};
+use deskgym_worker::{Color, Draw, Episode, FontMetrics, Input};
 
 use super::*;
 
@@ -178,11 +178,11 @@ impl Desktop for FakeDesktop {
                 self.pointer = p;
             }
             Action::TypeText(t) => inputs.extend(t.chars().map(|c| Input::Key {
-                keysym: deskgym_worker::keys::char_keysym(c),
+                keysym: deskgym_worker::char_keysym(c),
             })),
             Action::Key(chord) => {
                 // A chord's last key is the one that types (modifiers do not reach tasks).
-                let keys = deskgym_worker::keys::parse_chord(chord)
+                let keys = deskgym_worker::parse_chord(chord)
                     .map_err(|m| DesktopError::invalid("action.key.keys", m))?;
                 inputs.extend(keys.last().map(|k| Input::Key { keysym: *k }));
             }
@@ -271,7 +271,7 @@ impl Desktop for FakeDesktop {
             .map(|e| e.widgets())
             .unwrap_or_default();
         let (w, h) = (self.config.width as i32, self.config.height as i32);
-        Ok(deskgym_worker::a11y::widget_tree("fake", &widgets, w, h))
+        Ok(deskgym_worker::widget_tree("fake", &widgets, w, h))
     }
 
     fn live(&mut self, id: &str) -> WorkerResult<Live> {

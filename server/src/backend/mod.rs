@@ -4,12 +4,12 @@
 //! Envs and pools hold desktops as `Box<dyn Desktop>` and start them through a
 //! [`Backend`]; nothing else in the server knows which one it has.
 
-use deskgym_worker::a11y::{Limits, Live, Tree};
-use deskgym_worker::agent::{ExecEnd, ExecSpec};
-use deskgym_worker::windows::WindowInfo;
+use deskgym_worker::WindowInfo;
 use deskgym_worker::{
     Action, DesktopConfig, DesktopError, Frame, Outcome, Point, Result as WorkerResult,
 };
+use deskgym_worker::{ExecEnd, ExecSpec};
+use deskgym_worker::{Live, Tree, TreeLimits as Limits};
 
 /// One running desktop, as the env drives it.
 pub(crate) trait Desktop: Send + std::fmt::Debug {
@@ -33,7 +33,7 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
         false
     }
     /// The sandbox agent's socket (port tunnels); `None` without a sandbox.
-    fn agent_socket(&self) -> Option<deskgym_worker::sandbox::AgentPeer> {
+    fn agent_socket(&self) -> Option<deskgym_worker::AgentPeer> {
         None
     }
     /// The top-level windows, through the window manager.
@@ -62,7 +62,7 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
 }
 
 /// A directory listing: resolved path, entries, truncated.
-pub(crate) type Listing = (String, Vec<deskgym_worker::agent::Entry>, bool);
+pub(crate) type Listing = (String, Vec<deskgym_worker::DirEntry>, bool);
 
 /// How a command ended, with its stdout and stderr.
 pub(crate) type Executed = (ExecEnd, Vec<u8>, Vec<u8>);
@@ -95,7 +95,7 @@ impl Desktop for deskgym_worker::Desktop {
     fn restarts_to_reset(&self) -> bool {
         deskgym_worker::Desktop::restarts_to_reset(self)
     }
-    fn agent_socket(&self) -> Option<deskgym_worker::sandbox::AgentPeer> {
+    fn agent_socket(&self) -> Option<deskgym_worker::AgentPeer> {
         deskgym_worker::Desktop::agent_socket(self)
     }
     fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>> {

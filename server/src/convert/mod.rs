@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use deskgym_proto::v1 as pb;
-use deskgym_worker::keys::parse_chord;
+use deskgym_worker::parse_chord;
 use deskgym_worker::{Action, Button, Point, SettlePolicy};
 
 use crate::a11y::{Planned, Sel, Slot, parse_ref};
@@ -12,8 +12,8 @@ use crate::config::Limits;
 use crate::env::{Checkpoint, Info, Obs, Reset, Restored, Stepped};
 pub(crate) use crate::spec::Screen;
 use crate::spec::{Invalid, quote};
-use deskgym_worker::agent::ExecSpec;
-use deskgym_worker::windows::WindowInfo;
+use deskgym_worker::ExecSpec;
+use deskgym_worker::WindowInfo;
 
 /// The verbs this server accepts, as `Action.verb` field names.
 pub(crate) const VERBS: &[&str] = &[

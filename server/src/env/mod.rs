@@ -23,8 +23,8 @@ use crate::handle::Pool;
 use crate::record::{self, EpisodeLog};
 use crate::spec::{Invalid, PoolSpec};
 use crate::sync::lock;
-use deskgym_worker::agent::ExecSpec;
-use deskgym_worker::windows::WindowInfo;
+use deskgym_worker::ExecSpec;
+use deskgym_worker::WindowInfo;
 
 /// Why an operation on an env failed.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +69,7 @@ pub(crate) enum EnvError {
     #[error("{message}")]
     File {
         /// Why.
-        kind: deskgym_worker::error::FileErrorKind,
+        kind: deskgym_worker::FileErrorKind,
         /// What, for the user.
         message: String,
     },
@@ -128,12 +128,12 @@ impl From<DesktopError> for EnvError {
             DesktopError::Limit(m) => Self::Limit(m),
             DesktopError::Clipboard(m) => Self::Clipboard(m),
             DesktopError::File {
-                kind: deskgym_worker::error::FileErrorKind::Outside,
+                kind: deskgym_worker::FileErrorKind::Outside,
                 message,
             } => Self::Invalid(Invalid::new("path", message)),
             DesktopError::File { kind, message } => Self::File { kind, message },
             DesktopError::Element { failure, message } => {
-                use deskgym_worker::error::ElementFailure as Failure;
+                use deskgym_worker::ElementFailure as Failure;
                 let reason = match failure {
                     Failure::Gone => "stale_element_ref",
                     Failure::Unsupported => "element_unsupported",
@@ -346,7 +346,7 @@ pub(crate) struct Env {
     app_pid: AtomicU32,
     /// The sandbox agent's socket for tunnels, kept beside the state so opening a
     /// tunnel never waits for the call in flight (held only to copy a path).
-    agent_socket: Mutex<Option<deskgym_worker::sandbox::AgentPeer>>,
+    agent_socket: Mutex<Option<deskgym_worker::AgentPeer>>,
     /// Test hook: the next capture after an action fails (as an X error would).
     #[cfg(test)]
     pub(crate) fail_next_capture: std::sync::atomic::AtomicBool,
@@ -436,7 +436,7 @@ impl Env {
     }
 
     /// Blocking (a short lock): where a tunnel into this env connects.
-    pub(crate) fn agent_socket(&self) -> Result<deskgym_worker::sandbox::AgentPeer, EnvError> {
+    pub(crate) fn agent_socket(&self) -> Result<deskgym_worker::AgentPeer, EnvError> {
         lock(&self.agent_socket).clone().ok_or_else(|| {
             EnvError::Refused(format!(
                 "env {:?} has no sandbox (profile {:?}): tunnels reach sandboxed desktops only",

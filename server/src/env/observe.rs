@@ -108,7 +108,7 @@ impl Env {
                     .ok_or_else(|| stale(sel, "is not in the tree (gone, or never seen)"))?
                     .to_string(),
                 Sel::Query { role, name } => {
-                    let tree = d.tree(&deskgym_worker::a11y::Limits::default())?;
+                    let tree = d.tree(&deskgym_worker::TreeLimits::default())?;
                     match a11y::resolve_query(&tree, role, name) {
                         Ok(n) => {
                             refs.ref_of(n);

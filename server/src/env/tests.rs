@@ -54,7 +54,7 @@ async fn an_applied_action_survives_a_failed_capture() {
     let before = env.reset(&mgr.cache, Some(3), &opts).expect("reset");
     let before = deskgym_worker::hash_hex(before.obs.hash);
     // Clicking the field focuses it (its border turns blue): a visible change.
-    let (x, y) = deskgym_worker::tasks::Episode::new("type-word", 3, 320, 240)
+    let (x, y) = deskgym_worker::Episode::new("type-word", 3, 320, 240)
         .expect("layout")
         .hint()[0];
     let focus = Action::Click {

@@ -97,7 +97,7 @@ impl DeskgymService {
                 max_list_entries: l.max_list_entries,
                 sandbox: Some(pb::SandboxLimits {
                     memory_mb: l.sandbox_memory_mb,
-                    memory_bound: deskgym_worker::limits::memory_bound().name().into(),
+                    memory_bound: deskgym_worker::memory_bound().name().into(),
                     disk_mb: l.sandbox_disk_mb,
                     open_files: l.sandbox_open_files,
                     processes: l.max_sandbox_processes,

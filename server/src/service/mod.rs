@@ -514,7 +514,7 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let r = req.into_inner();
         let env = self.calls.granted(&r.env_id, &who, "clipboard")?;
-        let max = deskgym_worker::clipboard::MAX_CLIPBOARD_BYTES;
+        let max = deskgym_worker::MAX_CLIPBOARD_BYTES;
         if r.text.len() > max {
             return Err(Invalid::new(
                 "text",
