@@ -137,9 +137,7 @@ fn step(c: &mut Criterion) {
                 settle_ms: 0,
                 settle_max_ms: 1000,
             },
-            sandbox: None,
-            script: None,
-            web: None,
+            family: deskgym_worker::Family::TaskApp,
         })
         .expect("desktop");
         d.reset(1).expect("reset");

@@ -63,7 +63,7 @@ pub use error::{DesktopError, ElementFailure, FileErrorKind, Result, quote};
 pub use frame::{Frame, frame_hash, hash_hex};
 pub use keys::{char_keysym, parse_chord};
 pub use limits::{memory_bound, raise_open_files, remove_cgroups};
-pub use runner::{DesktopConfig, Outcome};
+pub use runner::{DesktopConfig, Family, Outcome};
 pub use sandbox::{
     AgentPeer, SandboxConfig, SandboxLimits, sandboxes_root, sweep_leftovers, which,
 };

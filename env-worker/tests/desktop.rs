@@ -16,9 +16,7 @@ fn desktop(task: &str, w: u32, h: u32) -> Desktop {
             settle_ms: 0,
             settle_max_ms: 1000,
         },
-        sandbox: None,
-        script: None,
-        web: None,
+        family: deskgym_worker::Family::TaskApp,
     })
     .expect("desktop starts (needs the Debian package `xvfb`)")
 }
@@ -152,9 +150,7 @@ fn settle_reports_quiet_window() {
             settle_ms: 20,
             settle_max_ms: 500,
         },
-        sandbox: None,
-        script: None,
-        web: None,
+        family: deskgym_worker::Family::TaskApp,
     })
     .unwrap();
     let out = d.reset(0).unwrap();

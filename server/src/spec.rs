@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deskgym_proto::v1 as pb;
-use deskgym_worker::{DesktopConfig, DesktopError, SandboxConfig, Settle, SettlePolicy};
+use deskgym_worker::{DesktopConfig, DesktopError, Family, SandboxConfig, Settle, SettlePolicy};
 use deskgym_worker::{WebClock as Clock, WebReward as Reward, WebSpec};
 
 use crate::backend::{Backend, Desktop};
@@ -159,9 +159,13 @@ impl PoolSpec {
             width: self.screen.width,
             height: self.screen.height,
             settle: self.settle,
-            sandbox: self.sandbox.clone(),
-            script: self.task.script.clone(),
-            web: self.web.clone(),
+            // The family, chosen once: the worker starts its runner from it.
+            family: match (&self.sandbox, &self.web, &self.task.script) {
+                (None, _, _) => Family::TaskApp,
+                (Some(sb), Some(web), _) => Family::Page(sb.clone(), web.clone()),
+                (Some(sb), None, Some(script)) => Family::Script(sb.clone(), script.clone()),
+                (Some(sb), None, None) => Family::Blank(sb.clone()),
+            },
         }
     }
 

@@ -36,13 +36,22 @@ pub struct DesktopConfig {
     pub height: u32,
     /// Settle policy after every action.
     pub settle: Settle,
-    /// A profile's sandboxed session instead of the task app (`None`: the task app).
-    pub sandbox: Option<SandboxConfig>,
-    /// A declarative task on that session: setup at reset, a checker after each step.
-    /// Shared: the step path takes a reference count, not a copy of the setup.
-    pub script: Option<std::sync::Arc<ScriptSpec>>,
-    /// A web task on that session: a page in the browser, scored by the page.
-    pub web: Option<std::sync::Arc<crate::web::WebSpec>>,
+    /// The task family, and what it needs.
+    pub family: Family,
+}
+
+/// A desktop's task family (one [`Runner`] each).
+#[derive(Clone, Debug, PartialEq)]
+pub enum Family {
+    /// The bundled task app on a bare display (the `tasks` profile).
+    TaskApp,
+    /// A profile's sandboxed session with no task.
+    Blank(SandboxConfig),
+    /// A declarative task on a profile's session: setup at reset, a checker after each
+    /// step. Shared: the step path takes a reference count, not a copy of the setup.
+    Script(SandboxConfig, Arc<ScriptSpec>),
+    /// A web task on a profile's session: a page in its browser, scored by the page.
+    Page(SandboxConfig, Arc<crate::web::WebSpec>),
 }
 
 /// The outcome of a reset or step, before capture.
@@ -111,18 +120,16 @@ pub(crate) fn start(
     display: u32,
     x: &mut XSession,
 ) -> Result<Box<dyn Runner>> {
-    Ok(match (&config.sandbox, &config.web, &config.script) {
-        (None, _, _) => Box::new(task_app::TaskAppRunner::start(config, display)?),
-        (Some(cfg), Some(spec), _) => Box::new(page::PageRunner::start(
-            cfg,
+    Ok(match &config.family {
+        Family::TaskApp => Box::new(task_app::TaskAppRunner::start(config, display)?),
+        Family::Blank(sb) => Box::new(blank::BlankRunner::start(sb, display)?),
+        Family::Script(sb, s) => Box::new(script::ScriptRunner::start(sb, Arc::clone(s), display)?),
+        Family::Page(sb, spec) => Box::new(page::PageRunner::start(
+            sb,
             Arc::clone(spec),
             config,
             display,
             x,
         )?),
-        (Some(cfg), None, Some(s)) => {
-            Box::new(script::ScriptRunner::start(cfg, Arc::clone(s), display)?)
-        }
-        (Some(cfg), None, None) => Box::new(blank::BlankRunner::start(cfg, display)?),
     })
 }
