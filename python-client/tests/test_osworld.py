@@ -280,3 +280,64 @@ def test_a_server_without_the_grants_names_both(server: Server) -> None:
         osworld.DesktopEnv(address=server.address)
     assert e.value.code == "PERMISSION_DENIED"
     assert "--allow-capabilities exec,files" in e.value.message, e.value.message
+
+
+WHOLE_SET = TASKS / "evaluation_examples"
+
+
+def whole_set() -> list[tuple[str, dict[str, Any]]]:
+    """(domain, task) for each of OSWorld's 369 Ubuntu tasks."""
+    ids = json.loads((WHOLE_SET / "test_all.json").read_text())
+    return [(d, json.loads((WHOLE_SET / "examples" / d / f"{i}.json").read_text())) for d, tids in ids.items()
+            for i in tids]
+
+
+def test_every_task_of_the_whole_set_resolves_its_metric_and_getters() -> None:
+    """desktop-env resolves a task's metric and getters at reset: each of the 369 must
+    import with the `osworld` extra (a metric module that imports a heavy package it does
+    not call for that task loads with a stand-in for it)."""
+    import sys
+
+    from deskgym.osworld import _lazy
+
+    _lazy.install()
+    metrics = sys.modules["desktop_env.evaluators.metrics"]
+    getters = sys.modules["desktop_env.evaluators.getters"]
+    tasks = whole_set()
+    assert len(tasks) == 369
+    failed = []
+    for domain, t in tasks:
+        ev = t["evaluator"]
+        funcs = ev["func"] if isinstance(ev["func"], list) else [ev["func"]]
+        kinds = [x["type"] for k in ("result", "expected")
+                 for x in (ev.get(k) if isinstance(ev.get(k), list) else [ev.get(k)]) if isinstance(x, dict) and "type" in x]
+        try:
+            for f in funcs:
+                assert callable(getattr(metrics, f))
+            for k in kinds:
+                assert callable(getattr(getters, f"get_{k}"))
+        except Exception as e:  # noqa: BLE001 - each task's failure is reported
+            failed.append(f"{domain}/{t['id']}: {type(e).__name__}: {e}")
+    assert not failed, f"{len(failed)} of 369 tasks cannot resolve their evaluator:\n" + "\n".join(failed[:20])
+
+
+def test_a_metric_that_needs_an_absent_heavy_package_says_which_extra(caplog: pytest.LogCaptureFixture) -> None:
+    import importlib.util
+    import sys
+
+    from deskgym.osworld import _lazy
+
+    _lazy.install()
+    if importlib.util.find_spec("easyocr") is not None:
+        pytest.skip("easyocr is installed (deskgym[osworld-full]): nothing is stood in")
+    metrics = sys.modules["desktop_env.evaluators.metrics"]
+    # docs.py imports easyocr at its top; its other metrics work without it...
+    assert metrics.compare_line_spacing is not None
+    # ...and the one that reads text from an image fails on use (scores 0, as OSWorld's
+    # metric does on an error), its log naming the extra.
+    assert metrics.compare_image_text(str(TASKS / "README.md"), {"type": "text", "text": "x"}) == 0
+    assert any("deskgym[osworld-full]" in r.getMessage() for r in caplog.records)
+    # The process's own import of the package still fails as it should.
+    with pytest.raises(ImportError):
+        import easyocr  # noqa: F401
+    assert "easyocr" not in sys.modules

@@ -5,6 +5,12 @@ their ``__init__`` (and with them easyocr, torch, librosa...). These stand-ins r
 real ``__init__``'s ``from .module import (names)`` lines without running them and
 import a module only when one of its names is first used, so a task whose metric needs
 none of the heavy packages never imports them.
+
+Two metric modules also import a heavy package at their top that few of their functions
+use (``docs.py`` easyocr, ``vlc.py`` librosa). When such a package is not installed, the
+module is imported with a stand-in for it that fails on first use, naming the extra that
+brings it (``deskgym[osworld-full]``): the other metrics of that module work, and a task
+never fails its reset for a package its metric does not call.
 """
 
 from __future__ import annotations
@@ -17,7 +23,37 @@ import sys
 import types
 from typing import Any
 
-__all__ = ["install", "module_of"]
+__all__ = ["OPTIONAL", "install", "module_of"]
+
+#: Heavy packages metric modules import but few of their functions use -> the extra.
+OPTIONAL = {"easyocr": "osworld-full", "librosa": "osworld-full"}
+
+
+class _Absent(types.ModuleType):
+    """A package that is not installed: importing it works, using it raises."""
+
+    def __init__(self, name: str, extra: str) -> None:
+        super().__init__(name)
+        self._why = f"this OSWorld metric needs {name}, which is not installed: pip install 'deskgym[{extra}]'"
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise ModuleNotFoundError(self._why, name=self.__name__)
+
+
+def _import_with_stand_ins(name: str) -> types.ModuleType:
+    """Imports ``name`` with stand-ins for the optional packages that are missing, only
+    while it imports (the process's own ``import easyocr`` still fails as it should)."""
+    absent = [p for p in OPTIONAL if p not in sys.modules and importlib.util.find_spec(p) is None]
+    for p in absent:
+        sys.modules[p] = _Absent(p, OPTIONAL[p])
+    try:
+        return importlib.import_module(name)
+    finally:
+        for p in absent:
+            if isinstance(sys.modules.get(p), _Absent):
+                del sys.modules[p]
 
 _PACKAGES = ("desktop_env.evaluators.metrics", "desktop_env.evaluators.getters")
 
@@ -51,7 +87,7 @@ class _LazyPackage(types.ModuleType):
         where = self.__dict__.get("_where", {})
         if attr not in where:
             raise AttributeError(f"{self.__name__} has no {attr!r}")
-        module = importlib.import_module(f"{self.__name__}.{where[attr]}")
+        module = _import_with_stand_ins(f"{self.__name__}.{where[attr]}")
         value = getattr(module, attr)
         setattr(self, attr, value)
         return value
