@@ -341,3 +341,39 @@ def test_a_metric_that_needs_an_absent_heavy_package_says_which_extra(caplog: py
     with pytest.raises(ImportError):
         import easyocr  # noqa: F401
     assert "easyocr" not in sys.modules
+
+
+def test_check_sweeps_every_domain_offline_and_resumes(exec_server: Server, tmp_path: pathlib.Path) -> None:
+    """`python -m deskgym.osworld.run --check` over the first 4 tasks of every domain (40),
+    offline with stand-in files: each task evaluates, or fails naming what it needs; the
+    sweep resumes without rerunning finished tasks."""
+    from deskgym.osworld import run
+
+    argv = ["--check", "--test-all", str(WHOLE_SET / "test_all.json"), "--limit", "4", "--num-envs", "2",
+            "--result-dir", str(tmp_path / "results"), "--cache-dir", str(tmp_path / "cache"), "--stand-ins",
+            "--screen", "1280x720", "--address", exec_server.address]
+    run.main(argv)
+    log = tmp_path / "results" / "check.jsonl"
+    rows = [json.loads(line) for line in log.read_text().splitlines()]
+    domains = json.loads((WHOLE_SET / "test_all.json").read_text())
+    assert len(rows) == 40 and {r["domain"] for r in rows} == set(domains)
+    for r in rows:
+        if r["evaluate_ok"]:
+            assert isinstance(r["score"], float)
+        elif r.get("no_stand_in"):
+            # A file with no stand-in and no network: the reset names one (the first it
+            # meets), with its URL and where to put it.
+            assert not r["reset_ok"] and "put the file at" in r["error"], r
+            assert any(n in r["error"] for n in r["no_stand_in"]), r
+        else:
+            assert r["error"], r
+    # Every office task (apps and files deskgym has) evaluates.
+    by = {d: [r for r in rows if r["domain"] == d] for d in domains}
+    for d in ("libreoffice_calc", "libreoffice_writer", "libreoffice_impress"):
+        assert all(r["evaluate_ok"] for r in by[d]), by[d]
+    assert sum(r["evaluate_ok"] for r in rows) >= 28, [(r["domain"], r["error"][:80]) for r in rows]
+    table = (tmp_path / "results" / "coverage.md").read_text()
+    assert "| **all** | 40 |" in table
+    # Stopped and started again: nothing reruns.
+    run.main(argv)
+    assert len(log.read_text().splitlines()) == 40
