@@ -29,9 +29,11 @@ use crate::limits::{Cgroup, set_rlimit};
 
 mod calls;
 mod peer;
+mod policy;
 
 pub use peer::AgentPeer;
 use peer::{bound_socket, parent_of, peer_cred, pid_namespace};
+use policy::{HostView, Places};
 
 /// Name of the agent binary.
 pub(crate) const AGENT_BINARY: &str = "deskgym-sandbox-agent";
@@ -338,116 +340,19 @@ impl Sandbox {
         let agent = agent_for(&dir)?;
         let x_socket = format!("/tmp/.X11-unix/X{display}");
         let lim = cfg.limits;
-        let disk = (lim.disk_mb.max(16) << 20).to_string();
+        let host = HostView::read(cfg)?;
+        let files: Vec<(&str, &str)> = data
+            .iter()
+            .map(|(inside, mode, _)| (*inside, *mode))
+            .collect();
+        let places = Places {
+            x_socket: &x_socket,
+            agent: &agent,
+            data: &files,
+        };
         let mut cmd = Command::new(bwrap_binary()?);
         cmd.env_clear()
-            .args(["--unshare-user", "--uid", "1000", "--gid", "1000"])
-            .args([
-                "--unshare-pid",
-                "--unshare-ipc",
-                "--unshare-uts",
-                "--unshare-cgroup-try",
-            ])
-            // No user namespaces inside: their kernel surface is the tenant's way out.
-            .arg("--disable-userns")
-            .args(["--hostname", "deskgym"])
-            .args(["--die-with-parent", "--new-session"]);
-        if !cfg.network {
-            cmd.arg("--unshare-net");
-        }
-        for p in SYSTEM.iter().chain(SYSTEM_VAR) {
-            let path = Path::new(p);
-            match std::fs::read_link(path) {
-                Ok(target) => {
-                    cmd.arg("--symlink").arg(target).arg(path);
-                }
-                Err(_) if path.is_dir() => {
-                    cmd.arg("--ro-bind").arg(path).arg(path);
-                }
-                Err(_) => {}
-            }
-        }
-        // Every writable mount is a tmpfs with a size (else half the host's memory
-        // each); the rest is made read-only at the end.
-        cmd.args(["--ro-bind", "/sys", "/sys", "--tmpfs", "/sys/fs/cgroup"])
-            .args(["--remount-ro", "/sys/fs/cgroup"])
-            .args(["--dev", "/dev", "--proc", "/proc"])
-            .args(["--perms", "1777", "--size", &disk, "--tmpfs", "/dev/shm"])
-            .args(["--size", RUN_SIZE, "--tmpfs", "/run"])
-            .args(["--perms", "1777", "--size", &disk, "--tmpfs", "/var/tmp"])
-            .args(["--dir", "/root"]);
-        let shown = |p: &Path| SYSTEM.iter().chain(SYSTEM_VAR).any(|s| p.starts_with(s));
-        for h in cfg.hide.iter().filter(|h| shown(h)) {
-            if h.is_dir() {
-                cmd.arg("--tmpfs").arg(h);
-            } else if h.exists() {
-                cmd.args(["--ro-bind", "/dev/null"]).arg(h);
-            }
-        }
-        if chromium_d.is_dir() {
-            // The host's files, and deskgym's beside them (below).
-            cmd.args(["--tmpfs", "/etc/chromium.d"]);
-            for e in std::fs::read_dir(chromium_d)?.flatten() {
-                if e.file_type().is_ok_and(|t| t.is_file()) {
-                    cmd.arg("--ro-bind").arg(e.path()).arg(e.path());
-                }
-            }
-        }
-        for (host, inside) in &cfg.shares {
-            cmd.arg("--ro-bind").arg(host).arg(inside);
-        }
-        if let Some(t) = &cfg.home_template {
-            cmd.arg("--ro-bind").arg(t).arg(TEMPLATE);
-        }
-        cmd.args(["--perms", "0700", "--size", &disk, "--tmpfs", "/home/user"])
-            .args(["--perms", "1777", "--size", &disk, "--tmpfs", "/tmp"])
-            .args([
-                "--dir",
-                "/tmp/.X11-unix",
-                "--bind",
-                &x_socket,
-                "/tmp/.X11-unix/X0",
-            ])
-            .arg("--ro-bind")
-            .arg(&agent)
-            .arg("/run/deskgym-agent")
-            .args([
-                "--dir",
-                "/run/user/1000",
-                "--chmod",
-                "0700",
-                "/run/user/1000",
-            ])
-            .args(["--chdir", "/home/user"]);
-        let path = "/run/deskgym/bin:/home/user/.local/bin:/usr/local/bin:/usr/bin:/bin";
-        let base = [
-            ("HOME", "/home/user"),
-            ("USER", "user"),
-            ("LOGNAME", "user"),
-            ("SHELL", "/bin/bash"),
-            ("DISPLAY", ":0"),
-            ("XDG_RUNTIME_DIR", "/run/user/1000"),
-            ("PATH", path),
-        ];
-        for (k, v) in base {
-            cmd.args(["--setenv", k, v]);
-        }
-        for (k, v) in &cfg.env {
-            cmd.arg("--setenv").arg(k).arg(v);
-        }
-        // A mount of its own, so it can be made read-only once filled.
-        cmd.args(["--perms", "0755", "--tmpfs", CTL]);
-        for (i, (inside, mode, _)) in data.iter().enumerate() {
-            let fd = (DATA_FD_BASE + i as i32).to_string();
-            cmd.args(["--perms", mode, "--ro-bind-data", &fd, inside]);
-        }
-        // Nothing can be added beside the control files either, nor anywhere but the
-        // sized mounts.
-        cmd.args(["--remount-ro", CTL]);
-        if chromium_d.is_dir() {
-            cmd.args(["--remount-ro", "/etc/chromium.d"]);
-        }
-        cmd.args(["--remount-ro", "/dev", "--remount-ro", "/"]);
+            .args(policy::bwrap_args(cfg, &host, &places));
         let max_processes = u64::from(lim.processes.max(16))
             + if host_uid.is_some() {
                 0

@@ -1,6 +1,7 @@
 //! An episode's course: reset, step (preconditions, the action, reward and
 //! termination, the recorded row, autoreset), the agent's own `done`, and the end.
 
+use super::accounting::Advance;
 use super::*;
 
 impl Env {
@@ -252,25 +253,13 @@ impl Env {
                 return Err(err);
             }
         };
-        ep.step_index += 1;
         Arc::make_mut(&mut ep.actions).push(action.clone());
         ep.frame_hash = Some(frame.hash);
-        let reward = out.app.reward - ep.reward_so_far;
-        ep.reward_so_far = out.app.reward;
-        let terminated = out.app.done;
-        let truncated = !terminated && ep.step_index >= self.pool.spec.max_steps;
-        ep.ended = if terminated {
-            Some(if out.app.reward > 0.0 {
-                "success"
-            } else {
-                "failure"
-            })
-        } else if truncated {
-            Some("max_steps")
-        } else {
-            None
-        };
-        ep.log.ret += reward;
+        let Advance {
+            reward,
+            terminated,
+            truncated,
+        } = ep.advance(out.app.reward, out.app.done, self.pool.spec.max_steps);
         let after = frame.hash;
         let episode_id = ep.log.episode_id.clone();
         let mut observation = self.observation(

@@ -563,6 +563,7 @@ impl Env {
     }
 }
 
+mod accounting;
 mod boundary;
 mod checkpoint;
 mod episode;
