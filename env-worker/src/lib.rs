@@ -4,7 +4,8 @@
 //! The modules are private; the crate's face is the re-export list at the end of this
 //! file (what the server, the binaries and the benches use). Inside:
 //! - `xvfb`: the Xvfb process (`-displayfd`, process group, reaping, stale locks).
-//! - `x11`: the client session: XTEST input, MIT-SHM capture, XDamage settle.
+//! - `x11`: the client session: XTEST input, MIT-SHM capture, the XDamage wait.
+//! - `settle`: every settle policy (sync, damage, browser) and the quiet window each ends on.
 //! - `keys`: keysym names and chord parsing.
 //! - `frame`: RGB frames and their XXH3-128 content hash.
 //! - `a11y`: the accessibility tree as raw nodes, and the AT-SPI client the sandbox
@@ -39,6 +40,7 @@ mod limits;
 mod runner;
 mod sandbox;
 mod script;
+mod settle;
 mod task_app;
 mod tasks;
 mod web;
@@ -68,9 +70,10 @@ pub use sandbox::{
     AgentPeer, SandboxConfig, SandboxLimits, sandboxes_root, sweep_leftovers, which,
 };
 pub use script::{RewardFrom, ScriptSpec, SetupStep};
+pub use settle::{Settle, SettlePolicy, SettleReport};
 pub use task_app::AppState;
 pub use tasks::{Color, Draw, Episode, FontMetrics, Input, Rng, TASKS, TaskSpec, task_spec};
 pub use web::{Clock as WebClock, Reward as WebReward, WebSpec};
 pub use windows::WindowInfo;
-pub use x11::{Settle, SettlePolicy, SettleReport, XSession};
+pub use x11::XSession;
 pub use xvfb::Xvfb;

@@ -19,72 +19,8 @@ use crate::action::{Action, Button, Point};
 use crate::error::{DesktopError, Result};
 use crate::frame::{Frame, bgrx_to_rgb};
 use crate::keys::{self, Keysym};
+use crate::settle::{Settle, SettleReport};
 use crate::windows;
-
-/// How the server knows the screen is final after an action.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum SettlePolicy {
-    /// The app acknowledges after drawing (the bundled tasks): after its answer and one
-    /// X round trip the frame is final, so nothing is waited for. Exact.
-    Sync,
-    /// XDamage quiet window: wait until no damage for `settle_ms` (at most
-    /// `settle_max_ms`). For apps that cannot acknowledge.
-    #[default]
-    Damage,
-    /// A web page acknowledges the input (DevTools) and the browser presents the frame
-    /// committed after it; then a short quiet window for the browser's X requests to
-    /// land. Web tasks only.
-    Browser,
-}
-
-impl SettlePolicy {
-    /// The stored and wire name (`"sync"`, `"damage"`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Sync => "sync",
-            Self::Damage => "damage",
-            Self::Browser => "browser",
-        }
-    }
-}
-
-/// After a browser presented its frame, the pixels are still on their way through the
-/// browser's own X connection: a short quiet window lets them land.
-const BROWSER_QUIET_MS: u32 = 3;
-
-/// How the screen is judged quiet after an action.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Settle {
-    /// Which signal ends the wait.
-    pub policy: SettlePolicy,
-    /// Quiet window in milliseconds (0: drain pending damage and return). `Damage` only.
-    pub settle_ms: u32,
-    /// Cap on the whole wait in milliseconds. `Damage` only.
-    pub settle_max_ms: u32,
-}
-
-impl Default for Settle {
-    fn default() -> Self {
-        Self {
-            policy: SettlePolicy::Damage,
-            settle_ms: 10,
-            settle_max_ms: 2000,
-        }
-    }
-}
-
-/// What a settle wait did.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct SettleReport {
-    /// The policy that ran.
-    pub policy: SettlePolicy,
-    /// Milliseconds spent.
-    pub waited_ms: f64,
-    /// True when the quiet window was reached before the cap.
-    pub quiesced: bool,
-    /// DamageNotify events seen.
-    pub damage_events: u32,
-}
 
 /// Number of intermediate pointer positions in a drag, so apps see real motion.
 const DRAG_STEPS: i32 = 8;
@@ -627,13 +563,7 @@ impl XSession {
     /// is all that is left.
     pub fn settle(&mut self, settle: Settle) -> Result<SettleReport> {
         let start = Instant::now();
-        let quiet_ms = match settle.policy {
-            SettlePolicy::Sync => 0,
-            SettlePolicy::Browser => BROWSER_QUIET_MS,
-            SettlePolicy::Damage => settle.settle_ms,
-        };
-        let quiet = Duration::from_millis(u64::from(quiet_ms));
-        let cap = Duration::from_millis(u64::from(settle.settle_max_ms.max(quiet_ms)));
+        let (quiet, cap) = settle.window();
         // A round trip first: damage caused by everything processed so far is then
         // already in our input buffer.
         self.sync()?;

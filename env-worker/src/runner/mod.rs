@@ -13,8 +13,9 @@ use crate::action::Action;
 use crate::error::Result;
 use crate::sandbox::SandboxConfig;
 use crate::script::ScriptSpec;
+use crate::settle::{Settle, SettleReport};
 use crate::task_app::AppState;
-use crate::x11::{Settle, SettleReport, XSession};
+use crate::x11::XSession;
 
 mod blank;
 mod page;
