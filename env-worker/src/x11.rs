@@ -558,7 +558,7 @@ impl XSession {
     /// Waits until XDamage has been quiet for `settle.settle_ms` (at most
     /// `settle.settle_max_ms`), re-arming the damage object after each notification.
     ///
-    /// With [`SettlePolicy::Sync`] the quiet window is zero: the caller has already had
+    /// With `SettlePolicy::Sync` the quiet window is zero: the caller has already had
     /// the app acknowledge its drawing, so one round trip (draining the damage it caused)
     /// is all that is left.
     pub fn settle(&mut self, settle: Settle) -> Result<SettleReport> {
