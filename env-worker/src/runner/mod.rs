@@ -41,7 +41,7 @@ pub struct DesktopConfig {
     pub family: Family,
 }
 
-/// A desktop's task family (one [`Runner`] each).
+/// A desktop's task family (one `Runner` each).
 #[derive(Clone, Debug, PartialEq)]
 pub enum Family {
     /// The bundled task app on a bare display (the `tasks` profile).
