@@ -108,10 +108,12 @@ def _zip(name: str, tag: str) -> bytes:
 
 _TEXT = {
     ".txt": "stand-in\n", ".md": "# stand-in\n", ".csv": "Name,Value\nstand-in,1\n", ".py": "print('stand-in')\n",
-    ".json": '{"stand-in": 1}\n', ".html": "<html><body>stand-in</body></html>\n", ".xml": "<root/>\n", ".sh": "true\n",
-    ".yaml": "a: 1\n", ".yml": "a: 1\n", ".tex": "\\documentclass{article}\\begin{document}x\\end{document}\n",
-    ".svg": '<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"/>\n', ".srt": "1\n00:00:00,000 --> 00:00:01,000\nx\n",
-    ".ipynb": json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}),
+    ".json": '{"stand-in": 1}\n', ".html": "<html><body>stand-in</body></html>\n", ".xml": "<root>stand-in</root>\n",
+    ".sh": "echo stand-in\n", ".yaml": "stand-in: 1\n", ".yml": "stand-in: 1\n",
+    ".tex": "\\documentclass{article}\\begin{document}stand-in\\end{document}\n",
+    ".svg": '<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"><title>stand-in</title></svg>\n',
+    ".srt": "1\n00:00:00,000 --> 00:00:01,000\nstand-in\n",
+    ".ipynb": json.dumps({"cells": [], "metadata": {"stand-in": 1}, "nbformat": 4, "nbformat_minor": 5}),
 }
 
 _MAKERS: dict[str, Callable[[str], bytes]] = {
@@ -129,9 +131,8 @@ def stand_in(name: str, tag: str = "input") -> bytes | None:
     if ext == ".zip":
         return _zip(os.path.splitext(os.path.basename(name))[0], tag)
     if ext in _TEXT:
-        text = _TEXT[ext]
-        # The same kind of text, told apart (a comment or a value where the type has one).
-        return (text if tag == "input" else text.replace("stand-in", f"stand-in {tag}").replace("1", "2")).encode()
+        # Every text names "stand-in": the gold one says which it is.
+        return _TEXT[ext].replace("stand-in", "stand-in" if tag == "input" else f"stand-in-{tag}").encode()
     make = _MAKERS.get(ext)
     return make(tag) if make else None
 
