@@ -3,6 +3,7 @@
 # then the Python client with its test extras into ./.venv. Safe to run again.
 # `--desktop` also installs what the bundled `desktop` profile runs (bubblewrap,
 # openbox, D-Bus, AT-SPI, terminal, file manager, editor, Chromium, LibreOffice...);
+# `--osworld` adds the `osworld` profile's applications (GIMP, VLC, Thunderbird...);
 # `--web` what the `web` profile (MiniWoB++ tasks) runs: bubblewrap and Chromium, and
 # the `miniwob` package whose pages the server lists as tasks.
 set -euo pipefail
@@ -11,6 +12,8 @@ DESKTOP=0
 WEB=0
 [ "${1:-}" = "--desktop" ] && DESKTOP=1 && WEB=1
 [ "${1:-}" = "--web" ] && WEB=1
+OSWORLD=0
+[ "${1:-}" = "--osworld" ] && OSWORLD=1 && DESKTOP=1 && WEB=1
 
 # xvfb: the displays; xfonts-base: the task app's 10x20 font; python3-venv: .venv;
 # GStreamer: headers to build, plugins for per-episode H.264 video (x264enc is in
@@ -23,7 +26,12 @@ DESKTOP_PKGS=(bubblewrap openbox dbus dbus-x11 at-spi2-core pulseaudio gnome-ter
       mousepad chromium libreoffice-writer libreoffice-calc libreoffice-impress libreoffice-gtk3
       git unzip python-is-python3 python3-tk python3-dev wmctrl xdotool xdg-utils socat
       libglib2.0-bin dconf-cli dconf-gsettings-backend locales python3-pyatspi chromium-driver)
+# The `osworld` profile adds the applications and tools of OSWorld's Ubuntu image;
+# gnome-shell-common only for GNOME Shell's settings schema, which tasks read and write
+# (favourite apps); passt brings `pasta`, the per-env network stack of the `network` grant.
+OSWORLD_PKGS=(gimp vlc thunderbird evince xsel sysstat jq zip gnome-shell-common passt)
 ((DESKTOP)) && PKGS+=("${DESKTOP_PKGS[@]}")
+((OSWORLD)) && PKGS+=("${OSWORLD_PKGS[@]}")
 ((WEB)) && PKGS+=(bubblewrap chromium chromium-driver)
 ((WEB)) && DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}miniwob"
 missing=()

@@ -2,10 +2,10 @@
 # Every test, Rust and Python, against real Xvfb and a real server. `.ci/run` calls this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# (`--desktop` brings the web profile's too: Chromium, chromium-driver, the miniwob
+# (`--osworld` brings the desktop and web profiles' too: Chromium, chromium-driver, the miniwob
 # package.) The tests also need the SB3 extra (torch, ~2 min to install the first time) and the
 # static checkers; the main job's setup stays without them.
-DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,lint,osworld,agents,ray,wrappers" scripts/setup.sh --desktop
+DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,lint,osworld,agents,ray,wrappers" scripts/setup.sh --osworld
 scripts/setup-lerobot.sh
 scripts/setup-rllib.sh
 # OSWorld's wheel without its dependencies (the osworld extra brings the light ones):

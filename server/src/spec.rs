@@ -81,9 +81,17 @@ pub(crate) enum SpecError {
 }
 
 /// Boundary capabilities a pool may ask for (`CreatePoolRequest.capabilities`).
-pub(crate) const CAPABILITIES: &[&str] = &["exec", "files", "launch_app", "windows", "clipboard"];
+pub(crate) const CAPABILITIES: &[&str] = &[
+    "exec",
+    "files",
+    "launch_app",
+    "windows",
+    "clipboard",
+    "network",
+];
 /// Capabilities every server allows (they act on the desktop as a user would, inside
-/// the sandbox); the others (`exec`) only when `--allow-capabilities` lists them.
+/// the sandbox); the others (`exec`, `files`, `network`: outbound access from a network
+/// stack of the env's own) only when `--allow-capabilities` lists them.
 pub(crate) const ALLOWED_BY_DEFAULT: &[&str] = &["launch_app", "windows", "clipboard"];
 
 /// What the server lets pools run: its profiles and the capabilities it grants.
@@ -421,6 +429,9 @@ pub(crate) fn validate(
     if let (Some(page), Some(sb)) = (&task.page, sandbox.as_mut()) {
         sb.shares
             .push((page.root.clone(), crate::tasks::WEB_ROOT.to_string()));
+    }
+    if let Some(sb) = sandbox.as_mut() {
+        sb.network |= capabilities.iter().any(|c| c == "network");
     }
     Ok(PoolSpec {
         web,

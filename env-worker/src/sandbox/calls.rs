@@ -362,6 +362,8 @@ mod tests {
             log: Arc::default(),
             cgroup: None,
             limits: SandboxLimits::default(),
+            agent_pid: 0,
+            network: None,
         }
     }
 

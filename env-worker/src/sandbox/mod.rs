@@ -1,8 +1,8 @@
 //! An env's bubblewrap sandbox: everything the env runs except its Xvfb.
 //!
 //! Its own user namespace (no capabilities; `user`, uid 1000), pid, IPC and UTS
-//! namespaces, a network namespace with only `lo` unless the profile allows the network
-//! (which also makes other displays' abstract X sockets unreachable), no nested user
+//! namespaces, a network namespace of its own (only `lo`, unless granted the network:
+//! [`network`]; either way other displays' abstract X sockets are unreachable), no nested user
 //! namespaces, the system trees read-only and nothing else of the host, a size-limited
 //! tmpfs home and `/tmp`, the env's own X socket as `DISPLAY=:0`, and its limits
 //! ([`crate::limits`]). Its first process is the agent ([`crate::agent`]), reached over a
@@ -28,6 +28,7 @@ use crate::error::{DesktopError, Result};
 use crate::limits::{Cgroup, set_rlimit};
 
 mod calls;
+mod network;
 mod peer;
 mod policy;
 
@@ -78,7 +79,8 @@ pub struct SandboxConfig {
     pub session: Vec<SessionProgram>,
     /// Environment of every program in the sandbox.
     pub env: Vec<(String, String)>,
-    /// Whether the sandbox may reach the network (else only its own `lo`).
+    /// Whether the sandbox gets a network stack of its own with outbound access (pasta);
+    /// else only its own `lo`.
     pub network: bool,
     /// Copied into the home directory at every start (the profile's seed files).
     pub home_template: Option<PathBuf>,
@@ -109,6 +111,10 @@ pub(crate) struct Sandbox {
     /// Its memory cgroup, if the host lets us make one.
     cgroup: Option<Cgroup>,
     limits: SandboxLimits,
+    /// The agent's pid (host view): a process in the sandbox's namespaces.
+    agent_pid: i32,
+    /// Its network stack, when granted one (stopped after the sandbox).
+    network: Option<network::Network>,
 }
 
 /// Finds a deskgym helper binary: `$var`, else next to the running executable (or one
@@ -268,6 +274,24 @@ impl Drop for RemoveOnDrop {
     }
 }
 
+/// In a child between fork and exec (async-signal-safe calls only): takes the sandbox's
+/// host uid where there is one (the server runs as root), and dies with its parent
+/// (set after the uid change, which clears it).
+fn become_sandbox_user(host_uid: Option<u32>) -> std::io::Result<()> {
+    // SAFETY: plain syscalls on this process's own credentials.
+    unsafe {
+        if let Some(uid) = host_uid
+            && (libc::setgroups(0, std::ptr::null()) != 0
+                || libc::setgid(uid) != 0
+                || libc::setuid(uid) != 0)
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+    }
+    Ok(())
+}
+
 /// The descriptor number the agent finds its socket at.
 pub(crate) const AGENT_FD: i32 = 3;
 
@@ -404,15 +428,7 @@ impl Sandbox {
                         return Err(std::io::Error::last_os_error());
                     }
                 }
-                if let Some(uid) = host_uid
-                    && (libc::setgroups(0, std::ptr::null()) != 0
-                        || libc::setgid(uid) != 0
-                        || libc::setuid(uid) != 0)
-                {
-                    return Err(std::io::Error::last_os_error());
-                }
-                // After the uid change, which clears it.
-                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                become_sandbox_user(host_uid)?;
                 set_rlimit(libc::RLIMIT_NPROC, max_processes);
                 set_rlimit(libc::RLIMIT_NOFILE, open_files);
                 if cg.is_none() {
@@ -440,8 +456,13 @@ impl Sandbox {
             log,
             cgroup,
             limits: lim,
+            agent_pid: 0,
+            network: None,
         };
         sb.wait_ready()?;
+        if cfg.network {
+            sb.network = Some(network::Network::attach(sb.agent_pid, host_uid)?);
+        }
         Ok(sb)
     }
 
@@ -473,6 +494,7 @@ impl Sandbox {
                         && let Some(ns) = pid_namespace(pid)
                     {
                         self.peer.pidns = ns;
+                        self.agent_pid = pid;
                     }
                 }
                 drop(conn);

@@ -97,9 +97,8 @@ pub(crate) fn bwrap_args(cfg: &SandboxConfig, host: &HostView, at: &Places<'_>) 
         "--die-with-parent",
         "--new-session",
     ]);
-    if !cfg.network {
-        push(&["--unshare-net"]);
-    }
+    // Always a network namespace of its own: granted the network, pasta attaches to it.
+    push(&["--unshare-net"]);
     let mut out = a;
     let path = |p: &Path| OsString::from(p.as_os_str());
     for (p, how) in &host.system {

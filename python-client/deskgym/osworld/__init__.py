@@ -80,9 +80,11 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
 
     Takes OSWorld's arguments (``provider_name``, ``path_to_vm``, ``snapshot_name``,
     ``region``, ``headless`` and ``enable_proxy`` are accepted and have no effect) plus
-    ``address``, ``token``, ``profile`` and ``native_actions`` (default on: pure
+    ``address``, ``token``, ``profile``, ``native_actions`` (default on: pure
     pyautogui code runs as deskgym actions; off: everything runs as ``python -c`` inside
-    the desktop, as OSWorld does).
+    the desktop, as OSWorld does) and ``network`` (default off: the desktop is offline;
+    on: it has a network stack of its own with outbound access, for tasks that open live
+    pages; the server must allow the ``network`` capability).
     """
 
     def __init__(
@@ -105,6 +107,7 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
         token: str | None = None,
         profile: str = "osworld",
         native_actions: bool = True,
+        network: bool = False,
     ) -> None:
         # OSWorld's __init__ starts a VM provider; this one sets the same attributes.
         self.region = region
@@ -135,6 +138,7 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
         self._token = token
         self._profile = profile
         self._native = native_actions
+        self._network = network
         self._env: deskgym.DeskgymEnv | None = None
         self._bridge: Bridge | None = None
         self._forwards: list[deskgym.PortForward] = []
@@ -147,7 +151,8 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
             try:
                 self._env = deskgym.make(
                     "blank", address=self._address, token=self._token, profile=self._profile,
-                    screen=(self.screen_width, self.screen_height), capabilities=CAPABILITIES,
+                    screen=(self.screen_width, self.screen_height),
+                    capabilities=CAPABILITIES + (("network",) if self._network else ()),
                     # The observation OSWorld shows comes from /screenshot; a step's own frame
                     # is only a cheap JPEG. Episodes end when the harness says, not by count.
                     obs_type="jpeg", max_steps=1_000_000,

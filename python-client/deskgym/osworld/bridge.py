@@ -145,6 +145,10 @@ class Bridge:
             return False
         self.env.exec(["rm", "-f", RECORDING])
         self.launch(RECORDER, False)
+        # Back once the first frame is in the file (10 s at most), so a recording stopped
+        # right away still holds the screen rather than no video at all.
+        self.env.exec(["sh", "-c", f"for i in $(seq 100); do [ -s {RECORDING} ] && exit 0; sleep 0.1; done"],
+                      timeout=15)
         return True
 
     def end_recording(self) -> bytes | None:

@@ -1,37 +1,51 @@
-"""OSWorld's task set on deskgym, many tasks at once: ``--check`` runs each task's reset,
-setup, postconfig and evaluation with no agent and writes a coverage table.
+"""OSWorld's task set on deskgym, many tasks at once: an agent over the tasks in OSWorld's
+result layout, or ``--check``: each task's reset, setup, postconfig and evaluation with
+no agent, and a coverage table.
 
+    python -m deskgym.osworld.run --test-all evaluation_examples/test_all.json \\
+        --agent my_agents:MyAgent --num-envs 4 --result-dir results --model my-model
     python -m deskgym.osworld.run --check --test-all evaluation_examples/test_all.json \\
         --num-envs 2 --result-dir results --cache-dir cache --stand-ins
 
-Per task (``<result-dir>/check.jsonl``, one JSON line each, appended as tasks finish):
-``reset_ok`` (reset and setup ran), ``evaluate_ok`` (the metric returned a number), the
-``score`` with no action (a feasible task scoring 1 is listed as suspect: the fresh
-desktop already satisfies it), ``seconds``, and ``error`` naming what failed. A run
-that is stopped resumes: tasks already in ``check.jsonl`` are not run again. At the end
-``coverage.md`` holds the table per domain.
+With ``--agent MODULE:CLASS`` (built with ``--agent-kwargs`` JSON, one per desktop) each
+task runs as OSWorld's ``lib_run_single`` runs it (:mod:`deskgym.osworld.suite`): results
+under ``<result-dir>/<action-space>/<observation-type>/<model>/<domain>/<id>/``; a
+task with ``result.txt`` is finished and a rerun skips it, so a stopped run resumes.
 
-``--stand-ins`` fills the cache with a valid file of each type a task fetches (see
-:mod:`deskgym.osworld.standins`) where the file is missing, so the sweep runs offline;
+With ``--check``, per task (``<result-dir>/check.jsonl``, one JSON line each, appended
+as tasks finish): ``reset_ok`` (reset and setup ran), ``evaluate_ok`` (the metric
+returned a number), the ``score`` with no action (a feasible task scoring 1 is listed as
+suspect: the fresh desktop already satisfies it), ``seconds``, and ``error`` naming what
+failed; tasks already in ``check.jsonl`` are not run again. At the end ``coverage.md``
+holds the table per domain. ``--stand-ins`` fills the cache with a valid file of each
+type a task fetches (see :mod:`deskgym.osworld.standins`) where the file is missing, so
+the sweep runs offline.
+
 ``--examples`` is the folder of ``<domain>/<id>.json`` (default: ``examples`` beside
-``--test-all``). Each of ``--num-envs`` workers holds one desktop and runs its share of
-the tasks in turn. Needs a server started with ``--allow-capabilities
-exec,files,windows,launch_app,clipboard``.
+``--test-all``). Each of ``--num-envs`` workers holds one desktop (spread over the
+servers of ``--address``, repeatable) and runs its share of the tasks in turn, printing
+a line per finished task with the run's progress. Needs servers started with
+``--allow-capabilities exec,files,windows,launch_app,clipboard`` (and ``network`` for
+``--network``: tasks that open live pages).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import queue
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_task", "coverage", "main"]
+from deskgym.osworld.check import check_task, coverage
+from deskgym.osworld.suite import finished, run_task
+
+__all__ = ["check_task", "coverage", "load", "main"]
 
 
 def load(test_all: Path, examples: Path, domains: Sequence[str] = (), limit: int = 0) -> list[tuple[str, dict[str, Any]]]:
@@ -47,85 +61,88 @@ def load(test_all: Path, examples: Path, domains: Sequence[str] = (), limit: int
     return out
 
 
-def _feasible(task: dict[str, Any]) -> bool:
-    return (task.get("evaluator") or {}).get("func") != "infeasible"
+class Progress:
+    """Counts and prints the run's state as tasks finish (thread-safe)."""
+
+    def __init__(self, total: int, sink: Any = None) -> None:
+        self.total, self.sink = total, sink
+        self.lock = threading.Lock()
+        self.rows: list[dict[str, Any]] = []
+        self.running = 0
+        self.t0 = time.monotonic()
+
+    def started(self) -> None:
+        with self.lock:
+            self.running += 1
+
+    def done(self, row: dict[str, Any], ok: bool, what: str) -> None:
+        with self.lock:
+            self.running -= 1
+            self.rows.append(row)
+            if self.sink is not None:
+                self.sink.write(json.dumps(row) + "\n")
+                self.sink.flush()
+            failed = sum(1 for r in self.rows if r.get("error"))
+            print(f"[{len(self.rows)}/{self.total}] {row['domain']}/{row['id'][:8]} {'ok' if ok else 'FAIL'} "
+                  f"{what} {row['seconds']}s | running {self.running}, failed {failed}, "
+                  f"{time.monotonic() - self.t0:.0f}s {row.get('error', '')[:100]}", flush=True)
 
 
-def check_task(env: Any, domain: str, task: dict[str, Any], stand_ins: bool) -> dict[str, Any]:
-    """One task's reset, setup, postconfig and evaluation, with no action in between."""
-    from deskgym.osworld import standins
+def _pool(todo: queue.Queue[tuple[str, dict[str, Any]]], num_envs: int, make_env: Callable[[int], Any],
+          job: Callable[[Any, int, str, dict[str, Any]], None]) -> None:
+    """``num_envs`` workers, each with its own env, taking tasks until none are left."""
+    failures: list[str] = []
 
-    row: dict[str, Any] = {"domain": domain, "id": task["id"], "reset_ok": False, "evaluate_ok": False,
-                           "score": None, "feasible": _feasible(task), "error": ""}
-    t0 = time.monotonic()
-    if stand_ins:
-        missing = standins.fill(env.cache_dir_base, task)
-        if missing:
-            row["no_stand_in"] = missing
-    try:
-        env.reset(task_config=task)
-        row["reset_ok"] = True
-        score = env.evaluate()
-        row["score"] = float(score)
-        row["evaluate_ok"] = True
-    except Exception as e:  # noqa: BLE001 - a task's failure is its row, never the sweep's
-        row["error"] = f"{'evaluate' if row['reset_ok'] else 'reset'}: {type(e).__name__}: {e}"[:2000]
-    row["seconds"] = round(time.monotonic() - t0, 1)
-    row["suspect"] = row["feasible"] and row["score"] == 1.0
-    return row
+    def work(i: int) -> None:
+        try:
+            env = make_env(i)
+        except Exception as e:  # noqa: BLE001 - reported once the other workers finish
+            failures.append(f"{type(e).__name__}: {e}")
+            return
+        try:
+            while True:
+                try:
+                    domain, task = todo.get_nowait()
+                except queue.Empty:
+                    return
+                job(env, i, domain, task)
+        finally:
+            env.close()
+
+    workers = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(max(1, min(num_envs, todo.qsize())))]
+    for th in workers:
+        th.start()
+    for th in workers:
+        th.join()
+    if failures and not todo.empty():
+        raise SystemExit(f"{len(failures)} of the desktops could not start, {todo.qsize()} tasks not run: "
+                         f"{failures[0]}")
 
 
-def coverage(rows: Sequence[dict[str, Any]]) -> str:
-    """The table per domain, as Markdown."""
+def _scores(rows: Sequence[dict[str, Any]]) -> str:
     by: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
         by.setdefault(r["domain"], []).append(r)
-    lines = ["| domain | tasks | reset ok | evaluated | suspect (feasible, 1 with no action) | mean s |",
-             "|---|---|---|---|---|---|"]
-    total = [0, 0, 0, 0, 0.0]
-    for d in sorted(by):
-        rs = by[d]
-        n, ok, ev = len(rs), sum(r["reset_ok"] for r in rs), sum(r["evaluate_ok"] for r in rs)
-        sus, secs = sum(bool(r.get("suspect")) for r in rs), sum(r["seconds"] for r in rs)
-        lines.append(f"| {d} | {n} | {ok} | {ev} | {sus} | {secs / n:.1f} |")
-        for i, v in enumerate((n, ok, ev, sus, secs)):
-            total[i] += v
-    n = int(total[0]) or 1
-    lines.append(f"| **all** | {int(total[0])} | {int(total[1])} | {int(total[2])} | {int(total[3])} | "
-                 f"{total[4] / n:.1f} |")
+    lines = ["| domain | tasks | finished | mean score |", "|---|---|---|---|"]
+    for d in sorted(by) + ["**all**"]:
+        rs = rows if d == "**all**" else by[d]
+        done = [r["score"] for r in rs if r["score"] is not None]
+        lines.append(f"| {d} | {len(rs)} | {len(done)} | {sum(done) / len(done) if done else 0:.3f} |")
     return "\n".join(lines) + "\n"
 
 
-def _worker(todo: queue.Queue[tuple[str, dict[str, Any]]], out: Any, lock: threading.Lock,
-            make_env: Any, stand_ins: bool, done: list[dict[str, Any]], total: int, t0: float,
-            failures: list[str]) -> None:
-    try:
-        env = make_env()
-    except Exception as e:  # noqa: BLE001 - reported once the other workers finish
-        failures.append(f"{type(e).__name__}: {e}")
-        return
-    try:
-        while True:
-            try:
-                domain, task = todo.get_nowait()
-            except queue.Empty:
-                return
-            row = check_task(env, domain, task, stand_ins)
-            with lock:
-                out.write(json.dumps(row) + "\n")
-                out.flush()
-                done.append(row)
-                ok = sum(r["evaluate_ok"] for r in done)
-                print(f"[{len(done)}/{total}] {domain}/{task['id'][:8]} "
-                      f"{'ok' if row['evaluate_ok'] else 'FAIL'} {row['seconds']}s "
-                      f"(evaluated {ok}, {time.monotonic() - t0:.0f}s) {row['error'][:100]}", flush=True)
-    finally:
-        env.close()
+def _make_agent(spec: str, kwargs: dict[str, Any]) -> Any:
+    module, _, name = spec.partition(":")
+    if not name:
+        raise SystemExit(f"--agent {spec!r}: give MODULE:CLASS")
+    return getattr(importlib.import_module(module), name)(**kwargs)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     p = argparse.ArgumentParser(prog="python -m deskgym.osworld.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="reset, set up and evaluate each task with no agent")
+    p.add_argument("--agent", help="MODULE:CLASS with OSWorld's predict(instruction, obs)")
+    p.add_argument("--agent-kwargs", default="{}", help="JSON object of the agent's constructor arguments")
     p.add_argument("--test-all", type=Path, required=True, help="OSWorld's test_all.json (domain -> task ids)")
     p.add_argument("--examples", type=Path, help="folder of <domain>/<id>.json (default: beside --test-all)")
     p.add_argument("--domain", action="append", default=[], help="only this domain (repeatable)")
@@ -134,53 +151,94 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--result-dir", type=Path, default=Path("results"))
     p.add_argument("--cache-dir", default="cache")
     p.add_argument("--stand-ins", action="store_true", help="fill missing task files with stand-ins")
-    p.add_argument("--address", help="deskgym server (default: $DESKGYM_ADDRESS)")
+    p.add_argument("--address", action="append", default=[],
+                   help="deskgym server (repeatable: desktops spread over them; default: $DESKGYM_ADDRESS)")
     p.add_argument("--screen", default="1920x1080")
+    p.add_argument("--network", action="store_true", help="desktops with outbound network (live pages)")
+    p.add_argument("--action-space", default="pyautogui", choices=("pyautogui", "computer_13"))
+    p.add_argument("--observation-type", default="screenshot",
+                   choices=("screenshot", "a11y_tree", "screenshot_a11y_tree", "som"))
+    p.add_argument("--model", help="the results' <model> folder (default: the agent's class name)")
+    p.add_argument("--max-steps", type=int, default=15)
+    p.add_argument("--sleep-after-execution", type=float, default=0.0)
+    p.add_argument("--wait-after-reset", type=float, default=3.0,
+                   help="seconds between a reset and the first observation (apps the setup launched)")
+    p.add_argument("--no-recording", action="store_true", help="no recording.mp4 per task")
     a = p.parse_args(argv)
-    if not a.check:
-        p.error("only --check is implemented: it runs every task with no agent")
+    if a.check == bool(a.agent):
+        p.error("give one of --check (no agent) and --agent MODULE:CLASS")
     examples = a.examples or a.test_all.parent / "examples"
     tasks = load(a.test_all, examples, a.domain, a.limit)
     a.result_dir.mkdir(parents=True, exist_ok=True)
-    log = a.result_dir / "check.jsonl"
-    done: list[dict[str, Any]] = []
-    if log.exists():
-        done = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-    seen = {r["id"] for r in done}
-    todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
-    for d, t in tasks:
-        if t["id"] not in seen:
-            todo.put((d, t))
-    print(f"{len(tasks)} tasks, {len(seen & {t['id'] for _, t in tasks})} done before, {todo.qsize()} to run "
-          f"on {a.num_envs} desktops", flush=True)
     w, h = (int(x) for x in a.screen.split("x"))
+    addresses = a.address or [None]
 
-    def make_env() -> Any:
+    def make_env(i: int, a11y: bool = False) -> Any:
         from deskgym.osworld import DesktopEnv
 
-        return DesktopEnv(address=a.address, cache_dir=a.cache_dir, screen_size=(w, h), require_a11y_tree=False)
+        return DesktopEnv(address=addresses[i % len(addresses)], cache_dir=a.cache_dir, screen_size=(w, h),
+                          require_a11y_tree=a11y, action_space=a.action_space, network=a.network)
 
-    lock, t0 = threading.Lock(), time.monotonic()
-    failures: list[str] = []
-    with log.open("a") as out:
-        workers = [threading.Thread(target=_worker, args=(todo, out, lock, make_env, a.stand_ins, done,
-                                                           len(tasks), t0, failures), daemon=True)
-                   for _ in range(max(1, min(a.num_envs, todo.qsize())))]
-        for th in workers:
-            th.start()
-        for th in workers:
-            th.join()
-    if failures and not todo.empty():
-        raise SystemExit(f"{len(failures)} of the desktops could not start, {todo.qsize()} tasks not run: "
-                         f"{failures[0]}")
-    ids = {t["id"] for _, t in tasks}
-    rows = [r for r in done if r["id"] in ids]
-    table = coverage(rows)
-    (a.result_dir / "coverage.md").write_text(table)
-    print(table + f"\n{time.monotonic() - t0:.0f} s; rows in {log}", flush=True)
-    for r in rows:
-        if r.get("suspect"):
-            print(f"suspect: {r['domain']}/{r['id']} scores 1 with no action")
+    todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+    if a.check:
+        log = a.result_dir / "check.jsonl"
+        before = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+        seen = {r["id"] for r in before}
+        for d, t in tasks:
+            if t["id"] not in seen:
+                todo.put((d, t))
+        print(f"{len(tasks)} tasks, {len(tasks) - todo.qsize()} done before, {todo.qsize()} to run "
+              f"on {a.num_envs} desktops", flush=True)
+        with log.open("a") as sink:
+            progress = Progress(todo.qsize(), sink)
+
+            def check(env: Any, _i: int, domain: str, task: dict[str, Any]) -> None:
+                progress.started()
+                row = check_task(env, domain, task, a.stand_ins)
+                progress.done(row, row["evaluate_ok"], "evaluated" if row["evaluate_ok"] else "")
+
+            _pool(todo, a.num_envs, make_env, check)
+        ids = {t["id"] for _, t in tasks}
+        checked = [r for r in before + progress.rows if r["id"] in ids]
+        table = coverage(checked)
+        (a.result_dir / "coverage.md").write_text(table)
+        print(table + f"\n{time.monotonic() - progress.t0:.0f} s; rows in {log}", flush=True)
+        for r in checked:
+            if r.get("suspect"):
+                print(f"suspect: {r['domain']}/{r['id']} scores 1 with no action")
+        return
+
+    kwargs = json.loads(a.agent_kwargs)
+    agents = [_make_agent(a.agent, kwargs) for _ in range(max(1, a.num_envs))]
+    model = a.model or getattr(agents[0], "model", None) or type(agents[0]).__name__
+    base = a.result_dir / a.action_space / a.observation_type / str(model)
+    rows: list[dict[str, Any]] = []
+    for d, t in tasks:
+        score = finished(base, d, t["id"])
+        if score is None:
+            todo.put((d, t))
+        else:
+            rows.append({"domain": d, "id": t["id"], "score": score})
+    print(f"{len(tasks)} tasks, {len(rows)} finished before, {todo.qsize()} to run on {a.num_envs} desktops; "
+          f"results in {base}", flush=True)
+    progress = Progress(todo.qsize())
+    a11y = a.observation_type != "screenshot"
+
+    def episode(env: Any, i: int, domain: str, task: dict[str, Any]) -> None:
+        progress.started()
+        if a.stand_ins:
+            from deskgym.osworld import standins
+
+            standins.fill(a.cache_dir, task)
+        row = run_task(env, agents[i], base, domain, task, max_steps=a.max_steps,
+                       sleep_after=a.sleep_after_execution, wait_after_reset=a.wait_after_reset,
+                       record=not a.no_recording)
+        progress.done(row, row["score"] is not None, f"score {row['score']} in {row['steps']} steps")
+
+    _pool(todo, a.num_envs, lambda i: make_env(i, a11y), episode)
+    table = _scores(rows + progress.rows)
+    (base / "scores.md").write_text(table)
+    print(table + f"\n{time.monotonic() - progress.t0:.0f} s", flush=True)
 
 
 if __name__ == "__main__":

@@ -2,11 +2,12 @@
 looks first, so a task's reset, setup and evaluation run with no network.
 
 A stand-in is a valid file of the type the task names (an .xlsx opens as a workbook, a
-.pptx as a presentation, a .png as an image), with made-up content: enough to run the
-task's steps and its metric, never enough to score it: a gold file a metric compares
+.pptx as a presentation, a .png as an image, an .mp4 as a video, an .xcf as a GIMP
+image, a Thunderbird profile archive as a profile Thunderbird starts with), with made-up
+content: enough to run the task's steps and its metric, never enough to score it: a gold file a metric compares
 with (a ``cloud_file`` getter's) differs from every input file, so a task left undone
-scores 0. Types with no stand-in (audio, video, application packages, archives of a
-profile) are reported, not faked.
+scores 0. Types with no stand-in (legacy binary Office files: .xls, .ppt) are reported,
+not faked.
 
 Where they go (desktop-env 1.0.2's layout): a ``download`` step's file at
 ``<cache>/<task id>/<uuid5(URL, url)>_<basename(path)>``; a ``cloud_file`` getter's
@@ -18,7 +19,11 @@ from __future__ import annotations
 import io
 import json
 import os
+import struct
+import tarfile
+import tempfile
 import uuid
+import wave
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -98,6 +103,141 @@ def _pdf(tag: str) -> bytes:
     return out
 
 
+def _xcf(tag: str) -> bytes:
+    """A one-layer RGB GIMP image (XCF version 0, uncompressed 64x64 tiles)."""
+    w, h = 64, 48
+    rgb = (200, 30, 30) if tag == "input" else (30, 30, 200)
+
+    def u(*v: int) -> bytes:
+        return struct.pack(">" + "I" * len(v), *v)
+
+    name = b"Background\0"
+    head = b"gimp xcf file\0" + u(w, h, 0) + u(0, 0)  # RGB; no image properties
+    layer_at = len(head) + 12  # one layer pointer, its end, the channel list's end
+    # Visible, opaque; then the hierarchy pointer and no mask.
+    layer = u(w, h, 0, len(name)) + name + u(8, 4, 1) + u(6, 4, 255) + u(0, 0)
+    hier_at = layer_at + len(layer) + 8
+    level_at = hier_at + 20
+    data_at = level_at + 16  # one tile pointer
+    return (head + u(layer_at, 0, 0) + layer + u(hier_at, 0) + u(w, h, 3, level_at, 0)
+            + u(w, h, data_at, 0) + bytes(rgb) * (w * h))
+
+
+def _raw(tag: str) -> bytes:
+    """Raw 8-bit RGB pixels, 64x48 (what GIMP's raw-data loader reads)."""
+    return bytes((200, 30, 30) if tag == "input" else (30, 30, 200)) * (64 * 48)
+
+
+def _mp4(tag: str) -> bytes:
+    """A minute of a plain colour at one frame a second (long enough to be playing when a
+    getter looks), MPEG-4 video in MP4 (OpenCV's writer)."""
+    import cv2
+    import numpy as np
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "v.mp4")
+        out = cv2.VideoWriter(path, cv2.VideoWriter.fourcc(*"mp4v"), 1, (64, 48))
+        for _ in range(60):
+            out.write(np.full((48, 64, 3), (30, 30, 200) if tag == "input" else (200, 30, 30), np.uint8))
+        out.release()
+        return Path(path).read_bytes()
+
+
+def _mp3(tag: str) -> bytes:
+    """Half a second of silence, MPEG-1 Layer III (128 kbit/s, 44.1 kHz, mono), with an
+    ID3v1 title naming the tag."""
+    frame = b"\xff\xfb\x90\xc0" + bytes(413)  # a frame of 417 bytes; all-zero side info is silence
+    title = f"stand-in {tag}".encode()[:30].ljust(30, b"\0")
+    return frame * 20 + b"TAG" + title + bytes(30 + 30 + 4 + 30) + b"\xff"
+
+
+def _wav(tag: str) -> bytes:
+    import math
+
+    rate, hz = 8000, 440 if tag == "input" else 660
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(rate)
+        w.writeframes(b"".join(struct.pack("<h", int(8000 * math.sin(2 * math.pi * hz * i / rate)))
+                               for i in range(rate // 2)))
+    return buf.getvalue()
+
+
+def _epub(tag: str) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("mimetype", "application/epub+zip", compress_type=zipfile.ZIP_STORED)
+        z.writestr("META-INF/container.xml",
+                   '<?xml version="1.0"?><container version="1.0" xmlns="urn:oasis:names:tc:opendocument:xmlns:'
+                   'container"><rootfiles><rootfile full-path="content.opf" media-type="application/oebps-'
+                   'package+xml"/></rootfiles></container>')
+        z.writestr("content.opf",
+                   '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="2.0" unique-'
+                   f'identifier="id"><metadata xmlns:dc="http://purl.org/dc/elements/1.1/"><dc:title>stand-in {tag}'
+                   '</dc:title><dc:identifier id="id">stand-in</dc:identifier></metadata><manifest><item id="c" '
+                   'href="c.html" media-type="application/xhtml+xml"/></manifest><spine><itemref idref="c"/></spine>'
+                   '</package>')
+        z.writestr("c.html", f"<html><body><p>stand-in {tag}</p></body></html>")
+    return buf.getvalue()
+
+
+#: Where OSWorld's Thunderbird tasks find the profile their archive unpacks.
+THUNDERBIRD_PROFILE = ".thunderbird/t5q2a5hp.default-release"
+
+
+def _thunderbird_profile(tag: str) -> dict[str, bytes]:
+    """The files of a Thunderbird profile at the path OSWorld's archives unpack it to: a
+    local mail folder and the files the tasks' getters read."""
+    p = THUNDERBIRD_PROFILE
+    return {
+        ".thunderbird/profiles.ini": (
+            "[Profile0]\nName=default-release\nIsRelative=1\nPath=t5q2a5hp.default-release\nDefault=1\n\n"
+            "[General]\nStartWithLastProfile=1\nVersion=2\n").encode(),
+        f"{p}/prefs.js": f'user_pref("mail.shell.checkDefaultClient", false);\n'
+                         f'user_pref("deskgym.stand_in", "{tag}");\n'.encode(),
+        f"{p}/xulstore.json": b"{}",
+        f"{p}/Mail/Local Folders/Inbox": (
+            "From - Mon Jan  1 00:00:00 2024\nFrom: stand-in@example.com\nTo: user@example.com\n"
+            f"Subject: stand-in {tag}\n\nA stand-in message.\n\n").encode(),
+        f"{p}/ImapMail/outlook.office365.com/msgFilterRules.dat": b'version="9"\nlogging="no"\n',
+        f"{p}/global-messages-db.sqlite": _gloda(),
+    }
+
+
+def _gloda() -> bytes:
+    """Thunderbird's message index (gloda) with its two tables metrics query, empty."""
+    import sqlite3
+
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "gloda.sqlite")
+        db = sqlite3.connect(path)
+        db.executescript(
+            "CREATE TABLE messages (id INTEGER PRIMARY KEY, folderID INTEGER, messageKey INTEGER, "
+            "conversationID INTEGER, date INTEGER, headerMessageID TEXT, deleted INTEGER, "
+            "jsonAttributes TEXT, notability INTEGER);"
+            "CREATE TABLE messageAttributes (conversationID INTEGER, messageID INTEGER, "
+            "attributeID INTEGER, value NUMERIC);")
+        db.close()
+        return Path(path).read_bytes()
+
+
+def _tar(name: str, tag: str) -> bytes:
+    """A .tar.gz / .tar.xz: a Thunderbird profile where the name says so, else a folder of
+    one text file named after the archive."""
+    stem = os.path.basename(name).split(".tar")[0].lstrip(".") or "stand-in"
+    files = (_thunderbird_profile(tag) if "thunderbird-profile" in name
+             else {f"{stem}/README.md": f"# stand-in {tag}\n".encode()})
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz" if name.endswith(".xz") else "w:gz") as t:
+        for path, data in files.items():
+            info = tarfile.TarInfo(path)
+            info.size, info.mtime = len(data), 1_700_000_000
+            t.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
 def _zip(name: str, tag: str) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
@@ -114,13 +254,19 @@ _TEXT = {
     ".svg": '<svg xmlns="http://www.w3.org/2000/svg" width="4" height="4"><title>stand-in</title></svg>\n',
     ".srt": "1\n00:00:00,000 --> 00:00:01,000\nstand-in\n",
     ".ipynb": json.dumps({"cells": [], "metadata": {"stand-in": 1}, "nbformat": 4, "nbformat_minor": 5}),
+    ".js": "console.log('stand-in');\n", ".css": "/* stand-in */\nbody { color: black; }\n",
+    ".bib": "@misc{standin, title={stand-in}}\n",
+    ".code-workspace": json.dumps({"folders": [{"path": "."}], "settings": {"stand-in": 1}}),
+    ".eml": "From: stand-in@example.com\nTo: user@example.com\nSubject: stand-in\n\nA stand-in message.\n",
+    # A mail folder (mbox) has no extension: Thunderbird's `Local Folders/<name>`.
+    "": "From - Mon Jan  1 00:00:00 2024\nFrom: stand-in@example.com\nSubject: stand-in\n\nstand-in\n\n",
 }
 
 _MAKERS: dict[str, Callable[[str], bytes]] = {
     ".png": _image("PNG"), ".jpg": _image("JPEG"), ".jpeg": _image("JPEG"), ".gif": _image("GIF"),
     ".bmp": _image("BMP"), ".webp": _image("WEBP"), ".tif": _image("TIFF"), ".tiff": _image("TIFF"),
     ".xlsx": _xlsx, ".docx": _docx, ".pptx": _pptx, ".odt": _odf("odt"), ".ods": _odf("ods"),
-    ".odp": _odf("odp"), ".pdf": _pdf,
+    ".odp": _odf("odp"), ".pdf": _pdf, ".xcf": _xcf, ".raw": _raw, ".mp4": _mp4, ".mp3": _mp3, ".wav": _wav, ".epub": _epub,
 }
 
 
@@ -128,7 +274,9 @@ def stand_in(name: str, tag: str = "input") -> bytes | None:
     """A valid file of ``name``'s type (``tag`` "input" or "gold": the two differ), or
     ``None`` when there is no stand-in for it."""
     ext = os.path.splitext(name)[1].lower()
-    if ext == ".zip":
+    if name.endswith((".tar.gz", ".tar.xz", ".tgz")):
+        return _tar(name, tag)
+    if ext in (".zip", ".vsix", ".whl"):
         return _zip(os.path.splitext(os.path.basename(name))[0], tag)
     if ext in _TEXT:
         # Every text names "stand-in": the gold one says which it is.

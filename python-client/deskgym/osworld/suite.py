@@ -1,0 +1,106 @@
+"""An agent over OSWorld's tasks, in OSWorld's own result layout (what its ``run.py`` and
+``show_result.py`` read): per task ``<result dir>/<action space>/<observation type>/
+<model>/<domain>/<task id>/`` holds ``traj.jsonl`` (a line per action), a screenshot per
+step (``step_<n>_<timestamp>.png``), ``recording.mp4`` and ``result.txt`` (the score),
+written last: a task with ``result.txt`` is finished and never run again; one without
+is cleared and run afresh.
+
+An agent is any object with OSWorld's ``predict(instruction, obs) -> (response,
+actions)`` (``mm_agents``' ``PromptAgent`` and friends as they are) and, optionally,
+``reset()`` / ``reset(logger)``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+import json
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+__all__ = ["finished", "run_task", "task_dir"]
+
+logger = logging.getLogger("deskgym.osworld")
+
+
+def task_dir(base: Path, domain: str, task_id: str) -> Path:
+    """Where one task's results go (``base``: the run's
+    ``<result dir>/<action space>/<observation type>/<model>``)."""
+    return base / domain / task_id
+
+
+def finished(base: Path, domain: str, task_id: str) -> float | None:
+    """The task's score when it has finished (its ``result.txt``), else None."""
+    p = task_dir(base, domain, task_id) / "result.txt"
+    try:
+        return float(p.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _reset_agent(agent: Any) -> None:
+    reset = getattr(agent, "reset", None)
+    if reset is None:
+        return
+    params = inspect.signature(reset).parameters
+    if params:
+        reset(logger)
+    else:
+        reset()
+
+
+def run_task(env: Any, agent: Any, base: Path, domain: str, task: dict[str, Any], *, max_steps: int,
+             sleep_after: float, wait_after_reset: float, record: bool) -> dict[str, Any]:
+    """One episode of ``agent`` on ``task``; returns its row (``score`` None when the task
+    failed, ``error`` saying how)."""
+    out = task_dir(base, domain, task["id"])
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    row: dict[str, Any] = {"domain": domain, "id": task["id"], "score": None, "steps": 0, "error": ""}
+    t0 = time.monotonic()
+    recording = False
+    with (out / "traj.jsonl").open("a") as traj:
+        try:
+            _reset_agent(agent)
+            env.reset(task_config=task)
+            time.sleep(wait_after_reset)
+            obs = env._get_obs()
+            if record:
+                env.controller.start_recording()
+                recording = True
+            done, step = False, 0
+            while not done and step < max_steps:
+                response, actions = agent.predict(task["instruction"], obs)
+                for action in actions or []:
+                    stamp = datetime.datetime.now().strftime("%Y%m%d@%H%M%S")
+                    obs, reward, done, info = env.step(action, sleep_after)
+                    shot = f"step_{step + 1}_{stamp}.png"
+                    if obs.get("screenshot"):
+                        (out / shot).write_bytes(obs["screenshot"])
+                    traj.write(json.dumps({"step_num": step + 1, "action_timestamp": stamp, "action": action,
+                                           "response": response, "reward": reward, "done": done, "info": info,
+                                           "screenshot_file": shot}, default=str) + "\n")
+                    traj.flush()
+                    if done:
+                        break
+                step += 1
+            row["steps"] = step
+            score = float(env.evaluate())
+            row["score"] = score
+        except Exception as e:  # noqa: BLE001 - a task's failure is its row, never the run's
+            row["error"] = f"{type(e).__name__}: {e}"[:2000]
+            traj.write(json.dumps({"Error": row["error"]}) + "\n")
+        finally:
+            if recording:
+                try:
+                    env.controller.end_recording(str(out / "recording.mp4"))
+                except Exception as e:  # noqa: BLE001 - the score stands without its video
+                    logger.error("task %s: recording: %s", task["id"], e)
+    row["seconds"] = round(time.monotonic() - t0, 1)
+    if row["score"] is not None:
+        # Last: its presence marks the task finished.
+        (out / "result.txt").write_text(f"{row['score']}\n")
+    return row

@@ -1,0 +1,192 @@
+"""OSWorld's tasks on the applications the `osworld` profile adds (GIMP, VLC,
+Thunderbird), a fresh desktop's likeness to OSWorld's snapshot (a Chrome profile on
+disk, `pkill chrome` stops the browser, sound below 100 %), and the suite runner with an
+agent: real server, real sandboxed apps, OSWorld's own setup, getters and metrics. Task
+files are made by the test where a task's score depends on them, else stand-ins."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pathlib
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+from conftest import Server
+from PIL import Image
+from test_osworld import make_env  # noqa: F401 - the fixture
+
+from deskgym.osworld import standins
+
+EXAMPLES = pathlib.Path(__file__).parent / "osworld_tasks" / "evaluation_examples"
+
+
+def task(rel: str) -> dict[str, Any]:
+    return json.loads(next((EXAMPLES / "examples").glob(rel + "*.json")).read_text())
+
+
+def put_download(cache: str, t: dict[str, Any], data: bytes) -> None:
+    """``data`` as the task's (only) download, where OSWorld's SetupController looks."""
+    (f,) = [f for s in t["config"] if s["type"] == "download" for f in s["parameters"]["files"]]
+    path = pathlib.Path(cache) / t["id"] / f"{uuid.uuid5(uuid.NAMESPACE_URL, f['url'])}_{os.path.basename(f['path'])}"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+
+
+def until(pred: Any, what: str, timeout: float = 60.0) -> Any:
+    t0 = time.monotonic()
+    while not (v := pred()):
+        assert time.monotonic() - t0 < timeout, f"no {what} within {timeout:.0f} s"
+        time.sleep(0.3)
+    return v
+
+
+def titles(env: Any) -> list[str]:
+    return [w.title for w in env.deskgym.windows()]
+
+
+def test_vlc_plays_the_video_the_agent_opens(make_env: Any) -> None:
+    """vlc/59f21cfb: VLC's web interface on the env's own port 8080 (OSWorld's getter
+    reads it through the env's forward) says the desktop's video is playing once the
+    agent opened it with Ctrl+O."""
+    t = task("vlc/59f21cfb")
+    env = make_env(require_a11y_tree=False)
+    standins.fill(env.cache_dir_base, t)
+    env.reset(task_config=t)
+    until(lambda: "VLC media player" in titles(env), "VLC window")
+    assert env.evaluate() == 0
+    path = t["config"][0]["parameters"]["files"][0]["path"]
+    env.step("pyautogui.hotkey('ctrl', 'o')", pause=0.5)
+    until(lambda: len(titles(env)) > 1, "open dialog")
+    env.step(f"pyautogui.typewrite({path + chr(10)!r}, interval=0.005)", pause=1.0)
+    until(lambda: env.evaluate() == 1, "VLC playing the video", timeout=30)
+
+
+def test_gimp_mirrors_the_image_through_its_menus(make_env: Any) -> None:
+    """gimp/72f83cdc: GIMP opens the task's image, the agent flips it with the Image
+    menu (keyboard only), and the task's own postconfig exports it for the metric."""
+    t = task("gimp/72f83cdc")
+    env = make_env(require_a11y_tree=False)
+    img = Image.new("RGB", (96, 64), (240, 240, 240))
+    img.paste((200, 30, 30), (0, 0, 30, 64))  # a red band on the left: a flip moves it
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    put_download(env.cache_dir_base, t, buf.getvalue())
+    gold = pathlib.Path(env.cache_dir_base) / t["id"] / "berry.png"  # the metric's source image
+    gold.write_bytes(buf.getvalue())
+
+    def gimp_ready() -> bool:
+        return any("[berry]" in x and "GIMP" in x for x in titles(env))
+
+    env.reset(task_config=t)
+    until(gimp_ready, "GIMP's image window", timeout=90)
+    assert env.evaluate() == 0
+    env.reset(task_config=t)
+    until(gimp_ready, "GIMP's image window", timeout=90)
+    env.step("pyautogui.hotkey('alt', 'i')", pause=1.0)
+    env.step("pyautogui.press('t')", pause=0.5)
+    env.step("pyautogui.press('h')", pause=1.0)
+    assert env.evaluate() == 1
+
+
+def test_thunderbird_starts_on_the_tasks_profile(make_env: Any) -> None:
+    """thunderbird/3f28fe4f: the task unpacks its profile archive and starts
+    Thunderbird on it; the agent's change to the profile (Thunderbird stopped, its
+    prefs edited, as a user at a terminal would) is what OSWorld's metric reads."""
+    t = task("thunderbird/3f28fe4f")
+    env = make_env(require_a11y_tree=False)
+    standins.fill(env.cache_dir_base, t)
+    env.reset(task_config=t)
+    until(lambda: any("Thunderbird" in x for x in titles(env)), "Thunderbird window", timeout=60)
+    # Thunderbird runs on the unpacked profile (it locks it: a link to its pid).
+    prof = "/home/user/" + standins.THUNDERBIRD_PROFILE
+    r = env.deskgym.exec(["sh", "-c", f"until test -L '{prof}/lock'; do sleep 0.1; done; echo locked"],
+                         timeout=30)
+    assert r.stdout.strip() == "locked", r
+    assert env.evaluate() == 0
+    # One backslash and n in the file: a JavaScript string's newline.
+    sig = 'user_pref("mail.identity.id1.htmlSigText", "Anonym\\nXYZ Lab");'
+    code = ("import subprocess, time\nsubprocess.run(['pkill', 'thunderbird'])\n"
+            "while subprocess.run(['pgrep', 'thunderbird']).returncode == 0:\n    time.sleep(0.2)\n"
+            f"open('{prof}/prefs.js', 'a').write({sig + chr(10)!r})")
+    env.step(code, pause=0.5)
+    assert env.evaluate() == 1
+
+
+def test_a_fresh_desktop_is_like_osworlds_snapshot(make_env: Any) -> None:
+    """A Chrome profile on disk before Chrome ever ran, `pkill chrome` stops the browser
+    (which saves its profile), and sound below 100 %."""
+    env = make_env(require_a11y_tree=False)
+    env.reset(task_config={"id": "fresh", "instruction": "", "config": [], "evaluator": {"func": "infeasible"}})
+    sh = env.deskgym.exec
+    r = sh(["sh", "-c", "cd ~/.config/google-chrome/Default && jq -r '.profile.name' Preferences && "
+                        "jq -r '.roots.bookmark_bar.name' Bookmarks"])
+    assert r.stdout.split("\n")[:2] == ["Person 1", "Bookmarks bar"], r
+    vol = sh(["sh", "-c", "pactl list sinks | grep '^[[:space:]]Volume:' | head -n 1 | awk '{print $5}'"])
+    assert vol.ok and 0 < int(vol.stdout.strip().rstrip("%")) < 100, vol
+    # Chrome, then `pkill chrome` as 11 of OSWorld's tasks run it.
+    env.setup_controller._launch_setup(["google-chrome", "--remote-debugging-port=1337"])
+    until(lambda: any("Chromium" in x or "Chrome" in x for x in titles(env)), "browser window")
+    sh(["pkill", "chrome"])
+    until(lambda: not sh(["pgrep", "-x", "chrome"]).ok and not sh(["pgrep", "-x", "chromium"]).ok,
+          "the browser to stop", timeout=20)
+    # It quit as on a signal from the session (not a crash), having saved its profile.
+    r = sh(["jq", "-r", ".profile.exit_type, (keys | length)", "/home/user/.config/google-chrome/Default/Preferences"])
+    exit_type, keys = r.stdout.split()
+    assert exit_type in ("Normal", "SessionEnded") and int(keys) > 2, r
+
+
+class DoneAgent:
+    """An agent with OSWorld's interface that declares every task done at once."""
+
+    model = "done-agent"
+
+    def __init__(self) -> None:
+        self.resets = 0
+
+    def reset(self, _logger: Any = None) -> None:
+        self.resets += 1
+
+    def predict(self, instruction: str, obs: dict[str, Any]) -> tuple[str, list[str]]:
+        assert instruction and obs["screenshot"][:4] == b"\x89PNG"
+        return "nothing to do", ["DONE"]
+
+
+def test_the_suite_runner_writes_osworlds_layout_and_resumes(exec_server: Server, tmp_path: pathlib.Path) -> None:
+    """``run --agent``: OSWorld's result layout per task; killed mid-suite and started
+    again, it runs only the tasks without ``result.txt``."""
+    results = tmp_path / "results"
+    argv = ["--test-all", str(EXAMPLES / "test_all.json"), "--domain", "os", "--limit", "3", "--num-envs", "1",
+            "--agent", "test_osworld_apps:DoneAgent", "--result-dir", str(results), "--cache-dir",
+            str(tmp_path / "cache"), "--stand-ins", "--screen", "1280x720", "--address", exec_server.address,
+            "--wait-after-reset", "0"]
+    base = results / "pyautogui" / "screenshot" / "done-agent" / "os"
+    env = dict(os.environ, PYTHONPATH=str(pathlib.Path(__file__).parent))
+    proc = subprocess.Popen([sys.executable, "-m", "deskgym.osworld.run", *argv], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        first = until(lambda: list(base.glob("*/result.txt")), "a first finished task", timeout=240)
+        proc.kill()
+    finally:
+        proc.kill()
+        proc.wait()
+    stamps = {p: p.stat().st_mtime_ns for p in first}
+    ids = json.loads((EXAMPLES / "test_all.json").read_text())["os"][:3]
+    from deskgym.osworld import run
+
+    sys.path.insert(0, str(pathlib.Path(__file__).parent))
+    run.main(argv)
+    for tid in ids:
+        d = base / tid
+        assert (d / "result.txt").read_text().strip() in ("0.0", "1.0"), d
+        lines = [json.loads(x) for x in (d / "traj.jsonl").read_text().splitlines()]
+        assert lines and lines[0]["action"] == "DONE" and lines[0]["done"], lines
+        assert (d / lines[0]["screenshot_file"]).read_bytes()[:4] == b"\x89PNG"
+        assert (d / "recording.mp4").stat().st_size > 0
+    for p, ns in stamps.items():
+        assert p.stat().st_mtime_ns == ns, f"{p} was run again"
+    assert "| **all** | 3 | 3 |" in (base.parent / "scores.md").read_text()
