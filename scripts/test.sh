@@ -6,6 +6,8 @@ cd "$(dirname "$0")/.."
 # package.) The tests also need the SB3 extra (torch, ~2 min to install the first time) and the
 # static checkers; the main job's setup stays without them.
 DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,lint,osworld,agents,ray,wrappers" scripts/setup.sh --osworld
+# VS Code for OSWorld's vs_code tasks (code-server; npm's registry, once per machine).
+scripts/install-code-server.sh
 scripts/setup-lerobot.sh
 scripts/setup-rllib.sh
 # OSWorld's wheel without its dependencies (the osworld extra brings the light ones):

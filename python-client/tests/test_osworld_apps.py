@@ -190,3 +190,31 @@ def test_the_suite_runner_writes_osworlds_layout_and_resumes(exec_server: Server
     for p, ns in stamps.items():
         assert p.stat().st_mtime_ns == ns, f"{p} was run again"
     assert "| **all** | 3 | 3 |" in (base.parent / "scores.md").read_text()
+
+
+def test_vs_code_settings_through_its_command_palette(make_env: Any) -> None:
+    """vs_code/276cc624: `code` opens VS Code (code-server in a window titled "Visual
+    Studio Code"); the agent edits the user's settings.json through the command palette,
+    where OSWorld's metric reads it. Also `code --list-extensions`, which tasks call."""
+    t = task("vs_code/276cc624")
+    env = make_env(require_a11y_tree=False)
+    env.reset(task_config=t)
+    until(lambda: "Visual Studio Code" in titles(env), "VS Code window")
+    assert env.evaluate() == 0
+    r = env.deskgym.exec(["code", "--list-extensions"], timeout=60)
+    assert r.ok, r
+    env.reset(task_config=t)
+    until(lambda: "Visual Studio Code" in titles(env), "VS Code window")
+    env.step("WAIT", pause=2.0)
+    env.step("pyautogui.hotkey('ctrl', 'shift', 'p')", pause=1.0)
+    env.step("pyautogui.typewrite('Preferences: Open User Settings (JSON)', interval=0.01)", pause=1.0)
+    env.step("pyautogui.press('enter')", pause=2.0)
+    until(lambda: any(x.startswith("settings.json") for x in titles(env)), "settings.json open", timeout=30)
+    env.step("pyautogui.hotkey('ctrl', 'a')", pause=0.3)
+    env.step("pyautogui.typewrite('{\"editor.wordWrapColumn\": 50}', interval=0.02)", pause=0.5)
+    # What the editor closed on its own (brackets, quotes) follows the cursor: gone.
+    env.step("pyautogui.hotkey('ctrl', 'shift', 'end')", pause=0.3)
+    env.step("pyautogui.press('delete')", pause=0.3)
+    env.step("pyautogui.hotkey('ctrl', 's')", pause=1.5)
+    saved = env.deskgym.exec(["cat", "/home/user/.config/Code/User/settings.json"]).stdout
+    assert env.evaluate() == 1, saved

@@ -97,6 +97,28 @@ async fn granted_envs_have_their_own_network_and_others_none() {
         assert_eq!(&out(&r), e, "env {e}'s own port 8080: {r:?}");
     }
 
+    // A hostile neighbour: B serves on every address of its own; A finds nothing of B's
+    // at the host's address (no port leaves a sandbox) or at its own.
+    let r = run(
+        &mut c,
+        sh(
+            b,
+            "setsid -f python3 -c \"\nimport socket\ns = socket.socket()\n\
+             s.bind(('0.0.0.0', 9999)); s.listen()\nwhile True:\n    \
+             c, _ = s.accept(); c.sendall(b'from b')\n\" >/dev/null 2>&1; sleep 1",
+        ),
+    )
+    .await;
+    assert_eq!(r.exit_code, Some(0), "{r:?}");
+    for target in [host.to_string(), "10.0.2.15".to_string()] {
+        // (pasta answers a refused outbound connection by dropping it: a timeout.)
+        let r = run(&mut c, sh(a, &connect(&target, 9999))).await;
+        assert!(
+            out(&r).starts_with("ConnectionRefusedError") || out(&r).starts_with("TimeoutError"),
+            "{target}: {r:?}"
+        );
+    }
+
     // Outbound: a granted env reaches the host's server at the host's address...
     let r = run(&mut c, sh(a, &connect(&host.to_string(), port))).await;
     assert_eq!(out(&r), "hello from the host", "{r:?}");
