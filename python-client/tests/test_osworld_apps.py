@@ -16,6 +16,7 @@ import time
 import uuid
 from typing import Any
 
+import pytest
 from conftest import Server
 from PIL import Image
 from test_osworld import make_env  # noqa: F401 - the fixture
@@ -218,3 +219,51 @@ def test_vs_code_settings_through_its_command_palette(make_env: Any) -> None:
     env.step("pyautogui.hotkey('ctrl', 's')", pause=1.5)
     saved = env.deskgym.exec(["cat", "/home/user/.config/Code/User/settings.json"]).stdout
     assert env.evaluate() == 1, saved
+
+
+def test_the_cache_is_filled_by_the_harness_and_offline_runs_never_reach_out(
+        make_env: Any, tmp_path: pathlib.Path) -> None:
+    """``cache fetch`` puts every file a task fetches (setup download, cloud files) where
+    desktop-env looks, from a server of this machine; ``check`` then misses none; an
+    offline reset with a file missing fails at once naming the task, URL and path."""
+    import http.server
+    import threading
+
+    from deskgym.osworld import cache
+
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "in.txt").write_text("input\n")
+    (served / "gold.txt").write_text("gold\n")
+    httpd = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(served)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    t = {"id": "cache-test", "instruction": "x", "config": [
+        {"type": "download", "parameters": {"files": [{"url": f"{base}/in.txt", "path": "/home/user/in.txt"}]}}],
+        "evaluator": {"func": "compare_text_file", "result": {"type": "vm_file", "path": "/home/user/in.txt",
+                                                               "dest": "in.txt"},
+                      "expected": {"type": "cloud_file", "path": f"{base}/gold.txt", "dest": "gold.txt"}}}
+    examples = tmp_path / "examples" / "os"
+    examples.mkdir(parents=True)
+    (examples / "cache-test.json").write_text(json.dumps(t))
+    (tmp_path / "test_all.json").write_text(json.dumps({"os": ["cache-test"]}))
+    args = ["--tasks", str(tmp_path / "test_all.json"), "--dir", str(tmp_path / "cache")]
+    assert cache.main(["check", *args]) == 1
+    assert cache.main(["fetch", *args]) == 0
+    (dl,) = (tmp_path / "cache" / "cache-test").glob("*_in.txt")
+    assert dl.read_text() == "input\n" and (tmp_path / "cache" / "cache-test" / "gold.txt").read_text() == "gold\n"
+    assert cache.main(["check", *args]) == 0
+    assert not list((tmp_path / "cache" / "cache-test").glob(".part-*"))
+    httpd.shutdown()
+
+    # Offline, from the filled cache: the reset runs the download step from it.
+    env = make_env(require_a11y_tree=False, offline=True, cache_dir=str(tmp_path / "cache"))
+    env.reset(task_config=t)
+    assert env.deskgym.exec(["cat", "/home/user/in.txt"]).stdout == "input\n"
+    # A file gone: the reset fails before any step, naming task, URL and path.
+    (tmp_path / "cache" / "cache-test" / "gold.txt").unlink()
+    with pytest.raises(Exception) as e:
+        env.reset(task_config=t)
+    msg = str(e.value)
+    assert "(offline)" in msg and "cache-test" in msg and f"{base}/gold.txt" in msg and str(tmp_path / "cache" / "cache-test" / "gold.txt") in msg

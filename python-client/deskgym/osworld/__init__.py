@@ -84,7 +84,9 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
     pyautogui code runs as deskgym actions; off: everything runs as ``python -c`` inside
     the desktop, as OSWorld does) and ``network`` (default off: the desktop is offline;
     on: it has a network stack of its own with outbound access, for tasks that open live
-    pages; the server must allow the ``network`` capability).
+    pages; the server must allow the ``network`` capability) and ``offline`` (every file a
+    task fetches must be in ``cache_dir`` already, see :mod:`deskgym.osworld.cache`; a
+    reset missing one fails at once naming each URL and path, never trying the network).
     """
 
     def __init__(
@@ -108,6 +110,7 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
         profile: str = "osworld",
         native_actions: bool = True,
         network: bool = False,
+        offline: bool = False,
     ) -> None:
         # OSWorld's __init__ starts a VM provider; this one sets the same attributes.
         self.region = region
@@ -139,6 +142,7 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
         self._profile = profile
         self._native = native_actions
         self._network = network
+        self._offline = offline
         self._env: deskgym.DeskgymEnv | None = None
         self._bridge: Bridge | None = None
         self._forwards: list[deskgym.PortForward] = []
@@ -219,6 +223,17 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
 
     def _set_task_info(self, task_config: dict[str, Any]) -> None:
         super()._set_task_info(task_config)
+        if self._offline:
+            from deskgym.osworld.cache import missing
+
+            gaps = missing(self.cache_dir_base, task_config)
+            if gaps:
+                raise DeskgymError(
+                    "FAILED_PRECONDITION",
+                    f"task {self.task_id} (offline): not in the cache: "
+                    + "; ".join(f"{url} (put it at {path})" for url, path in gaps),
+                )
+            return
         self._check_downloads(self.config)
 
     def _check_downloads(self, config: list[dict[str, Any]]) -> None:

@@ -155,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="deskgym server (repeatable: desktops spread over them; default: $DESKGYM_ADDRESS)")
     p.add_argument("--screen", default="1920x1080")
     p.add_argument("--network", action="store_true", help="desktops with outbound network (live pages)")
+    p.add_argument("--offline", action="store_true",
+                   help="every task file from --cache-dir (python -m deskgym.osworld.cache fetch); never the network")
     p.add_argument("--action-space", default="pyautogui", choices=("pyautogui", "computer_13"))
     p.add_argument("--observation-type", default="screenshot",
                    choices=("screenshot", "a11y_tree", "screenshot_a11y_tree", "som"))
@@ -177,7 +179,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         from deskgym.osworld import DesktopEnv
 
         return DesktopEnv(address=addresses[i % len(addresses)], cache_dir=a.cache_dir, screen_size=(w, h),
-                          require_a11y_tree=a11y, action_space=a.action_space, network=a.network)
+                          require_a11y_tree=a11y, action_space=a.action_space, network=a.network,
+                          offline=a.offline)
 
     todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
     if a.check:

@@ -206,21 +206,37 @@ def _thunderbird_profile(tag: str) -> dict[str, bytes]:
     }
 
 
-def _gloda() -> bytes:
-    """Thunderbird's message index (gloda) with its two tables metrics query, empty."""
+def _history() -> bytes:
+    """Chrome's History database with the two tables desktop-env fills, empty."""
+    return _sqlite(
+        "CREATE TABLE meta (key LONGVARCHAR NOT NULL UNIQUE PRIMARY KEY, value LONGVARCHAR);"
+        "CREATE TABLE urls (id INTEGER PRIMARY KEY AUTOINCREMENT, url LONGVARCHAR, title LONGVARCHAR, "
+        "visit_count INTEGER DEFAULT 0 NOT NULL, typed_count INTEGER DEFAULT 0 NOT NULL, "
+        "last_visit_time INTEGER NOT NULL, hidden INTEGER DEFAULT 0 NOT NULL);"
+        "CREATE TABLE visits (id INTEGER PRIMARY KEY AUTOINCREMENT, url INTEGER NOT NULL, "
+        "visit_time INTEGER NOT NULL, from_visit INTEGER, transition INTEGER DEFAULT 0 NOT NULL, "
+        "segment_id INTEGER, visit_duration INTEGER DEFAULT 0 NOT NULL);")
+
+
+def _sqlite(schema: str) -> bytes:
     import sqlite3
 
     with tempfile.TemporaryDirectory() as d:
-        path = os.path.join(d, "gloda.sqlite")
+        path = os.path.join(d, "db.sqlite")
         db = sqlite3.connect(path)
-        db.executescript(
-            "CREATE TABLE messages (id INTEGER PRIMARY KEY, folderID INTEGER, messageKey INTEGER, "
-            "conversationID INTEGER, date INTEGER, headerMessageID TEXT, deleted INTEGER, "
-            "jsonAttributes TEXT, notability INTEGER);"
-            "CREATE TABLE messageAttributes (conversationID INTEGER, messageID INTEGER, "
-            "attributeID INTEGER, value NUMERIC);")
+        db.executescript(schema)
         db.close()
         return Path(path).read_bytes()
+
+
+def _gloda() -> bytes:
+    """Thunderbird's message index (gloda) with its two tables metrics query, empty."""
+    return _sqlite(
+        "CREATE TABLE messages (id INTEGER PRIMARY KEY, folderID INTEGER, messageKey INTEGER, "
+        "conversationID INTEGER, date INTEGER, headerMessageID TEXT, deleted INTEGER, "
+        "jsonAttributes TEXT, notability INTEGER);"
+        "CREATE TABLE messageAttributes (conversationID INTEGER, messageID INTEGER, "
+        "attributeID INTEGER, value NUMERIC);")
 
 
 def _tar(name: str, tag: str) -> bytes:
@@ -276,6 +292,8 @@ def stand_in(name: str, tag: str = "input") -> bytes | None:
     ext = os.path.splitext(name)[1].lower()
     if name.endswith((".tar.gz", ".tar.xz", ".tgz")):
         return _tar(name, tag)
+    if name == "history_new.sqlite":
+        return _history()
     if ext in (".zip", ".vsix", ".whl"):
         return _zip(os.path.splitext(os.path.basename(name))[0], tag)
     if ext in _TEXT:
@@ -285,26 +303,38 @@ def stand_in(name: str, tag: str = "input") -> bytes | None:
     return make(tag) if make else None
 
 
-def _cloud_files(spec: Any) -> Iterator[str]:
+def _cloud_files(spec: Any) -> Iterator[tuple[str, str]]:
     for s in spec if isinstance(spec, list) else [spec]:
         if isinstance(s, dict) and s.get("type") == "cloud_file":
-            dests = s["dest"] if s.get("multi") else [s["dest"]]
-            yield from dests
+            if s.get("multi"):
+                yield from zip(s["dest"], s["path"])
+            else:
+                yield s["dest"], s["path"]
 
 
-def needed(task: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """(cache-relative path, file name, "input" or "gold") of every file the task fetches."""
+#: The browsing-history template desktop-env's ``update_browse_history`` step fetches
+#: (into the task's cache folder, as ``history_new.sqlite``).
+HISTORY_URL = ("https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cache/resolve/main/chrome/"
+               "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938/history_empty.sqlite?download=true")
+
+
+def needed(task: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """(cache-relative path, file name, "input" or "gold", URL) of every file the task
+    fetches: its setup's and postconfig's downloads, its browsing-history template and
+    its evaluator's ``cloud_file`` getters (desktop-env's layout)."""
     out = []
     steps = list(task.get("config") or []) + list((task.get("evaluator") or {}).get("postconfig") or [])
     for step in steps:
         if step.get("type") == "download":
             for f in step["parameters"]["files"]:
                 name = os.path.basename(f["path"])
-                out.append((f"{uuid.uuid5(uuid.NAMESPACE_URL, f['url'])}_{name}", name, "input"))
+                out.append((f"{uuid.uuid5(uuid.NAMESPACE_URL, f['url'])}_{name}", name, "input", f["url"]))
+        elif step.get("type") == "update_browse_history":
+            out.append(("history_new.sqlite", "history_new.sqlite", "input", HISTORY_URL))
     ev = task.get("evaluator") or {}
     for key in ("result", "expected"):
-        for dest in _cloud_files(ev.get(key)):
-            out.append((dest, dest, "gold" if key == "expected" else "input"))
+        for dest, url in _cloud_files(ev.get(key)):
+            out.append((dest, dest, "gold" if key == "expected" else "input", url))
     return out
 
 
@@ -312,7 +342,7 @@ def fill(cache_dir: str | Path, task: dict[str, Any]) -> list[str]:
     """Writes stand-ins for the task's files that are not in the cache yet; returns the
     names of those it has no stand-in for."""
     missing = []
-    for rel, name, tag in needed(task):
+    for rel, name, tag, _url in needed(task):
         path = Path(cache_dir) / task["id"] / rel
         if path.exists():
             continue
