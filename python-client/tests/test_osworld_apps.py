@@ -267,3 +267,14 @@ def test_the_cache_is_filled_by_the_harness_and_offline_runs_never_reach_out(
         env.reset(task_config=t)
     msg = str(e.value)
     assert "(offline)" in msg and "cache-test" in msg and f"{base}/gold.txt" in msg and str(tmp_path / "cache" / "cache-test" / "gold.txt") in msg
+
+
+def test_a_failing_setup_step_names_the_task(make_env: Any) -> None:
+    """OSWorld's controller fails a reset whose setup step fails; the error says which
+    task (a sweep's log of hundreds of tasks needs it)."""
+    env = make_env(require_a11y_tree=False)
+    t = {"id": "setup-fails", "instruction": "x", "evaluator": {"func": "infeasible"},
+         "config": [{"type": "open", "parameters": {"path": "/home/user/no-such-file.docx"}}]}
+    with pytest.raises(Exception) as e:
+        env.reset(task_config=t)
+    assert str(e.value).startswith("task setup-fails: Setup step 1 failed"), str(e.value)

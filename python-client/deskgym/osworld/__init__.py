@@ -221,6 +221,17 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
 
     # -- tasks ---------------------------------------------------------------------------
 
+    def reset(self, task_config: dict[str, Any] | None = None, seed: Any = None, options: Any = None) -> Any:
+        """OSWorld's reset; a failing setup step's error names the task (OSWorld's says
+        only which step), so a log of many tasks says which one failed."""
+        try:
+            return super().reset(task_config=task_config, seed=seed, options=options)
+        except Exception as e:
+            tid = (task_config or {}).get("id")
+            if tid and e.args and isinstance(e.args[0], str) and tid not in e.args[0]:
+                e.args = (f"task {tid}: {e.args[0]}", *e.args[1:])
+            raise
+
     def _set_task_info(self, task_config: dict[str, Any]) -> None:
         super()._set_task_info(task_config)
         if self._offline:
