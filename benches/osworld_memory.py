@@ -35,7 +35,7 @@ def main() -> None:
     p.add_argument("--settle", type=float, default=5.0, help="seconds after the window shows")
     a = p.parse_args()
     env = deskgym.make("blank", address=a.address, profile="osworld", screen=(1920, 1080),
-                       capabilities=("exec",), obs_type="jpeg")
+                       capabilities=("exec", "windows"), obs_type="jpeg")
     print("| desktop | PSS MiB | over the session |\n|---|---|---|")
     base = None
     try:
