@@ -82,6 +82,12 @@ impl Network {
         drop(owner);
         let mut me = Self { child };
         me.wait_route(pid)?;
+        // Drained for its life: a full pipe would stall pasta, and a closed one kill it.
+        if let Some(mut e) = me.child.stderr.take() {
+            let _ = std::thread::Builder::new()
+                .name("pasta-log".into())
+                .spawn(move || std::io::copy(&mut e, &mut std::io::sink()));
+        }
         Ok(me)
     }
 

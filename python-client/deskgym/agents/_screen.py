@@ -1,0 +1,80 @@
+"""What the vendor adapters share: the frame a model sees (the screen scaled down to a
+size the vendor recommends) and the way back from a pixel of that frame to the screen's
+(ACI's ``floor(p * source_size / delivered_size)``), so the model clicks what it saw."""
+
+from __future__ import annotations
+
+import base64
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from deskgym.errors import DeskgymError
+
+__all__ = ["Screen"]
+
+
+@dataclass
+class Screen:
+    """One env's screen as a model sees it: ``width`` x ``height`` frames of the
+    ``screen_width`` x ``screen_height`` display (``max_long_edge`` asks the server for
+    them; 0: full size)."""
+
+    env: Any
+    screen_width: int
+    screen_height: int
+    max_long_edge: int
+    width: int = 0
+    height: int = 0
+    #: The last env step an action made: (obs, reward, terminated, truncated, info).
+    last: tuple[Any, ...] | None = None
+
+    @classmethod
+    def fit(cls, env: Any, box: tuple[int, int] | None) -> Screen:
+        """The screen scaled (never up) to fit ``box``; ``None``: full size. The frame's
+        size is what the server delivers (it rounds), learned from one screenshot."""
+        sw, sh = int(env._pool.width), int(env._pool.height)
+        scale = 1.0 if box is None else min(1.0, box[0] / sw, box[1] / sh)
+        long_edge = 0 if scale >= 1.0 else max(1, int(max(sw, sh) * scale))
+        me = cls(env, sw, sh, long_edge)
+        me.png()
+        return me
+
+    def png(self) -> bytes:
+        """A screenshot at the model's size, as PNG."""
+        obs = self.env.client.screenshot(self.env.env_id, max_long_edge=self.max_long_edge, encoding="png")
+        self.width, self.height = int(obs.width), int(obs.height)
+        data: bytes = obs.frame
+        return data
+
+    def png_base64(self) -> str:
+        return base64.b64encode(self.png()).decode()
+
+    def to_screen(self, x: Any, y: Any, what: str) -> tuple[int, int]:
+        """A pixel of the model's frame on the screen; outside the frame is an error."""
+        if isinstance(x, bool) or isinstance(y, bool) or not isinstance(x, (int, float)) or not isinstance(y, (int, float)):
+            raise DeskgymError("INVALID_ARGUMENT", f"{what}: expected two numbers, got {x!r}, {y!r}", what)
+        if not (0 <= x < self.width and 0 <= y < self.height):
+            raise DeskgymError("INVALID_ARGUMENT",
+                               f"{what} ({x}, {y}) is outside the {self.width}x{self.height} screenshot", what)
+        return (min(self.screen_width - 1, int(x * self.screen_width // self.width)),
+                min(self.screen_height - 1, int(y * self.screen_height // self.height)))
+
+    def to_model(self, x: int, y: int) -> tuple[int, int]:
+        """A screen pixel in the model's frame (the pointer's position, say)."""
+        return x * self.width // self.screen_width, y * self.height // self.screen_height
+
+    def act(self, *actions: dict[str, Any]) -> tuple[Any, ...] | None:
+        """Runs deskgym actions on the env; the last step's (obs, reward, terminated,
+        truncated, info)."""
+        for a in actions:
+            self.last = self.env.step(a)
+        return self.last
+
+    def pointer(self) -> tuple[int, int]:
+        obs = self.env.client.screenshot(self.env.env_id, max_long_edge=16, encoding="png")
+        return self.to_model(int(obs.pointer.x), int(obs.pointer.y))
+
+    @staticmethod
+    def sleep(seconds: float) -> None:
+        time.sleep(seconds)
