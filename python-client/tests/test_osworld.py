@@ -263,8 +263,9 @@ def test_wallpaper_setup_and_getter(make_env: Any) -> None:
     env.reset(task_config=task("os/b3d4a89c-53f2-4d6b-8b6a-541fb5d205fa.json"))
     import requests
 
-    nothing = requests.post(f"http://{env.vm_ip}:{env.server_port}/wallpaper", timeout=30)
-    assert nothing.status_code == 404, "no wallpaper set yet: 404, as OSWorld's server answers"
+    # A fresh desktop has a wallpaper, as OSWorld's snapshot does (the profile sets one).
+    first = requests.post(f"http://{env.vm_ip}:{env.server_port}/wallpaper", timeout=30)
+    assert first.status_code == 200 and first.content == pathlib.Path("/usr/share/pixmaps/debian-logo.png").read_bytes()
     buf = io.BytesIO()
     Image.new("RGB", (40, 30), (10, 120, 200)).save(buf, format="PNG")
     env.deskgym.put_file("/home/user/Pictures/my wall.png", buf.getvalue())
