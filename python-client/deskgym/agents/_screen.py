@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import base64
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,6 +72,16 @@ class Screen:
         for a in actions:
             self.last = self.env.step(a)
         return self.last
+
+    @contextmanager
+    def holding(self, keys: str) -> Iterator[None]:
+        """``keys`` ("shift", "ctrl+alt") held down for the ``with`` body, released
+        whatever happens in it."""
+        self.act({"verb": "key_down", "keys": keys})
+        try:
+            yield
+        finally:
+            self.act({"verb": "key_up", "keys": keys})
 
     def pointer(self) -> tuple[int, int]:
         obs = self.env.client.screenshot(self.env.env_id, max_long_edge=16, encoding="png")

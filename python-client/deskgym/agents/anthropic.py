@@ -104,11 +104,8 @@ class ComputerTool:
             s.act(*({"verb": "key", "keys": k} for k in _keys(_text(inp.get("text"), "text"))))
         elif action == "hold_key":
             keys, seconds = _text(inp.get("text"), "text"), self._duration(inp)
-            s.act({"verb": "key_down", "keys": keys})
-            try:
+            with s.holding(keys):
                 s.sleep(seconds)
-            finally:
-                s.act({"verb": "key_up", "keys": keys})
         elif action == "type":
             s.act({"verb": "type_text", "text": _text(inp.get("text"), "text")})
         elif action == "mouse_move":
@@ -147,11 +144,8 @@ class ComputerTool:
         if not mods:
             self.screen.act(act)
             return
-        self.screen.act({"verb": "key_down", "keys": _text(mods, "text")})
-        try:
+        with self.screen.holding(_text(mods, "text")):
             self.screen.act(act)
-        finally:
-            self.screen.act({"verb": "key_up", "keys": mods})
 
     def _maybe_at(self, inp: dict[str, Any]) -> dict[str, Any]:
         if inp.get("coordinate") is None:

@@ -110,12 +110,8 @@ class ComputerTool:
             return
         if not isinstance(keys, list):
             raise DeskgymError("INVALID_ARGUMENT", f"keys: expected a list of key names, got {keys!r}", "keys")
-        chord = "+".join(keysym(k) for k in keys)
-        self.screen.act({"verb": "key_down", "keys": chord})
-        try:
+        with self.screen.holding("+".join(keysym(k) for k in keys)):
             self.screen.act(act)
-        finally:
-            self.screen.act({"verb": "key_up", "keys": chord})
 
     def _act(self, a: dict[str, Any]) -> None:
         kind, s = a.get("type"), self.screen
