@@ -124,23 +124,27 @@ fn bgrx_to_rgb_words(src: &[u8], out: &mut [u8]) {
 }
 
 impl Frame {
-    /// The part of the frame inside `(x, y, w, h)`, clipped to the frame; `None` when
-    /// nothing of it is on screen.
-    pub fn crop(&self, x: i32, y: i32, w: u32, h: u32) -> Option<Frame> {
+    /// The part of the rectangle (x, y, w, h) on this frame, as [x, y, w, h]; `None`
+    /// when none of it is.
+    pub fn visible(&self, x: i32, y: i32, w: u32, h: u32) -> Option<[u32; 4]> {
         let x0 = x.clamp(0, self.width as i32) as u32;
         let y0 = y.clamp(0, self.height as i32) as u32;
         let x1 = (i64::from(x) + i64::from(w)).clamp(0, i64::from(self.width)) as u32;
         let y1 = (i64::from(y) + i64::from(h)).clamp(0, i64::from(self.height)) as u32;
-        if x1 <= x0 || y1 <= y0 {
-            return None;
-        }
-        let (cw, stride) = ((x1 - x0) as usize * 3, self.width as usize * 3);
-        let mut rgb = Vec::with_capacity(cw * (y1 - y0) as usize);
-        for row in y0..y1 {
+        (x1 > x0 && y1 > y0).then_some([x0, y0, x1 - x0, y1 - y0])
+    }
+
+    /// The part of the frame inside `(x, y, w, h)`, clipped to the frame; `None` when
+    /// nothing of it is on screen.
+    pub fn crop(&self, x: i32, y: i32, w: u32, h: u32) -> Option<Frame> {
+        let [x0, y0, w, h] = self.visible(x, y, w, h)?;
+        let (row_bytes, stride) = (w as usize * 3, self.width as usize * 3);
+        let mut rgb = Vec::with_capacity(row_bytes * h as usize);
+        for row in y0..y0 + h {
             let start = row as usize * stride + x0 as usize * 3;
-            rgb.extend_from_slice(&self.rgb[start..start + cw]);
+            rgb.extend_from_slice(&self.rgb[start..start + row_bytes]);
         }
-        Some(Frame::from_rgb(x1 - x0, y1 - y0, rgb))
+        Some(Frame::from_rgb(w, h, rgb))
     }
 
     /// The frame scaled down (box filter) so its long edge is at most `max_long_edge`;

@@ -78,25 +78,83 @@ pub(crate) fn client_ids(conn: &RustConnection, root: u32) -> Result<Vec<u32>> {
     )?))
 }
 
+/// True when a window manager runs (EWMH's `_NET_SUPPORTING_WM_CHECK` on the root).
+fn managed(conn: &RustConnection, root: u32) -> Result<bool> {
+    let check = atom(conn, "_NET_SUPPORTING_WM_CHECK")?;
+    Ok(!property(conn, root, check, AtomEnum::WINDOW.into(), 1)?.is_empty())
+}
+
+/// The top-level windows: the window manager's clients, or on a display without one
+/// (the bundled task app's bare Xvfb) the root's mapped children, as ACI specifies.
+fn top_level(conn: &RustConnection, root: u32) -> Result<Vec<u32>> {
+    if managed(conn, root)? {
+        return client_ids(conn, root);
+    }
+    let children = conn
+        .query_tree(root)
+        .map_err(err)?
+        .reply()
+        .map_err(err)?
+        .children;
+    let mut out = Vec::with_capacity(children.len());
+    for id in children {
+        let Ok(a) = conn.get_window_attributes(id).map_err(err)?.reply() else {
+            continue;
+        };
+        if a.map_state == xproto::MapState::VIEWABLE {
+            out.push(id);
+        }
+    }
+    Ok(out)
+}
+
+/// The focused top-level window: `_NET_ACTIVE_WINDOW`, or without a window manager the
+/// root child that holds the input focus.
+fn focused(conn: &RustConnection, root: u32) -> Result<Option<u32>> {
+    if managed(conn, root)? {
+        let active_atom = atom(conn, "_NET_ACTIVE_WINDOW")?;
+        return Ok(u32s(&property(
+            conn,
+            root,
+            active_atom,
+            AtomEnum::WINDOW.into(),
+            1,
+        )?)
+        .first()
+        .copied());
+    }
+    let mut w = conn
+        .get_input_focus()
+        .map_err(err)?
+        .reply()
+        .map_err(err)?
+        .focus;
+    // Up to the root's child; a bounded walk (X trees are shallow).
+    for _ in 0..64 {
+        if w == root || w == x11rb::NONE || w == 1 {
+            return Ok(None); // PointerRoot (1) or None: no window holds the focus
+        }
+        let Ok(t) = conn.query_tree(w).map_err(err)?.reply() else {
+            return Ok(None);
+        };
+        if t.parent == root {
+            return Ok(Some(w));
+        }
+        w = t.parent;
+    }
+    Ok(None)
+}
+
 /// Every top-level window with its title, class, pid and geometry.
 pub(crate) fn list(conn: &RustConnection, root: u32) -> Result<Vec<WindowInfo>> {
-    let active_atom = atom(conn, "_NET_ACTIVE_WINDOW")?;
-    let active = u32s(&property(
-        conn,
-        root,
-        active_atom,
-        AtomEnum::WINDOW.into(),
-        1,
-    )?)
-    .first()
-    .copied();
+    let active = focused(conn, root)?;
     let (net_name, utf8, net_pid) = (
         atom(conn, "_NET_WM_NAME")?,
         atom(conn, "UTF8_STRING")?,
         atom(conn, "_NET_WM_PID")?,
     );
     let mut out = Vec::new();
-    for id in client_ids(conn, root)? {
+    for id in top_level(conn, root)? {
         // A window may vanish between the list and these requests: skip it.
         let Ok(geo) = conn.get_geometry(id).map_err(err)?.reply() else {
             continue;
@@ -147,9 +205,9 @@ pub(crate) fn list(conn: &RustConnection, root: u32) -> Result<Vec<WindowInfo>> 
     Ok(out)
 }
 
-/// Fails unless `id` is a top-level window the window manager lists.
+/// Fails unless `id` is a top-level window (see [`top_level`]).
 fn check(conn: &RustConnection, root: u32, field: &str, id: u32) -> Result<()> {
-    if client_ids(conn, root)?.contains(&id) {
+    if top_level(conn, root)?.contains(&id) {
         Ok(())
     } else {
         Err(DesktopError::invalid(
@@ -181,9 +239,17 @@ fn message(
     conn.flush().map_err(err)
 }
 
-/// Raises and focuses a window.
+/// Raises and focuses a window: through the window manager, or without one by raising
+/// it and setting the input focus (ACI's WM-less fallback).
 pub(crate) fn activate(conn: &RustConnection, root: u32, id: u32) -> Result<()> {
     check(conn, root, "activate_window.window", id)?;
+    if !managed(conn, root)? {
+        let raise = xproto::ConfigureWindowAux::new().stack_mode(xproto::StackMode::ABOVE);
+        conn.configure_window(id, &raise).map_err(err)?;
+        conn.set_input_focus(xproto::InputFocus::PARENT, id, x11rb::CURRENT_TIME)
+            .map_err(err)?;
+        return conn.flush().map_err(err);
+    }
     message(
         conn,
         root,

@@ -205,6 +205,27 @@ def _finalize(leases: _Leases, channel: grpc.Channel) -> None:
     channel.close()
 
 
+_SCOPES = {
+    "screen": pb.SCREENSHOT_SCOPE_SCREEN,
+    "active_window": pb.SCREENSHOT_SCOPE_ACTIVE_WINDOW,
+    "window": pb.SCREENSHOT_SCOPE_WINDOW,
+}
+
+
+def observe_spec(
+    scope: str = "screen", window: int | None = None, max_long_edge: int = 0, jpeg_quality: int = 0
+) -> pb.ObserveSpec:
+    """ACI's screenshot levers: the ``screen``, the ``active_window`` or a ``window`` (a
+    ``window`` id alone means that window), scaled so the long edge is at most
+    ``max_long_edge`` (0: full size), JPEG ``jpeg_quality`` (0: the server's)."""
+    if scope not in _SCOPES:
+        raise DeskgymError("INVALID_ARGUMENT", f"scope {scope!r} is not one of {', '.join(_SCOPES)}", "scope")
+    if window is not None and scope == "screen":
+        scope = "window"
+    return pb.ObserveSpec(scope=_SCOPES[scope], window=window or 0, max_long_edge=max_long_edge,
+                          jpeg_quality=jpeg_quality)
+
+
 class Client:
     """Connection to a deskgym server.
 
@@ -447,22 +468,17 @@ class Client:
         max_long_edge: int = 0,
         encoding: str = "png",
         jpeg_quality: int = 0,
+        if_none_match: Sequence[str] = (),
     ) -> pb.Observation:
         """A screenshot of the ``screen``, the ``active_window`` or a ``window`` (id from
         :meth:`windows`), scaled down so its long edge is at most ``max_long_edge``
-        (0: full size), in ``encoding`` with ``jpeg_quality`` (0: the server's 80)."""
-        scopes = {
-            "screen": pb.SCREENSHOT_SCOPE_SCREEN,
-            "active_window": pb.SCREENSHOT_SCOPE_ACTIVE_WINDOW,
-            "window": pb.SCREENSHOT_SCOPE_WINDOW,
-        }
-        if scope not in scopes:
-            raise DeskgymError("INVALID_ARGUMENT", f"scope {scope!r} is not one of {', '.join(scopes)}", "scope")
-        if window is not None and scope == "screen":
-            scope = "window"
+        (0: full size), in ``encoding`` with ``jpeg_quality`` (0: the server's 80). The
+        same pixels as a hash in ``if_none_match`` come back ``not_modified``, without
+        bytes. :class:`deskgym.geometry.Display` maps its pixels to the screen."""
+        o = observe_spec(scope, window, max_long_edge, jpeg_quality)
         req = pb.ScreenshotRequest(
-            env_id=env_id, scope=scopes[scope], window=window or 0, max_long_edge=max_long_edge,
-            encoding=encoding_of(encoding), jpeg_quality=jpeg_quality,
+            env_id=env_id, scope=o.scope, window=o.window, max_long_edge=o.max_long_edge,
+            encoding=encoding_of(encoding), jpeg_quality=o.jpeg_quality, if_none_match=list(if_none_match),
         )
         return self._call(self._stub.Screenshot, req, pb.Observation)
 
@@ -562,10 +578,17 @@ class Client:
         encoding: str | None = None,
         if_none_match: Sequence[str] = (),
         tree: pb.TreeRequest | None = None,
+        observe: pb.ObserveSpec | dict[str, Any] | None = None,
     ) -> pb.StepResult:
-        """Applies one action to one env (``tree``: also read the accessibility tree after it)."""
+        """Applies one action to one env (``tree``: also read the accessibility tree after
+        it). ``observe`` (ACI's observe-after-act: ``scope``, ``window``,
+        ``max_long_edge``, ``jpeg_quality``, see :func:`observe_spec`) shapes the returned
+        observation; the episode's record stays the whole screen."""
+        if isinstance(observe, dict):
+            observe = observe_spec(**observe)
         req = pb.StepRequest(
-            env_id=env_id, action=action, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree
+            env_id=env_id, action=action, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree,
+            observe=observe,
         )
         return self._call(self._stub.Step, req, pb.StepResult)
 

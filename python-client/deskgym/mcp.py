@@ -3,14 +3,17 @@
     python -m deskgym.mcp --address 127.0.0.1:50051 --task click-button              # stdio
     python -m deskgym.mcp --address 127.0.0.1:50051 --transport http --port 8765      # streamable HTTP at /mcp
 
-Tools: ``screenshot`` (an image), ``click`` / ``double_click`` / ``right_click`` /
+Tools: ``screenshot`` (an image: the screen or the active window, optionally scaled
+down with ``max_long_edge``), ``click`` / ``double_click`` / ``right_click`` /
 ``move`` / ``scroll`` / ``drag`` with a pixel target (``x``, ``y``) or an element (``ref``
 from ``observe``, or ``role`` and/or ``name`` resolved against the live tree), ``type``,
 ``key``, ``wait``, ``observe`` (the element tree as text), ``list_windows``,
 ``launch_app``, ``reset``, ``open_desktop`` / ``close_desktop``; and ``exec``,
 ``read_file``, ``write_file``, ``list_directory`` only when the server was started with
 those capabilities granted (``--capabilities exec,files``; the deskgym server's policy
-must allow them too). Every tool takes an optional ``desktop`` (an env id; default: the
+must allow them too). Pixel coordinates (``x``, ``y``, ``to_x``, ``to_y``) are pixels of
+the desktop's last ``screenshot`` (scaled or window-scoped as it was), mapped to the
+screen through its geometry; before any screenshot, screen pixels. Every tool takes an optional ``desktop`` (an env id; default: the
 only one open). A deskgym failure is a tool error whose text starts with the deskgym
 code (``FAILED_PRECONDITION: element_not_found: ...``).
 
@@ -43,6 +46,7 @@ from deskgym.a11y import tree_request
 from deskgym.actions import to_proto
 from deskgym.client import Client, Pool
 from deskgym.errors import DeskgymError
+from deskgym.geometry import Display
 
 #: The host part of this server's window URIs (A2C-SMCP: the MCP server's unique id).
 WINDOW_HOST = "deskgym"
@@ -60,6 +64,9 @@ class Desktop:
     env_id: str
     task: str
     instruction: str = ""
+    #: The geometry of the last screenshot the agent was shown (pixel targets map
+    #: through it); ``None``: screen pixels.
+    display: Display | None = None
 
     @property
     def uri(self) -> str:
@@ -314,6 +321,8 @@ def build(
 
     def step(desktop: str | None, action: dict[str, Any]) -> CallToolResult:
         d = desktops.get(desktop)
+        if d.display is not None and not d.display.whole:
+            action = d.display.map_action(action)
         r = desktops.client.step(d.env_id, to_proto(action), encoding="png")
         d.instruction = r.info.instruction
         out = f"{action['verb']} done: step {r.info.step_index}, reward {r.reward:g}"
@@ -328,10 +337,18 @@ def build(
     tool = server.tool
 
     @tool()
-    async def screenshot(desktop: str | None = None) -> Image:
-        """The desktop's screen as a PNG image."""
+    async def screenshot(scope: str = "screen", max_long_edge: int = 0, desktop: str | None = None) -> Image:
+        """The desktop's screen (scope "screen") or focused window ("active_window") as a
+        PNG image, scaled down so its long edge is at most max_long_edge (0: full size).
+        Later x, y arguments are pixels of this image."""
+        if scope not in ("screen", "active_window"):
+            raise DeskgymToolError("INVALID_ARGUMENT", f"scope {scope!r} is not screen or active_window")
+
         def shot() -> bytes:
-            return bytes(desktops.client.screenshot(desktops.get(desktop).env_id, encoding="png").frame)
+            d = desktops.get(desktop)
+            obs = desktops.client.screenshot(d.env_id, scope=scope, max_long_edge=max_long_edge, encoding="png")
+            d.display = Display.of(obs)
+            return bytes(obs.frame)
         return Image(data=await blocking(shot), format="png")
 
     @tool()

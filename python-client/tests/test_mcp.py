@@ -117,6 +117,31 @@ def test_every_tool_over_stdio_on_a_bundled_task(address: str) -> None:
     anyio.run(main)
 
 
+@pytest.mark.real  # finds the target's pixels in the image
+def test_pixels_of_a_scaled_screenshot_click_what_the_agent_saw(address: str) -> None:
+    import numpy as np
+
+    from deskgym.agents import RED, centroid, mask
+
+    async def main() -> None:
+        params = stdio_params(address, "--task", "click-target", "--seed", "5", "--screen", "640x480")
+        async with stdio_client(params) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            shot = (await s.call_tool("screenshot", {"max_long_edge": 200})).content[0]
+            assert isinstance(shot, types.ImageContent)
+            img = np.asarray(Image.open(io.BytesIO(base64.b64decode(shot.data))).convert("RGB"))
+            assert img.shape[:2] == (150, 200)
+            at = centroid(mask(img, RED))
+            assert at is not None
+            # x, y are pixels of that 200x150 image, not of the 640x480 screen.
+            done = await ok(s, "click", x=at[0], y=at[1])
+            assert "reward 1" in done, (at, done)
+            assert "outside the 200x150 frame" in await error(s, "click", x=300, y=5)
+            assert (await error(s, "screenshot", scope="window")).startswith("INVALID_ARGUMENT")
+
+    anyio.run(main)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -45,6 +45,7 @@ impl Calls {
             encoding,
             known,
             tree,
+            ..Default::default()
         })
     }
 
@@ -73,13 +74,22 @@ impl Calls {
             &env.pool.spec.profile.apps,
             &env.pool.spec.profile.app_args,
         )?;
-        let opts = self.opts(
+        let mut opts = self.opts(
             &format!("{field}if_none_match"),
             item.encoding,
             &item.if_none_match,
             shared,
             item.tree.as_ref(),
         )?;
+        if let Some(o) = &item.observe {
+            opts.shape = convert::shape(
+                &format!("{field}observe."),
+                o.scope,
+                o.window,
+                o.max_long_edge,
+                o.jpeg_quality,
+            )?;
+        }
         self.mgr
             .on_env(&env, Call::Step, self.mgr.op_timeout(), move |e, cache| {
                 e.step(cache, &action, &opts, item.autoreset)

@@ -1,6 +1,7 @@
 """What the vendor adapters share: the frame a model sees (the screen scaled down to a
 size the vendor recommends) and the way back from a pixel of that frame to the screen's
-(ACI's ``floor(p * source_size / delivered_size)``), so the model clicks what it saw."""
+through the frame's own geometry (:class:`deskgym.geometry.Display`, ACI's
+``floor(p * source_size / delivered_size)``), so the model clicks what it saw."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from deskgym.errors import DeskgymError
+from deskgym.geometry import Display
 
 __all__ = ["Screen"]
 
@@ -30,6 +32,8 @@ class Screen:
     height: int = 0
     #: The last env step an action made: (obs, reward, terminated, truncated, info).
     last: tuple[Any, ...] | None = None
+    #: The geometry of the last screenshot the model was given.
+    display: Display | None = None
 
     @classmethod
     def fit(cls, env: Any, box: tuple[int, int] | None) -> Screen:
@@ -43,8 +47,9 @@ class Screen:
         return me
 
     def png(self) -> bytes:
-        """A screenshot at the model's size, as PNG."""
+        """A screenshot at the model's size, as PNG; later pixels map through its geometry."""
         obs = self.env.client.screenshot(self.env.env_id, max_long_edge=self.max_long_edge, encoding="png")
+        self.display = Display.of(obs)
         self.width, self.height = int(obs.width), int(obs.height)
         data: bytes = obs.frame
         return data
@@ -54,17 +59,17 @@ class Screen:
 
     def to_screen(self, x: Any, y: Any, what: str) -> tuple[int, int]:
         """A pixel of the model's frame on the screen; outside the frame is an error."""
-        if isinstance(x, bool) or isinstance(y, bool) or not isinstance(x, (int, float)) or not isinstance(y, (int, float)):
-            raise DeskgymError("INVALID_ARGUMENT", f"{what}: expected two numbers, got {x!r}, {y!r}", what)
-        if not (0 <= x < self.width and 0 <= y < self.height):
-            raise DeskgymError("INVALID_ARGUMENT",
-                               f"{what} ({x}, {y}) is outside the {self.width}x{self.height} screenshot", what)
-        return (min(self.screen_width - 1, int(x * self.screen_width // self.width)),
-                min(self.screen_height - 1, int(y * self.screen_height // self.height)))
+        if self.display is None:
+            self.png()
+        assert self.display is not None
+        return self.display.to_screen(x, y, what)
 
     def to_model(self, x: int, y: int) -> tuple[int, int]:
         """A screen pixel in the model's frame (the pointer's position, say)."""
-        return x * self.width // self.screen_width, y * self.height // self.screen_height
+        if self.display is None:
+            self.png()
+        assert self.display is not None
+        return self.display.to_frame(x, y) or (x * self.width // self.screen_width, y * self.height // self.screen_height)
 
     def act(self, *actions: dict[str, Any]) -> tuple[Any, ...] | None:
         """Runs deskgym actions on the env; the last step's (obs, reward, terminated,

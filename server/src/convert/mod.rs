@@ -9,7 +9,7 @@ use deskgym_worker::{Action, Button, Point, SettlePolicy};
 use crate::a11y::{Planned, Sel, Slot, parse_ref};
 use crate::backend::{Executed, Listing};
 use crate::config::Limits;
-use crate::env::{Checkpoint, Info, Obs, Reset, Restored, Stepped};
+use crate::env::{Checkpoint, Geometry, Info, Obs, Reset, Restored, Shape, Stepped};
 pub(crate) use crate::spec::Screen;
 use crate::spec::{Invalid, quote};
 use deskgym_worker::ExecSpec;
@@ -68,7 +68,78 @@ pub(crate) fn observation(o: Obs) -> pb::Observation {
         }),
         not_modified: o.not_modified,
         tree: o.tree,
+        frame_pointer: frame_point(o.geometry, (o.width, o.height), o.pointer),
+        display: Some(geometry(o.geometry, o.width, o.height)),
     }
+}
+
+/// ACI's frame descriptor of a frame `width` x `height` cut from `g`.
+fn geometry(g: Geometry, width: u32, height: u32) -> pb::FrameGeometry {
+    let [x, y, w, h] = g.source;
+    pb::FrameGeometry {
+        screen_width: g.screen.0,
+        screen_height: g.screen.1,
+        dpr: 1.0,
+        source_rect: Some(pb::Rect {
+            x: x as i32,
+            y: y as i32,
+            width: w as i32,
+            height: h as i32,
+        }),
+        delivered_width: width,
+        delivered_height: height,
+    }
+}
+
+/// A screen point in a delivered frame's pixels: the pixel whose source span holds it
+/// (the inverse of `source + floor(p * source / delivered)`); `None` outside the source.
+pub(crate) fn frame_point(g: Geometry, delivered: (u32, u32), p: Point) -> Option<pb::PointPx> {
+    let [sx, sy, sw, sh] = g.source.map(i64::from);
+    let (px, py) = (i64::from(p.x) - sx, i64::from(p.y) - sy);
+    if px < 0 || py < 0 || px >= sw || py >= sh {
+        return None;
+    }
+    let (dw, dh) = (i64::from(delivered.0), i64::from(delivered.1));
+    // The largest d with floor(d * s / dw) <= p: every delivered pixel maps back to a
+    // point at or before p, and the next one past it.
+    let axis = |p: i64, s: i64, d: i64| ((p * d + d - 1) / s).min(d - 1).max(0);
+    let (fx, fy) = (axis(px, sw, dw), axis(py, sh, dh));
+    Some(pb::PointPx {
+        x: fx as i32,
+        y: fy as i32,
+    })
+}
+
+/// ACI's observe levers (`StepRequest.observe`) checked; `None` is the whole screen.
+pub(crate) fn shape(
+    field: &str,
+    scope: i32,
+    window: u32,
+    max_long_edge: u32,
+    jpeg_quality: u32,
+) -> Result<Shape, Invalid> {
+    let window = match pb::ScreenshotScope::try_from(scope) {
+        Ok(pb::ScreenshotScope::Screen) => None,
+        Ok(pb::ScreenshotScope::ActiveWindow) => Some(None),
+        Ok(pb::ScreenshotScope::Window) => Some(Some(window)),
+        Err(_) => {
+            return Err(Invalid::new(
+                format!("{field}scope"),
+                format!("unknown scope {scope}"),
+            ));
+        }
+    };
+    if jpeg_quality > 100 {
+        return Err(Invalid::new(
+            format!("{field}jpeg_quality"),
+            format!("{jpeg_quality} is outside 1..=100 (0: the default)"),
+        ));
+    }
+    Ok(Shape {
+        window,
+        max_long_edge,
+        jpeg_quality: jpeg_quality as u8,
+    })
 }
 
 /// An episode's info on the wire.
@@ -101,6 +172,7 @@ pub(crate) fn step_result(s: Stepped) -> pb::StepResult {
         truncated: s.truncated,
         info: Some(step_info(s.info)),
         reset: s.reset.map(reset_response),
+        observe_error: s.observe_error.unwrap_or_default(),
     }
 }
 

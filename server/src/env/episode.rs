@@ -262,13 +262,14 @@ impl Env {
         } = ep.advance(out.app.reward, out.app.done, self.pool.spec.max_steps);
         let after = frame.hash;
         let episode_id = ep.log.episode_id.clone();
-        let mut observation = self.observation(
+        let (mut observation, observe_error) = self.shaped_observation(
+            d,
             cache,
             frame,
             pointer,
             out.settle,
             enc,
-            &opts.known,
+            opts,
             Some(&episode_id),
         )?;
         if let Some(t) = &opts.tree {
@@ -321,6 +322,7 @@ impl Env {
             truncated,
             info,
             reset,
+            observe_error,
         })
     }
 

@@ -275,6 +275,47 @@ pub(crate) struct Obs {
     pub(crate) not_modified: bool,
     /// The accessibility tree, when asked for.
     pub(crate) tree: Option<pb::AccessibilityTree>,
+    /// Where the frame's pixels come from on the screen.
+    pub(crate) geometry: Geometry,
+}
+
+/// Where a frame's pixels come from (ACI's `display`): the screen's size and the part
+/// of it the frame shows before scaling to `Obs::width` x `Obs::height`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Geometry {
+    /// Screen width and height.
+    pub(crate) screen: (u32, u32),
+    /// The source rectangle on the screen: x, y, width, height.
+    pub(crate) source: [u32; 4],
+}
+
+impl Geometry {
+    /// A frame of the whole screen at full size.
+    pub(crate) fn whole(width: u32, height: u32) -> Self {
+        Self {
+            screen: (width, height),
+            source: [0, 0, width, height],
+        }
+    }
+}
+
+/// What an observation shows when it is not the whole screen at full size (ACI's
+/// screenshot levers, on a Screenshot or after a step).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Shape {
+    /// `None`: the screen; `Some(None)`: the focused window; `Some(Some(id))`: a window.
+    pub(crate) window: Option<Option<u32>>,
+    /// Long edge at most this (0: full size).
+    pub(crate) max_long_edge: u32,
+    /// JPEG quality 1..=100 (0: the encoder's default, through the frame cache).
+    pub(crate) jpeg_quality: u8,
+}
+
+impl Shape {
+    /// The whole screen at full size in the default quality: the cached path.
+    pub(crate) fn is_whole(&self) -> bool {
+        self.window.is_none() && self.max_long_edge == 0 && self.jpeg_quality == 0
+    }
 }
 
 /// What a reset or step says about the episode.
@@ -305,6 +346,9 @@ pub(crate) struct Stepped {
     pub(crate) truncated: bool,
     pub(crate) info: Info,
     pub(crate) reset: Option<Reset>,
+    /// Why the capture `ObsOptions::shape` asked for could not be made (`obs` is then
+    /// the whole screen).
+    pub(crate) observe_error: Option<String>,
 }
 
 /// A restore's outcome: the rebuilt state and whether it matches the checkpoint.
@@ -325,6 +369,8 @@ pub(crate) struct ObsOptions {
     pub known: Vec<u128>,
     /// Read the accessibility tree too.
     pub tree: Option<TreeOpts>,
+    /// What a step's observation shows (observe-after-act); default: the whole screen.
+    pub shape: Shape,
 }
 
 /// One env: a desktop slot of a pool.

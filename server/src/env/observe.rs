@@ -4,8 +4,8 @@
 use super::*;
 
 impl Env {
-    /// Builds the wire observation through the fleet cache: pixels only when the client
-    /// does not hold this frame already.
+    /// Builds the wire observation of a whole-screen capture through the fleet cache:
+    /// pixels only when the client does not hold this frame already.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn observation(
         &self,
@@ -19,17 +19,7 @@ impl Env {
     ) -> Result<Obs, EnvError> {
         let (width, height, hash) = (frame.width, frame.height, frame.hash);
         let raw = Blob::new(width, height, Bytes::from(frame.rgb), &self.pool.owner);
-        // The recorder shares the buffer and stores each distinct frame once, on its thread.
-        self.pool.record(|| {
-            record::frame(
-                &deskgym_worker::hash_hex(hash),
-                width,
-                height,
-                raw.bytes.clone(),
-                &self.id,
-                episode,
-            )
-        });
+        self.record_frame(hash, width, height, &raw.bytes, episode);
         let not_modified = known.contains(&hash);
         let bytes = if not_modified {
             // Keep the raw frame cached for GetFrames; count what was not sent.
@@ -47,17 +37,117 @@ impl Env {
         } else {
             cache.put(hash, raw, enc)?.bytes
         };
+        let geometry = Geometry::whole(width, height);
         Ok(Obs {
             frame: bytes,
-            encoding: enc,
-            width,
-            height,
-            hash,
-            pointer,
-            settle,
             not_modified,
-            tree: None,
+            ..Obs::meta(enc, (width, height, hash), pointer, settle, geometry)
         })
+    }
+
+    /// Hands a whole-screen frame to the recorder, which shares the buffer and stores
+    /// each distinct frame once, on its thread.
+    fn record_frame(
+        &self,
+        hash: u128,
+        width: u32,
+        height: u32,
+        raw: &Bytes,
+        episode: Option<&str>,
+    ) {
+        self.pool.record(|| {
+            record::frame(
+                &deskgym_worker::hash_hex(hash),
+                width,
+                height,
+                raw.clone(),
+                &self.id,
+                episode,
+            )
+        });
+    }
+
+    /// The observation of a step whose caller asked for a shape other than the whole
+    /// screen (observe-after-act): the whole frame is recorded as usual, the shaped one
+    /// delivered. When the shape cannot be cut (no focused window, the window gone), the
+    /// whole screen is delivered and the reason returned beside it.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn shaped_observation(
+        &self,
+        d: &mut Box<dyn Desktop>,
+        cache: &FrameCache,
+        full: Frame,
+        pointer: Point,
+        settle: SettleReport,
+        enc: pb::ImageEncoding,
+        opts: &ObsOptions,
+        episode: Option<&str>,
+    ) -> Result<(Obs, Option<String>), EnvError> {
+        if opts.shape.is_whole() {
+            let obs = self.observation(cache, full, pointer, settle, enc, &opts.known, episode)?;
+            return Ok((obs, None));
+        }
+        match Self::cut(d, &full, &opts.shape) {
+            Ok((frame, geometry)) => {
+                let raw = Bytes::from(full.rgb);
+                self.record_frame(full.hash, full.width, full.height, &raw, episode);
+                let obs = deliver(
+                    frame,
+                    geometry,
+                    pointer,
+                    settle,
+                    enc,
+                    &opts.shape,
+                    &opts.known,
+                )?;
+                Ok((obs, None))
+            }
+            Err(e) => {
+                let why = EnvError::from(e).to_string();
+                let obs =
+                    self.observation(cache, full, pointer, settle, enc, &opts.known, episode)?;
+                Ok((obs, Some(why)))
+            }
+        }
+    }
+
+    /// Cuts `shape` out of a whole-screen frame: a window (clipped to the screen), then
+    /// scaled down.
+    pub(super) fn cut(
+        d: &mut Box<dyn Desktop>,
+        full: &Frame,
+        shape: &Shape,
+    ) -> Result<(Frame, Geometry), DesktopError> {
+        let screen = (full.width, full.height);
+        let (frame, source) = match shape.window {
+            None => (full.clone(), [0, 0, full.width, full.height]),
+            Some(which) => {
+                let ws = d.windows()?;
+                let w = match which {
+                    None => ws.iter().find(|w| w.focused).ok_or_else(|| {
+                        DesktopError::Exec("no window is focused on this desktop".into())
+                    })?,
+                    Some(id) => ws.iter().find(|w| w.id == id).ok_or_else(|| {
+                        DesktopError::invalid(
+                            "window",
+                            format!(
+                                "no window {id:#x} on this desktop; ListWindows gives the \
+                                 live ones"
+                            ),
+                        )
+                    })?,
+                };
+                let off = || DesktopError::Exec(format!("window {:#x} is off screen", w.id));
+                let source = full.visible(w.x, w.y, w.width, w.height).ok_or_else(off)?;
+                let [x, y, cw, ch] = source;
+                let frame = full.crop(x as i32, y as i32, cw, ch).ok_or_else(off)?;
+                (frame, source)
+            }
+        };
+        Ok((
+            frame.downscale(shape.max_long_edge),
+            Geometry { screen, source },
+        ))
     }
 
     /// Reads the tree and renders it. A tree that cannot be read (no accessibility bus,
@@ -219,46 +309,22 @@ impl Env {
         r.map(drop).inspect_err(|e| self.on_error(s, e))
     }
 
-    /// Blocking: a screenshot of the screen, the active window (`Some(None)`) or one
-    /// window (`Some(Some(id))`), scaled down to `max_long_edge` and encoded with
-    /// `jpeg_quality` (0: the default). Bypasses the frame cache (the quality is not part
-    /// of its key).
+    /// Blocking: a screenshot shaped by `shape` (a window, scaled down, a JPEG
+    /// quality). Bypasses the frame cache (the quality is not part of its key); a hash in
+    /// `known` comes back `not_modified`.
     pub(crate) fn screenshot(
         &self,
-        window: Option<Option<u32>>,
-        max_long_edge: u32,
+        shape: Shape,
         encoding: i32,
-        jpeg_quality: u8,
+        known: &[u128],
     ) -> Result<Obs, EnvError> {
         let enc = encoding_or(&self.pool.spec, encoding)?;
-        let (frame, pointer) = self.on_desktop(|d| {
+        let (frame, geometry, pointer) = self.on_desktop(|d| {
             let shot = (|| {
                 d.check_alive()?;
                 let full = d.capture()?;
-                let frame = match window {
-                    None => full,
-                    Some(which) => {
-                        let ws = d.windows()?;
-                        let w = match which {
-                            None => ws.iter().find(|w| w.focused).ok_or_else(|| {
-                                DesktopError::Exec("no window is focused on this desktop".into())
-                            })?,
-                            Some(id) => ws.iter().find(|w| w.id == id).ok_or_else(|| {
-                                DesktopError::invalid(
-                                    "window",
-                                    format!(
-                                        "no window {id:#x} on this desktop; ListWindows gives \
-                                         the live ones"
-                                    ),
-                                )
-                            })?,
-                        };
-                        full.crop(w.x, w.y, w.width, w.height).ok_or_else(|| {
-                            DesktopError::Exec(format!("window {:#x} is off screen", w.id))
-                        })?
-                    }
-                };
-                Ok::<_, DesktopError>((frame.downscale(max_long_edge), d.pointer()))
+                let (frame, geometry) = Self::cut(d, &full, &shape)?;
+                Ok::<_, DesktopError>((frame, geometry, d.pointer()))
             })();
             shot.map_err(|e| match EnvError::from(e) {
                 // A window id is a request field, not an action's.
@@ -270,22 +336,11 @@ impl Env {
             })
         })?;
         // Encoded after the env's state is released.
-        let (width, height, hash) = (frame.width, frame.height, frame.hash);
-        let bytes = crate::encode::encode_with(frame, enc, jpeg_quality)?;
-        Ok(Obs {
-            frame: Bytes::from(bytes),
-            encoding: enc,
-            width,
-            height,
-            hash,
-            pointer,
-            tree: None,
-            settle: SettleReport {
-                quiesced: true,
-                ..Default::default()
-            },
-            not_modified: false,
-        })
+        let settle = SettleReport {
+            quiesced: true,
+            ..Default::default()
+        };
+        deliver(frame, geometry, pointer, settle, enc, &shape, known)
     }
 
     /// Captures the screen (the one place a test can make a capture fail).
@@ -295,5 +350,57 @@ impl Env {
             return Err(DesktopError::X11("injected capture failure".into()));
         }
         d.capture()
+    }
+}
+
+/// Encodes a shaped frame outside the cache (`not_modified` when the client holds it).
+fn deliver(
+    frame: Frame,
+    geometry: Geometry,
+    pointer: Point,
+    settle: SettleReport,
+    enc: pb::ImageEncoding,
+    shape: &Shape,
+    known: &[u128],
+) -> Result<Obs, EnvError> {
+    let (width, height, hash) = (frame.width, frame.height, frame.hash);
+    let not_modified = known.contains(&hash);
+    let bytes = if not_modified {
+        Bytes::new()
+    } else {
+        let quality = match shape.jpeg_quality {
+            0 => crate::encode::JPEG_QUALITY,
+            q => q,
+        };
+        Bytes::from(crate::encode::encode_with(frame, enc, quality)?)
+    };
+    Ok(Obs {
+        frame: bytes,
+        not_modified,
+        ..Obs::meta(enc, (width, height, hash), pointer, settle, geometry)
+    })
+}
+
+impl Obs {
+    /// An observation's description without its pixels (empty until set).
+    fn meta(
+        encoding: pb::ImageEncoding,
+        (width, height, hash): (u32, u32, u128),
+        pointer: Point,
+        settle: SettleReport,
+        geometry: Geometry,
+    ) -> Obs {
+        Obs {
+            frame: Bytes::new(),
+            encoding,
+            width,
+            height,
+            hash,
+            pointer,
+            settle,
+            not_modified: false,
+            tree: None,
+            geometry,
+        }
     }
 }

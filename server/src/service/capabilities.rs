@@ -49,6 +49,8 @@ impl DeskgymService {
                 })
                 .collect(),
             allowed_capabilities: self.mgr.policy().allow.clone(),
+            observe_after_act: true,
+            binary_frames: true,
             capacity: Some({
                 let used = self.mgr.usage();
                 let free = pb::Capacity {

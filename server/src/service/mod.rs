@@ -542,32 +542,18 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let r = req.into_inner();
         let env = self.mgr.env(&r.env_id, &who)?;
-        let window = match pb::ScreenshotScope::try_from(r.scope) {
-            Ok(pb::ScreenshotScope::Screen) => None,
-            Ok(pb::ScreenshotScope::ActiveWindow) => Some(None),
-            Ok(pb::ScreenshotScope::Window) => Some(Some(r.window)),
-            Err(_) => {
-                return Err(Invalid::new("scope", format!("unknown scope {}", r.scope)).into());
-            }
-        };
-        if r.jpeg_quality > 100 {
-            return Err(Invalid::new(
-                "jpeg_quality",
-                format!("{} is outside 1..=100 (0: the default)", r.jpeg_quality),
-            )
-            .into());
-        }
-        let quality = if r.jpeg_quality == 0 {
-            crate::encode::JPEG_QUALITY
-        } else {
-            r.jpeg_quality as u8
-        };
+        let shape = convert::shape("", r.scope, r.window, r.max_long_edge, r.jpeg_quality)?;
+        let known = parse_hashes(
+            "if_none_match",
+            &r.if_none_match,
+            self.mgr.limits().max_if_none_match,
+        )?;
         let job = self.mgr.on_env(
             &env,
             Call::Screenshot,
             self.mgr.op_timeout(),
             move |e, _| {
-                e.screenshot(window, r.max_long_edge, r.encoding, quality)
+                e.screenshot(shape, r.encoding, &known)
                     .map(convert::observation)
             },
         )?;
