@@ -24,7 +24,14 @@ was held), ``held`` (a ``"risk": "risky"`` action under ``policy="hold"``) or ``
 (ran and failed: an ``assert`` whose target is not on screen, a click on an element that
 is gone). ``observe`` reports carry the fresh observation; ``done`` records the agent's
 verdict in the episode (``info["agent_status"]``, ``info["agent_reason"]``) and in the
-``.skn`` event log. See docs/axstream.md for the whole contract.
+``.skn`` event log.
+
+An ``observe`` ends the model's turn: every later line, in any fence, is skipped until
+the next response arrives with ``feed(chunk, turn=True)``. A held risky action runs
+when confirmed (:meth:`Executor.confirm`). With ``observe=`` (``max_long_edge``,
+``scope``), an observation is that shaped frame, and ``{"x","y"}`` targets after it are
+its pixels, mapped to the screen through its geometry. See docs/agents.md, "axstream",
+for the whole contract and its conformance table.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ import grpc
 import numpy as np
 
 from deskgym.a11y import Tree, tree_request
-from deskgym.client import Client, encoding_of
+from deskgym.client import Client, encoding_of, observe_spec
 from deskgym.errors import DeskgymError
 from deskgym.v1 import deskgym_pb2 as pb
 
@@ -107,7 +114,9 @@ class Executor:
     ``(client, env_id)`` pair. ``policy``: ``"hold"`` (default) holds risky actions and
     aborts the rest of their burst; ``"allow"`` runs them. ``tree``: observations of
     ``observe`` lines carry the element tree (``True`` or :func:`deskgym.a11y.tree_request`
-    options). ``timeout``: seconds one chunk may take to run.
+    options). ``observe``: what an observation shows (:func:`deskgym.client.observe_spec`
+    keywords: ``scope``, ``window``, ``max_long_edge``); pixel targets after one are its
+    pixels. ``timeout``: seconds one chunk may take to run.
     """
 
     def __init__(
@@ -117,6 +126,7 @@ class Executor:
         *,
         encoding: str = "rgb",
         tree: bool | dict[str, Any] = False,
+        observe: dict[str, Any] | None = None,
         timeout: float = 120.0,
     ) -> None:
         if policy not in POLICIES:
@@ -134,7 +144,8 @@ class Executor:
         self._ack = 0
         self._closed = False
         treq = tree_request(**tree) if isinstance(tree, dict) else (tree_request() if tree else None)
-        first = pb.DriveRequest(env_id=env_id, risky=POLICIES[policy], encoding=encoding_of(encoding), tree=treq)
+        first = pb.DriveRequest(env_id=env_id, risky=POLICIES[policy], encoding=encoding_of(encoding), tree=treq,
+                                observe=observe_spec(**observe) if observe else None)
 
         def requests() -> Iterator[pb.DriveRequest]:
             yield first
@@ -154,11 +165,11 @@ class Executor:
             self._events.put(DeskgymError.from_rpc(e))
         self._events.put(_END)
 
-    def _send(self, text: str) -> int:
+    def _send(self, text: str, turn: bool = False, confirm: Iterable[int] = ()) -> int:
         if self._closed:
             raise DeskgymError("FAILED_PRECONDITION", "the executor is closed")
         self._ack += 1
-        self._outgoing.put(pb.DriveRequest(text=text, ack=self._ack))
+        self._outgoing.put(pb.DriveRequest(text=text, ack=self._ack, turn=turn, confirm=list(confirm)))
         return self._ack
 
     def _next(self) -> Any:
@@ -205,10 +216,17 @@ class Executor:
         self.reports.append(rep)
         return rep
 
-    def feed(self, chunk: str) -> list[Report]:
+    def feed(self, chunk: str, *, turn: bool = False) -> list[Report]:
         """Sends a chunk of model text; returns the reports of the lines it completed
-        (after they ran), in order."""
-        return self._wait_ack(self._send(chunk))
+        (after they ran), in order. ``turn=True`` on the first chunk of the model's next
+        response (after an ``observe``)."""
+        return self._wait_ack(self._send(chunk, turn))
+
+    def confirm(self, *lines: int) -> list[Report]:
+        """Runs the risky actions held on ``lines`` (a person or a policy approved them);
+        a second report for each: executed or failed, or skipped when the line holds
+        nothing. The rest of their bursts stays aborted."""
+        return self._wait_ack(self._send("", confirm=lines))
 
     def close(self) -> list[Report]:
         """Ends the stream: a line still waiting for its newline is reported skipped

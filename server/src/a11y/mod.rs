@@ -539,6 +539,19 @@ pub(crate) enum QueryMiss {
     Many(Vec<String>),
 }
 
+/// True when `query` (one role, or `|`-separated alternatives) names `role`, ignoring
+/// case, spaces, `_` and `-` (`push_button`, `PushButton` and `push button` are one).
+pub(crate) fn role_matches(query: &str, role: &str) -> bool {
+    let key = |s: &str| -> String {
+        s.chars()
+            .filter(|c| !matches!(c, ' ' | '_' | '-'))
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let role = key(role);
+    query.split('|').any(|q| key(q) == role)
+}
+
 /// Resolves `{role, name}` against a reading: exact name, then case-insensitive, then a
 /// case-insensitive substring (an empty name: any element of the role); the first level
 /// with matches must have exactly one (preferring elements on screen when some are and
@@ -561,7 +574,7 @@ pub(crate) fn resolve_query<'a>(
         let mut hits: Vec<&Node> = tree
             .nodes
             .iter()
-            .filter(|n| role.is_empty() || n.role.eq_ignore_ascii_case(role))
+            .filter(|n| role.is_empty() || role_matches(role, &n.role))
             .filter(|n| test(n))
             .collect();
         if hits.len() > 1 {

@@ -111,6 +111,13 @@ pub(crate) enum Op {
         action: pb::Action,
         risky: bool,
     },
+    /// A well-formed action this env cannot run (`open` of an app it does not have):
+    /// reported failed with `code`, and the rest of its burst aborted.
+    Refused {
+        name: String,
+        code: tonic::Code,
+        why: String,
+    },
     /// Resolve a target; the burst aborts when it does not.
     Assert(pb::Target),
     /// End the burst with a fresh observation.
@@ -122,7 +129,7 @@ pub(crate) enum Op {
 impl Op {
     pub(crate) fn name(&self) -> &'static str {
         match self {
-            Op::Act { .. } => "act",
+            Op::Act { .. } | Op::Refused { .. } => "act",
             Op::Assert(_) => "assert",
             Op::Observe => "observe",
             Op::Done { .. } => "done",
@@ -208,37 +215,101 @@ fn fit<T: TryFrom<i64>>(v: i64, field: &str) -> Result<T, String> {
     T::try_from(v).map_err(|_| format!("{field:?} = {v} is out of range"))
 }
 
-/// macOS accessibility roles (what models write, as in the spec's `AXButton`) as the
-/// AT-SPI roles deskgym trees use; any other role is used as written.
+/// Roles as models write them (macOS accessibility roles, as in the spec's `AXButton`,
+/// and plain or ARIA words) as the AT-SPI roles deskgym trees use; `|` separates
+/// alternatives the live tree may use for the same thing. Any other role is used as
+/// written (matched ignoring case, spaces, `_` and `-`).
 const AX_ROLES: &[(&str, &str)] = &[
-    ("AXButton", "push button"),
-    ("AXCheckBox", "check box"),
-    ("AXRadioButton", "radio button"),
-    ("AXTextField", "text"),
-    ("AXTextArea", "text"),
-    ("AXSearchField", "text"),
-    ("AXStaticText", "label"),
+    ("AXButton", "push button|toggle button"),
+    ("AXCheckBox", "check box|check menu item"),
+    ("AXRadioButton", "radio button|radio menu item|page tab"),
+    ("AXRadioGroup", "panel|grouping|page tab list"),
+    ("AXTextField", "text|entry|password text|spin button"),
+    ("AXSecureTextField", "password text"),
+    ("AXTextArea", "text|paragraph|document text"),
+    ("AXSearchField", "text|entry"),
+    ("AXStaticText", "label|static|text"),
     ("AXLink", "link"),
-    ("AXMenuItem", "menu item"),
+    ("AXMenuItem", "menu item|check menu item|radio menu item"),
     ("AXMenu", "menu"),
     ("AXMenuBar", "menu bar"),
-    ("AXMenuButton", "push button"),
-    ("AXPopUpButton", "combo box"),
+    ("AXMenuBarItem", "menu"),
+    ("AXMenuButton", "push button|menu"),
+    ("AXPopUpButton", "combo box|push button|menu"),
     ("AXComboBox", "combo box"),
-    ("AXList", "list"),
-    ("AXTable", "table"),
+    ("AXList", "list|list box"),
+    ("AXListItem", "list item"),
+    ("AXTable", "table|tree table"),
+    ("AXGrid", "table"),
+    ("AXOutline", "tree|tree table"),
+    ("AXRow", "table row|list item|tree item"),
+    ("AXOutlineRow", "tree item|table row"),
+    ("AXColumn", "table column header|column header"),
     ("AXCell", "table cell"),
-    ("AXImage", "image"),
+    ("AXImage", "image|icon"),
     ("AXSlider", "slider"),
+    ("AXValueIndicator", "slider"),
+    ("AXIncrementor", "spin button"),
+    ("AXStepper", "spin button"),
+    ("AXProgressIndicator", "progress bar"),
+    ("AXBusyIndicator", "progress bar"),
+    ("AXLevelIndicator", "level bar"),
+    ("AXScrollBar", "scroll bar"),
+    ("AXScrollArea", "scroll pane|viewport"),
+    ("AXSplitGroup", "split pane"),
+    ("AXSplitter", "separator|split pane"),
     ("AXTabGroup", "page tab list"),
+    ("AXTab", "page tab"),
+    ("AXTabButton", "page tab"),
     ("AXToolbar", "tool bar"),
-    ("AXWindow", "frame"),
-    ("AXDialog", "dialog"),
-    ("AXSheet", "dialog"),
+    ("AXDisclosureTriangle", "toggle button|push button"),
+    ("AXSwitch", "toggle button|check box"),
+    ("AXToggle", "toggle button|check box"),
+    ("AXDateField", "date editor|text"),
+    ("AXColorWell", "push button|color chooser"),
+    ("AXHelpTag", "tool tip"),
+    ("AXWindow", "frame|window|dialog"),
+    ("AXDialog", "dialog|alert|file chooser"),
+    ("AXSheet", "dialog|alert"),
+    ("AXDrawer", "panel"),
+    ("AXPopover", "window|panel"),
+    ("AXApplication", "application"),
+    ("AXWebArea", "document web|document frame"),
+    ("AXDocument", "document frame|document text|document web"),
+    ("AXParagraph", "paragraph"),
     ("AXHeading", "heading"),
-    ("AXGroup", "panel"),
-    ("AXScrollArea", "scroll pane"),
+    ("AXGroup", "panel|grouping|section|filler"),
+    ("AXLayoutArea", "panel|filler"),
+    // Plain and ARIA words.
+    ("button", "push button|toggle button"),
+    ("textbox", "text|entry|password text"),
+    ("textfield", "text|entry|password text"),
+    ("input", "text|entry"),
+    ("checkbox", "check box"),
+    ("radio", "radio button"),
+    ("combobox", "combo box"),
+    ("menuitem", "menu item"),
+    ("listitem", "list item"),
+    ("row", "table row|list item|tree item"),
+    ("cell", "table cell"),
+    ("gridcell", "table cell"),
+    ("tab", "page tab"),
+    ("tablist", "page tab list"),
+    ("img", "image|icon"),
+    ("treeitem", "tree item"),
+    ("progressbar", "progress bar"),
+    ("scrollbar", "scroll bar"),
+    ("spinbutton", "spin button"),
+    ("switch", "toggle button|check box"),
 ];
+
+/// The AT-SPI role (or `|` alternatives) a model's role names.
+pub(crate) fn atspi_role(role: &str) -> String {
+    AX_ROLES
+        .iter()
+        .find(|(ax, _)| ax.eq_ignore_ascii_case(role))
+        .map_or_else(|| role.to_string(), |(_, atspi)| (*atspi).to_string())
+}
 
 /// A target object: `{"x","y"}`, `{"ax": {"id"}}` or `{"ax": {"role", "title"}}`.
 fn target(v: &Value, name: &str) -> Result<pb::Target, String> {
@@ -269,10 +340,7 @@ fn target(v: &Value, name: &str) -> Result<pb::Target, String> {
         if role.is_empty() && title.is_empty() {
             return Err(format!("{name}.ax needs an id, a role or a title"));
         }
-        let role = AX_ROLES
-            .iter()
-            .find(|(ax, _)| ax.eq_ignore_ascii_case(&role))
-            .map_or(role, |(_, atspi)| (*atspi).to_string());
+        let role = atspi_role(&role);
         return Ok(pb::Target {
             kind: Some(Kind::Element(pb::ElementQuery { role, name: title })),
         });
@@ -397,7 +465,16 @@ fn act(name: &str, o: &Map<String, Value>, apps: &[&str]) -> Result<Op, String> 
         "wait" => Verb::Wait(pb::Wait {
             ms: fit(int_field(o, "ms", 0)?, "ms")?,
         }),
-        "open" => Verb::LaunchApp(open(str_field(o, "target")?, apps)?),
+        "open" => match open(str_field(o, "target")?, apps) {
+            Ok(launch) => Verb::LaunchApp(launch),
+            Err(why) => {
+                return Ok(Op::Refused {
+                    name: name.to_string(),
+                    code: tonic::Code::FailedPrecondition,
+                    why,
+                });
+            }
+        },
         "set_value" => Verb::SetValue(pb::SetValue {
             target: Some(tgt("target")?),
             value: str_field(o, "value")?.to_string(),

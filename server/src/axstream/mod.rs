@@ -9,6 +9,7 @@
 //! through the same validation and step path as `Step`, so an axstream action and the
 //! same `Step` behave identically (element targets resolve when the line runs).
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use deskgym_proto::v1 as pb;
@@ -17,7 +18,7 @@ use tonic::Status;
 
 use crate::auth::Principal;
 use crate::calls::Calls;
-use crate::env::{Call, ObsOptions};
+use crate::env::{Call, Geometry, ObsOptions};
 use crate::pool::PoolError;
 use crate::spec::Invalid;
 
@@ -27,6 +28,8 @@ use lines::{ECHO, Framed, Framer, MAX_CHUNK, MAX_LINE, Op, parse};
 
 /// Reports queued towards a slow client before execution waits for it.
 const QUEUE: usize = 64;
+/// Held risky actions kept for a confirmation (the oldest is forgotten first).
+const HELD: usize = 16;
 
 /// Where a burst stands.
 #[derive(Default)]
@@ -50,6 +53,14 @@ pub(crate) struct Driver {
     burst: Burst,
     /// The line of a `done`: everything after it is skipped.
     done_at: Option<u32>,
+    /// The line of the `observe` that ended the model's turn: every line after it is
+    /// skipped until a message starts the next turn.
+    observed_at: Option<u32>,
+    /// Held risky actions by line, for `confirm`.
+    held: VecDeque<(u32, pb::Action)>,
+    /// The last observation's frame (geometry, delivered size): `{"x","y"}` targets are
+    /// its pixels.
+    frame: Option<(Geometry, (u32, u32))>,
 }
 
 /// The response stream of `Drive`.
@@ -89,6 +100,9 @@ impl Driver {
             framer: Framer::default(),
             burst: Burst::default(),
             done_at: None,
+            observed_at: None,
+            held: VecDeque::new(),
+            frame: None,
         })
     }
 
@@ -147,6 +161,15 @@ impl Driver {
             .into());
         }
         let received = self.ms();
+        if m.turn {
+            self.observed_at = None;
+        }
+        for &line in &m.confirm {
+            let report = self.confirm(line).await;
+            if !send(tx, report).await {
+                return Ok(());
+            }
+        }
         for framed in self.framer.push(&m.text) {
             let report = self.line(framed, received).await;
             if !send(tx, report).await {
@@ -201,12 +224,19 @@ impl Driver {
             }
         };
         r.op = op.name().into();
-        if let Op::Act { name, .. } = &op {
+        if let Op::Act { name, .. } | Op::Refused { name, .. } = &op {
             r.action = name.clone();
         }
         if let Some(done) = self.done_at {
             r.status = S::Skipped as i32;
             r.reason = format!("the task ended at done on line {done}");
+            return r;
+        }
+        if let Some(at) = self.observed_at {
+            r.status = S::Skipped as i32;
+            r.reason = format!(
+                "the turn ended at observe on line {at}; the next response starts with `turn`"
+            );
             return r;
         }
         if let Some((status, why)) = &self.burst.halted {
@@ -216,37 +246,70 @@ impl Driver {
         }
         r.started_ms = self.ms();
         match op {
-            Op::Act { action, risky, .. } => {
-                if risky && !self.allow_risky {
+            Op::Act {
+                mut action, risky, ..
+            } => {
+                if let Err(why) = self.to_screen(&mut action) {
+                    r.status = S::Skipped as i32;
+                    r.code = tonic::Code::InvalidArgument as i32;
+                    r.reason = why;
+                } else if risky && !self.allow_risky {
                     r.status = S::Held as i32;
-                    r.reason = "a risky action; the policy holds risky actions".into();
+                    r.reason = format!(
+                        "a risky action; the policy holds risky actions (confirm line {} to run it)",
+                        f.line
+                    );
+                    if self.held.len() == HELD {
+                        self.held.pop_front();
+                    }
+                    self.held.push_back((f.line, action));
                     self.halt(S::Aborted, format!("line {} (risky) was held", f.line));
                 } else {
-                    match self.step(action).await {
-                        Ok(mut result) => {
-                            result.observation = None;
-                            if let Some(reset) = result.reset.as_mut() {
-                                reset.observation = None;
-                            }
-                            r.status = S::Executed as i32;
-                            r.result = Some(result);
-                        }
-                        Err(e) => self.failed(&mut r, e),
-                    }
+                    let ran = self.step(action).await;
+                    self.stepped(&mut r, ran);
                 }
             }
-            Op::Assert(t) => match self.locate(t).await {
-                Ok(()) => r.status = S::Executed as i32,
-                Err(e) => self.failed(&mut r, e),
-            },
+            Op::Refused { code, why, .. } => {
+                // A well-formed action this env cannot run (`open` of an app it lacks):
+                // what follows was planned on it.
+                r.status = S::Failed as i32;
+                r.code = code as i32;
+                r.reason = why.clone();
+                self.halt(S::Aborted, format!("line {} failed: {why}", f.line));
+            }
+            Op::Assert(mut t) => {
+                let located = match self.target_to_screen(&mut t) {
+                    Ok(()) => self.locate(t).await,
+                    Err(why) => Err(Invalid::new("target", why).into()),
+                };
+                if let Err(e) = located {
+                    // The spec's barrier: whatever kept the target from resolving (an
+                    // off-screen point too), the burst aborts.
+                    let s = Status::from(e);
+                    r.status = S::Failed as i32;
+                    r.code = s.code() as i32;
+                    r.reason = s.message().to_string();
+                    self.halt(
+                        S::Aborted,
+                        format!("line {} (assert) did not resolve: {}", f.line, s.message()),
+                    );
+                } else {
+                    r.status = S::Executed as i32;
+                }
+            }
             Op::Observe => match self.observe().await {
                 Ok(obs) => {
                     r.status = S::Executed as i32;
+                    self.frame = obs.display.as_ref().map(|g| {
+                        let s = g.source_rect.unwrap_or_default();
+                        let geometry = Geometry {
+                            screen: (g.screen_width, g.screen_height),
+                            source: [s.x, s.y, s.width, s.height].map(|v| v.max(0) as u32),
+                        };
+                        (geometry, (g.delivered_width, g.delivered_height))
+                    });
                     r.observation = Some(obs);
-                    self.halt(
-                        S::Skipped,
-                        format!("the burst ended at observe on line {}", f.line),
-                    );
+                    self.observed_at = Some(f.line);
                 }
                 Err(e) => self.failed(&mut r, e),
             },
@@ -263,6 +326,88 @@ impl Driver {
         }
         r.finished_ms = self.ms();
         r
+    }
+
+    /// Fills an act's report from its step.
+    fn stepped(&mut self, r: &mut pb::LineReport, ran: Result<pb::StepResult, PoolError>) {
+        match ran {
+            Ok(mut result) => {
+                result.observation = None;
+                if let Some(reset) = result.reset.as_mut() {
+                    reset.observation = None;
+                }
+                r.status = pb::LineStatus::Executed as i32;
+                r.result = Some(result);
+            }
+            Err(e) => self.failed(r, e),
+        }
+    }
+
+    /// Runs the risky action held on `line` (a confirmation): its second report.
+    async fn confirm(&mut self, line: u32) -> pb::LineReport {
+        let burst = self.burst.number;
+        let mut r = self.report(line, burst, "");
+        r.op = "act".into();
+        r.received_ms = self.ms();
+        let Some(i) = self.held.iter().position(|(l, _)| *l == line) else {
+            r.status = pb::LineStatus::Skipped as i32;
+            r.reason = format!("no held action on line {line} to confirm");
+            return r;
+        };
+        let Some((_, action)) = self.held.remove(i) else {
+            return r;
+        };
+        r.started_ms = self.ms();
+        if let Some(done) = self.done_at {
+            r.status = pb::LineStatus::Skipped as i32;
+            r.reason = format!("the task ended at done on line {done}");
+        } else {
+            let ran = self.step(action).await;
+            self.stepped(&mut r, ran);
+            // A confirmation stands alone: it never aborts the stream's next burst.
+            self.burst.halted = None;
+        }
+        r.finished_ms = self.ms();
+        r
+    }
+
+    /// Maps an action's pixel targets from the last observation's frame to the screen.
+    fn to_screen(&self, action: &mut pb::Action) -> Result<(), String> {
+        use pb::action::Verb;
+        let targets: Vec<&mut pb::Target> = match action.verb.as_mut() {
+            Some(Verb::Click(v)) => v.target.iter_mut().collect(),
+            Some(Verb::DoubleClick(v)) => v.target.iter_mut().collect(),
+            Some(Verb::RightClick(v)) => v.target.iter_mut().collect(),
+            Some(Verb::Move(v)) => v.target.iter_mut().collect(),
+            Some(Verb::Scroll(v)) => v.target.iter_mut().collect(),
+            Some(Verb::Drag(v)) => v.from.iter_mut().chain(v.to.iter_mut()).collect(),
+            Some(Verb::SetValue(v)) => v.target.iter_mut().collect(),
+            Some(Verb::InvokeAction(v)) => v.target.iter_mut().collect(),
+            _ => Vec::new(),
+        };
+        targets
+            .into_iter()
+            .try_for_each(|t| self.target_to_screen(t))
+    }
+
+    /// A `{"x","y"}` target as a pixel of the last observation's frame, on the screen
+    /// (ACI: `source + floor(p * source / delivered)`).
+    fn target_to_screen(&self, t: &mut pb::Target) -> Result<(), String> {
+        let (Some((g, (dw, dh))), Some(pb::target::Kind::PointPx(p))) =
+            (self.frame, t.kind.as_mut())
+        else {
+            return Ok(());
+        };
+        if p.x < 0 || p.y < 0 || p.x as u32 >= dw || p.y as u32 >= dh {
+            return Err(format!(
+                "({}, {}) is outside the {dw}x{dh} frame of the last observation",
+                p.x, p.y
+            ));
+        }
+        let [sx, sy, sw, sh] = g.source.map(u64::from);
+        p.x = (sx + p.x as u64 * sw / u64::from(dw)) as i32;
+        p.y = (sy + p.y as u64 * sh / u64::from(dh)) as i32;
+        Ok(())
     }
 
     fn halt(&mut self, status: pb::LineStatus, why: String) {

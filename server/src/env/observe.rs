@@ -245,7 +245,7 @@ impl Env {
         Ok(action)
     }
 
-    /// Blocking: a capture without acting.
+    /// Blocking: a capture without acting (shaped by `opts.shape`: a window, scaled).
     pub(crate) fn observe(&self, cache: &FrameCache, opts: &ObsOptions) -> Result<Obs, EnvError> {
         let _running = self.enter();
         let enc = encoding_or(&self.pool.spec, opts.encoding)?;
@@ -264,8 +264,20 @@ impl Env {
                     quiesced: true,
                     ..Default::default()
                 };
-                let mut obs =
-                    self.observation(cache, frame, pointer, settle, enc, &opts.known, None)?;
+                let mut obs = if opts.shape.is_whole() {
+                    self.observation(cache, frame, pointer, settle, enc, &opts.known, None)?
+                } else {
+                    let (frame, geometry) = Self::cut(d, &frame, &opts.shape)?;
+                    deliver(
+                        frame,
+                        geometry,
+                        pointer,
+                        settle,
+                        enc,
+                        &opts.shape,
+                        &opts.known,
+                    )?
+                };
                 if let Some(t) = &opts.tree {
                     let s = &mut *s;
                     let d = s

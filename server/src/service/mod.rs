@@ -467,13 +467,22 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let mut inbound = req.into_inner();
         let first = first_message(&mut inbound, "env_id", "the first names the env").await?;
-        let observe = self.calls.opts(
+        let mut observe = self.calls.opts(
             "if_none_match",
             first.encoding,
             &[],
             &[],
             first.tree.as_ref(),
         )?;
+        if let Some(o) = &first.observe {
+            observe.shape = convert::shape(
+                "observe.",
+                o.scope,
+                o.window,
+                o.max_long_edge,
+                o.jpeg_quality,
+            )?;
+        }
         let driver = crate::axstream::Driver::new(self.calls.clone(), who, &first, observe)?;
         Ok(Response::new(driver.run(
             first,
