@@ -54,7 +54,7 @@ pub use a11y::{ElementAction, Live, Node, Tree, widget_tree};
 pub use action::{Action, Button, Point};
 /// The sandbox agent's program (binary `deskgym-sandbox-agent`).
 pub use agent::main as agent_main;
-pub use agent::{Entry as DirEntry, ExecEnd, ExecSpec, SessionProgram};
+pub use agent::{Entry as DirEntry, ExecCancel, ExecEnd, ExecSpec, SessionProgram};
 /// The sandbox agent's wire, as the server (and the hostile-tenant tests) speak it.
 pub use agent::{Reply as AgentReply, Request as AgentRequest};
 /// The task app's program (binary `deskgym-task-app`).

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -205,6 +206,52 @@ def _finalize(leases: _Leases, channel: grpc.Channel) -> None:
     channel.close()
 
 
+_cancel_scope = threading.local()
+
+
+class Cancel:
+    """Cancels the deskgym calls made under :func:`cancellable` from another thread: the
+    RPC in flight ends with CANCELLED (the server skips it if it had not started; an
+    input already sent to the desktop stays sent), and later ones fail at once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._flight: set[Any] = set()
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            flight = list(self._flight)
+        for f in flight:
+            f.cancel()
+
+    def run(self, future: Any) -> Any:
+        """Waits for a gRPC call future, unless cancelled."""
+        with self._lock:
+            if self.cancelled:
+                future.cancel()
+            self._flight.add(future)
+        try:
+            return future.result()
+        except grpc.FutureCancelledError:
+            raise DeskgymError("CANCELLED", "the call was cancelled") from None
+        finally:
+            with self._lock:
+                self._flight.discard(future)
+
+
+@contextmanager
+def cancellable(token: Cancel) -> Iterator[None]:
+    """Makes this thread's deskgym calls cancellable through ``token``."""
+    previous = getattr(_cancel_scope, "token", None)
+    _cancel_scope.token = token
+    try:
+        yield
+    finally:
+        _cancel_scope.token = previous
+
+
 _SCOPES = {
     "screen": pb.SCREENSHOT_SCOPE_SCREEN,
     "active_window": pb.SCREENSHOT_SCOPE_ACTIVE_WINDOW,
@@ -280,9 +327,16 @@ class Client:
 
     def _call(self, method: Callable[..., Any], request: Any, reply: type[_T]) -> _T:
         """Calls ``method``; the reply is checked to be a ``reply`` (the generated gRPC
-        stubs are untyped), failures raise :class:`DeskgymError`."""
+        stubs are untyped), failures raise :class:`DeskgymError`. Inside
+        :func:`cancellable`, the call ends when its token is cancelled."""
+        token: Cancel | None = getattr(_cancel_scope, "token", None)
         try:
-            r = method(request, timeout=self.timeout, metadata=self._metadata)
+            if token is None:
+                r = method(request, timeout=self.timeout, metadata=self._metadata)
+            else:
+                # A gRPC unary callable's future form can be cancelled from another thread.
+                call = method.future(request, timeout=self.timeout, metadata=self._metadata)  # type: ignore[attr-defined]
+                r = token.run(call)
         except grpc.RpcError as e:
             err = DeskgymError.from_rpc(e)
             if err.code == "UNAVAILABLE" and ("connect" in err.message.lower() or "refused" in err.message):

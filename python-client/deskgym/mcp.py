@@ -19,7 +19,10 @@ code (``FAILED_PRECONDITION: element_not_found: ...``).
 
 Each open desktop is a ``window://deskgym/<env id>`` resource (its instruction and element
 tree as text), so an A2C-SMCP Computer shows it on its Desktop; opening or closing one
-sends ``notifications/resources/list_changed``.
+sends ``notifications/resources/list_changed``, and a tool call that changes a subscribed
+desktop's screen or episode sends ``notifications/resources/updated`` for it (an SMCP
+Computer turns both into ``server:update_desktop``). A cancelled call cancels its deskgym
+RPC: a call still queued never runs; an input already sent cannot be taken back.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import anyio
 from mcp.server.fastmcp import Context, FastMCP, Image
 from mcp.server.fastmcp.exceptions import ResourceError, ToolError
 from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp import types
 from mcp.types import Annotations, CallToolResult, TextContent
 from mcp.types import Resource as MCPResource
 from pydantic import AnyUrl
@@ -44,7 +48,7 @@ from typing_extensions import TypedDict
 
 from deskgym.a11y import tree_request
 from deskgym.actions import to_proto
-from deskgym.client import Client, Pool
+from deskgym.client import Cancel, Client, Pool, cancellable
 from deskgym.errors import DeskgymError
 from deskgym.geometry import Display
 
@@ -64,6 +68,8 @@ class Desktop:
     env_id: str
     task: str
     instruction: str = ""
+    #: The screen, episode and end as tool calls last left them.
+    state: str = ""
     #: The geometry of the last screenshot the agent was shown (pixel targets map
     #: through it); ``None``: screen pixels.
     display: Display | None = None
@@ -83,6 +89,21 @@ class Desktops:
         self.screen = screen
         self._open: dict[str, Desktop] = {}
         self._lock = threading.Lock()
+        #: URIs of desktops whose screen or episode a tool call changed, not yet notified.
+        self._changed: set[str] = set()
+
+    def changed(self, d: Desktop, state: str) -> None:
+        """Notes the state (screen, episode, ended) a call left ``d`` in; a new one is a
+        content change."""
+        with self._lock:
+            if state != d.state:
+                d.state = state
+                self._changed.add(d.uri)
+
+    def take_changed(self) -> set[str]:
+        with self._lock:
+            out, self._changed = self._changed, set()
+        return out
 
     def open(self, task: str, profile: str | None = None, seed: int | None = None,
              capabilities: Sequence[str] | None = None) -> Desktop:
@@ -149,13 +170,23 @@ def _tool_error(e: DeskgymError) -> DeskgymToolError:
 
 def blocking(fn: Callable[[], _T]) -> Awaitable[_T]:
     """Runs a blocking deskgym call on a worker thread; a cancelled tool call returns at
-    once (the call finishes on its own, bounded by the deskgym server's limits)."""
+    once and cancels the deskgym RPC in flight (a call the server has not started never
+    runs; an input already sent stays sent)."""
 
     async def run() -> _T:
+        token = Cancel()
+
+        def call() -> _T:
+            with cancellable(token):
+                return fn()
+
         try:
-            return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
+            return await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
         except DeskgymError as e:
             raise _tool_error(e) from None
+        except anyio.get_cancelled_exc_class():
+            token.cancel()
+            raise
 
     return run()
 
@@ -177,10 +208,36 @@ class DeskgymMCP(FastMCP):
     def __init__(self, desktops: Desktops, **settings: Any) -> None:
         super().__init__("deskgym", instructions=__doc__.split("\n\n")[2], **settings)
         self.desktops = desktops
+        #: window:// URIs the client subscribed to (resources/subscribe).
+        self.subscribed: set[str] = set()
+        low = self._mcp_server
+
+        async def subscribe(uri: AnyUrl) -> None:
+            self.subscribed.add(str(uri))
+
+        async def unsubscribe(uri: AnyUrl) -> None:
+            self.subscribed.discard(str(uri))
+
+        # The SDK's registration decorators are untyped.
+        low.subscribe_resource()(subscribe)  # type: ignore[no-untyped-call]
+        low.unsubscribe_resource()(unsubscribe)  # type: ignore[no-untyped-call]
+
+        # The SDK's capabilities say subscribe=False whatever handlers exist; this server
+        # serves subscriptions, so it says so (an SMCP Computer subscribes then).
+        capabilities = low.get_capabilities
+
+        def with_subscribe(*args: Any, **kwargs: Any) -> types.ServerCapabilities:
+            caps = capabilities(*args, **kwargs)
+            if caps.resources is not None:
+                caps.resources.subscribe = True
+            return caps
+
+        low.get_capabilities = with_subscribe  # type: ignore[method-assign]
 
     async def call_tool(self, name: str, arguments: dict[str, Any]) -> Any:
         """As FastMCP's, but a deskgym failure is a tool error that starts with its code
-        (FastMCP would prefix "Error executing tool ...")."""
+        (FastMCP would prefix "Error executing tool ..."); afterwards, subscribers hear of
+        the desktops the call changed."""
         try:
             return await super().call_tool(name, arguments)
         except ToolError as e:
@@ -189,6 +246,12 @@ class DeskgymMCP(FastMCP):
                 raise
             return CallToolResult(content=[TextContent(type="text", text=str(cause))], isError=True,
                                   _meta={"deskgym/code": cause.code})
+        finally:
+            changed = self.desktops.take_changed() & self.subscribed
+            if changed:
+                session = self.get_context().session
+                for uri in sorted(changed):
+                    await session.send_resource_updated(AnyUrl(uri))
 
     async def list_resources(self) -> list[MCPResource]:
         return [
@@ -325,6 +388,7 @@ def build(
             action = d.display.map_action(action)
         r = desktops.client.step(d.env_id, to_proto(action), encoding="png")
         d.instruction = r.info.instruction
+        desktops.changed(d, f"{r.observation.frame_hash} {r.info.episode} {r.terminated or r.truncated}")
         out = f"{action['verb']} done: step {r.info.step_index}, reward {r.reward:g}"
         if r.terminated or r.truncated:
             out += ", the episode ended (" + ("terminated" if r.terminated else "truncated") + "): call reset"
@@ -447,6 +511,7 @@ def build(
             d = desktops.get(desktop)
             r = desktops.client.reset(d.env_id, seed=seed, encoding="png")
             d.instruction = r.info.instruction
+            desktops.changed(d, f"{r.observation.frame_hash} {r.info.episode} False")
             return _typed(f"episode {r.info.episode} (seed {r.info.seed}): {d.instruction}",
                           EpisodeStart(episode=r.info.episode, seed=r.info.seed, instruction=d.instruction))
         return await blocking(go)

@@ -15,8 +15,10 @@ MCP server is ``python -m deskgym.mcp`` over stdio, so the Agent's tools are
 desktop reaches the Office as ``server:update_desktop``.
 
 What never leaves this machine: the deskgym token (read by the MCP server from
-``--token-file``; the Agent's ``client:get_config`` sees the file's path, never its
-contents) and files (``get_blob`` serves only blobs the Computer minted from tool results).
+``--token-file``, or from ``$DESKGYM_TOKEN``, which this command writes to a private file
+in its state directory because the SDK passes an MCP child only a few variables; the
+Agent's ``client:get_config`` sees the file's path, never its contents) and files
+(``get_blob`` serves only blobs the Computer minted from tool results).
 """
 
 from __future__ import annotations
@@ -63,6 +65,24 @@ def mcp_server_config(
         # given to the desktops (exec, files) are the operator's confirmation here.
         default_tool_meta=ToolMeta(auto_apply=True),
     )
+
+
+def token_file(given: str | None, state_dir: pathlib.Path) -> str | None:
+    """The deskgym token's file for the MCP child: ``given``, else ``$DESKGYM_TOKEN``
+    written to ``state_dir/deskgym.token`` (mode 0600, replaced atomically), else none."""
+    if given:
+        return given
+    token = os.environ.get("DESKGYM_TOKEN")
+    if not token:
+        return None
+    state_dir.mkdir(parents=True, exist_ok=True)
+    path = state_dir / "deskgym.token"
+    tmp = state_dir / f".deskgym.token.{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token)
+    os.replace(tmp, path)
+    return str(path)
 
 
 def computer(name: str, config: StdioServerConfig, state_dir: pathlib.Path) -> Computer:
@@ -118,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--name", default="deskgym", help="this Computer's name in the Office")
     p.add_argument("--auth-token-file", help="a file with the Office server's token (sent as auth.token)")
     p.add_argument("--address", default=os.environ.get("DESKGYM_ADDRESS", "127.0.0.1:50051"), help="the deskgym server")
-    p.add_argument("--token-file", help="a file with the deskgym token (read by the MCP server only)")
+    p.add_argument("--token-file", help="a file with the deskgym token (read by the MCP server only; "
+                   "default: $DESKGYM_TOKEN, kept in a private file of the state directory)")
     p.add_argument("--task", help="open a desktop of this task at start")
     p.add_argument("--profile")
     p.add_argument("--screen", help="WxH")
@@ -130,7 +151,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if a.auth_token_file:
         auth["token"] = pathlib.Path(a.auth_token_file).read_text().strip()
     config = mcp_server_config(a.address, task=a.task, profile=a.profile, screen=a.screen,
-                               capabilities=[c for c in a.capabilities.split(",") if c], token_file=a.token_file)
+                               capabilities=[c for c in a.capabilities.split(",") if c],
+                               token_file=token_file(a.token_file, a.state_dir / a.name))
     asyncio.run(serve(a.server, a.office, a.name, config, a.state_dir / a.name, auth))
 
 

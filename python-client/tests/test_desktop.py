@@ -287,3 +287,47 @@ def test_vector_env_reaches_each_sandbox_by_index(exec_server: Server) -> None:
         assert envs.screenshot(1).width == 320
     finally:
         envs.close()
+
+
+def test_a_cancelled_exec_is_killed_and_frees_its_env(exec_server: Server) -> None:
+    # A client that gives up on a long command (an MCP or SMCP cancel, a Ctrl+C) cancels
+    # the RPC: the command dies with it, and the env takes the next call instead of
+    # answering ABORTED until the command's own bound.
+    import threading
+
+    from deskgym.client import Cancel, cancellable
+
+    c = deskgym.Client(exec_server.address)
+    pool = c.create_pool("blank", 1, profile="desktop", capabilities=["exec"], screen=(640, 480))
+    try:
+        env = pool.env_ids[0]
+        c.reset(env, seed=0)
+        token, outcome = Cancel(), {}
+
+        def long_command() -> None:
+            with cancellable(token):
+                try:
+                    outcome["result"] = c.exec(env, "sleep 40; touch ~/late", shell=True, timeout=60)
+                except deskgym.DeskgymError as e:
+                    outcome["error"] = e
+
+        t = threading.Thread(target=long_command)
+        t.start()
+        time.sleep(1.5)
+        token.cancel()
+        t.join(10)
+        assert not t.is_alive() and outcome["error"].code == "CANCELLED", outcome
+
+        def free() -> deskgym.ExecResult | None:
+            try:
+                return c.exec(env, "pgrep -x sleep || echo none", shell=True)
+            except deskgym.DeskgymError as e:
+                assert e.code == "ABORTED", e  # the env still busy: try again
+                return None
+
+        left = wait_for(free, timeout=25, what="the env to take calls again")
+        assert left.stdout.strip() == "none", left.stdout
+        assert c.exec(env, "test -e ~/late", shell=True).exit_code == 1
+    finally:
+        c.release(pool)
+        c.close()

@@ -10,11 +10,13 @@ import io
 import json
 import pathlib
 import socket
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import socketio
 from aiohttp import web
+from conftest import Server
 from PIL import Image
 
 from deskgym import smcp
@@ -84,15 +86,31 @@ def result_text(r: dict[str, Any]) -> str:
     return "\n".join(c.get("text", "") for c in r.get("content", []))
 
 
+@pytest.fixture(scope="module")
+def token_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A deskgym server that answers only calls with the token."""
+    token = tmp_path_factory.mktemp("smcp-token") / "tokens"
+    token.write_text(SECRET + "\n")
+    s = Server("--token-file", str(token), "--idle-timeout-s", "0",
+               "--data-dir", str(tmp_path_factory.mktemp("smcp-data")))
+    yield s
+    s.stop()
+
+
 def test_the_computer_serves_every_event_on_real_desktops(
-    address: str, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
+    token_server: Server, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Small budgets so a screenshot goes through the blob channel in several chunks.
     monkeypatch.setenv("A2C_SKILL_INLINE_BUDGET", "1024")
     monkeypatch.setenv("A2C_BLOB_CHUNK_BYTES", "4096")
-    token_file = tmp_path / "deskgym.token"
-    token_file.write_text(SECRET)
-    config = smcp.mcp_server_config(address, task="click-button", screen="320x240", token_file=str(token_file))
+    # The token as an operator exports it: the SDK would not pass $DESKGYM_TOKEN to the
+    # MCP child, so it reaches the child as a private file (the server refuses calls
+    # without it, so every tool call below proves it arrived).
+    monkeypatch.setenv("DESKGYM_TOKEN", SECRET)
+    token_file = smcp.token_file(None, tmp_path / "state")
+    assert token_file is not None and (pathlib.Path(token_file).stat().st_mode & 0o777) == 0o600
+    config = smcp.mcp_server_config(token_server.address, task="click-button", screen="320x240",
+                                    token_file=token_file)
 
     async def main() -> None:
         office = Office()
@@ -193,9 +211,14 @@ async def exercise(office: Office) -> None:
     late = await office.tool("wait", req_id="w2", timeout=1, ms=10_000)
     assert late["isError"] and late["meta"]["a2c_timeout"] is True
 
-    # The element target solves the task.
+    # The element target solves the task; the desktop's window changed, so the Office
+    # hears server:update_desktop (the Computer subscribed to it).
+    office.updates.clear()
+    office.update.clear()
     done = await office.tool("click", role="push button", name=label)
     assert not done["isError"] and "reward 1" in result_text(done)
+    await asyncio.wait_for(office.update.wait(), 30)
+    assert office.updates.count("server:update_desktop") >= 1
 
     # Desktops coming and going reach the Office as server:update_desktop.
     office.updates.clear()

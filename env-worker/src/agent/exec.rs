@@ -48,11 +48,21 @@ fn drain(
 /// left may hold the pipes open for good, so its output is taken as it stands then.
 const OUTPUT_GRACE: Duration = Duration::from_millis(200);
 
-/// Runs one command to its end or its time bound.
+/// Why the wait for a command ended.
+enum Ended {
+    /// It exited (the status, when it was reaped here).
+    Exited(Option<std::process::ExitStatus>),
+    /// The worker hung up: nobody waits for the command any more.
+    HungUp,
+}
+
+/// Runs one command to its end, its time bound, or the worker hanging up on `hangup`
+/// (the connection the request came on; nothing more is read from it).
 pub(super) fn exec(
     spec: &ExecSpec,
     stdin: Vec<u8>,
     env: &[(String, String)],
+    hangup: Option<std::os::unix::net::UnixStream>,
 ) -> Result<(ExecEnd, Vec<u8>, Vec<u8>), String> {
     let started = Instant::now();
     let deadline = started + Duration::from_millis(spec.timeout_ms);
@@ -96,11 +106,21 @@ pub(super) fn exec(
         }
         let out = out_pipe.map(|r| drain(r, spec.max_output)).transpose()?;
         let err = err_pipe.map(|r| drain(r, spec.max_output)).transpose()?;
+        if let Some(mut conn) = hangup {
+            let tx = tx.clone();
+            helper(move || {
+                // The worker sends nothing more: a read ends only when it hangs up (or
+                // closes after the reply, when nobody listens on `tx` any more).
+                let _ = conn.read(&mut [0u8; 1]);
+                let _ = tx.send(Ended::HungUp);
+            })?;
+        }
         helper(move || {
             let mut raw = 0;
             // SAFETY: waits for our own child; nothing else reaps it.
             let r = unsafe { libc::waitpid(pgid, &mut raw, 0) };
-            let _ = tx.send((r == pgid).then(|| std::process::ExitStatus::from_raw(raw)));
+            let status = (r == pgid).then(|| std::process::ExitStatus::from_raw(raw));
+            let _ = tx.send(Ended::Exited(status));
         })?;
         Ok::<_, String>((out, err))
     })();
@@ -113,14 +133,23 @@ pub(super) fn exec(
         }
     };
     let left = deadline.saturating_duration_since(Instant::now());
+    let reaped = |exited: &mpsc::Receiver<Ended>| loop {
+        match exited.recv_timeout(Duration::from_secs(5)) {
+            Ok(Ended::Exited(status)) => break status,
+            Ok(Ended::HungUp) => continue,
+            Err(_) => break None,
+        }
+    };
     let (status, timed_out) = match exited.recv_timeout(left) {
-        Ok(status) => (status, false),
+        Ok(Ended::Exited(status)) => (status, false),
+        Ok(Ended::HungUp) => {
+            kill();
+            reaped(&exited);
+            return Err("the worker hung up; the command was killed".into());
+        }
         Err(_) => {
             kill();
-            (
-                exited.recv_timeout(Duration::from_secs(5)).ok().flatten(),
-                true,
-            )
+            (reaped(&exited), true)
         }
     };
     // Output ends when every holder of the pipes closes them; a background child of the

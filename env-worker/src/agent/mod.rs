@@ -28,7 +28,7 @@ mod wire;
 use exec::{exec, helper};
 use relay::connect;
 pub(crate) use wire::SessionSpec;
-pub use wire::{Entry, ExecEnd, ExecSpec, Reply, Request, SessionProgram};
+pub use wire::{Entry, ExecCancel, ExecEnd, ExecSpec, Reply, Request, SessionProgram};
 
 /// Where the session's programs and the sandbox's user start.
 pub(crate) const HOME: &str = "/home/user";
@@ -343,7 +343,9 @@ fn serve(conn: UnixStream, env: &[(String, String)], children: &Children) -> std
         Request::Exec(spec) => {
             let mut stdin = vec![0; spec.stdin_len];
             reader.read_exact(&mut stdin)?;
-            match exec(&spec, stdin, env) {
+            // The worker hangs up when the command's caller went away: it is killed then.
+            let hangup = conn.try_clone().ok();
+            match exec(&spec, stdin, env, hangup) {
                 Ok((end, out, err)) => {
                     reply_line(&mut conn, &Reply::Exec(end))?;
                     conn.write_all(&out)?;

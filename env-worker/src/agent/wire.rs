@@ -48,6 +48,65 @@ pub struct ExecSpec {
     pub max_output: usize,
     /// Bytes of stdin that follow the request line.
     pub stdin_len: usize,
+    /// The worker's way to stop the command early (its caller went away); never on the
+    /// wire.
+    #[serde(skip)]
+    pub cancel: ExecCancel,
+}
+
+/// Stops a running exec from another thread: the worker hangs up on the agent, which
+/// kills the command's process group. Cancelling before the exec starts makes it fail
+/// at once. Clones share one state.
+#[derive(Clone, Debug, Default)]
+pub struct ExecCancel(std::sync::Arc<std::sync::Mutex<CancelState>>);
+
+#[derive(Debug, Default)]
+struct CancelState {
+    cancelled: bool,
+    /// The connection of the exec in flight (a clone, to shut down).
+    conn: Option<std::os::unix::net::UnixStream>,
+}
+
+impl ExecCancel {
+    fn state(&self) -> std::sync::MutexGuard<'_, CancelState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stops the exec (now, or as soon as it starts).
+    pub fn cancel(&self) {
+        let mut s = self.state();
+        s.cancelled = true;
+        if let Some(c) = s.conn.take() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+
+    /// True once [`cancel`](Self::cancel) was called.
+    pub fn is_cancelled(&self) -> bool {
+        self.state().cancelled
+    }
+
+    /// Registers the exec's connection; false (and nothing kept) when already cancelled.
+    pub(crate) fn arm(&self, conn: &std::os::unix::net::UnixStream) -> bool {
+        let mut s = self.state();
+        if s.cancelled {
+            return false;
+        }
+        s.conn = conn.try_clone().ok();
+        true
+    }
+
+    /// The exec ended: nothing left to shut down.
+    pub(crate) fn disarm(&self) {
+        self.state().conn = None;
+    }
+}
+
+/// Every cancel handle is alike: a spec's equality is its command's.
+impl PartialEq for ExecCancel {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 /// A request to the agent.

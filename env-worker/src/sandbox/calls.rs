@@ -21,7 +21,15 @@ impl Sandbox {
         body: &[u8],
         bound: Duration,
     ) -> Result<(Reply, BufReader<UnixStream>)> {
-        let mut conn = self.connect_agent(bound)?;
+        let conn = self.connect_agent(bound)?;
+        Self::exchange(conn, req, body)
+    }
+
+    fn exchange(
+        mut conn: UnixStream,
+        req: &Request,
+        body: &[u8],
+    ) -> Result<(Reply, BufReader<UnixStream>)> {
         let mut line = serde_json::to_vec(req).map_err(std::io::Error::other)?;
         line.push(b'\n');
         conn.write_all(&line)?;
@@ -71,7 +79,18 @@ impl Sandbox {
         let bound = Duration::from_millis(spec.timeout_ms) + Duration::from_secs(5);
         let spec_max = spec.max_output;
         let oom_before = self.cgroup.as_ref().map_or(0, Cgroup::oom_kills);
-        let (reply, mut conn) = self.call(&Request::Exec(spec), stdin, bound)?;
+        let cancel = spec.cancel.clone();
+        let conn = self.connect_agent(bound)?;
+        let cancelled = || DesktopError::Exec("the exec was cancelled by its caller".into());
+        if !cancel.arm(&conn) {
+            return Err(cancelled());
+        }
+        let exchanged = Self::exchange(conn, &Request::Exec(spec), stdin);
+        cancel.disarm();
+        let (reply, mut conn) = match exchanged {
+            Err(_) if cancel.is_cancelled() => return Err(cancelled()),
+            other => other?,
+        };
         match reply {
             Reply::Exec(end) => {
                 // A command that failed while the kernel's memory bound killed in this

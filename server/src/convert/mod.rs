@@ -737,6 +737,7 @@ pub(crate) fn exec_spec(r: &pb::ExecRequest, l: &Limits) -> Result<ExecSpec, Inv
         }),
         max_output: l.max_exec_output as usize,
         stdin_len: 0,
+        cancel: Default::default(),
     })
 }
 

@@ -305,10 +305,15 @@ impl Deskgym for DeskgymService {
         let stdin = std::mem::take(&mut r.stdin);
         // The agent ends the command at its bound; the margin covers reporting back.
         let bound = Duration::from_millis(spec.timeout_ms) + EXEC_MARGIN;
+        // A client that cancels (or goes away) drops this future: the command is killed
+        // then, and the env is free again, instead of running to its bound.
+        let mut cancel = CancelOnDrop(Some(spec.cancel.clone()));
         let job = self.mgr.on_env(&env, Call::Exec, bound, move |e, _| {
             e.exec(&spec, &stdin).map(convert::exec_response)
         })?;
-        Ok(Response::new(job.finish().await?))
+        let out = job.finish().await;
+        cancel.0 = None;
+        Ok(Response::new(out?))
     }
 
     async fn list_windows(
@@ -567,5 +572,17 @@ impl Deskgym for DeskgymService {
             },
         )?;
         Ok(Response::new(job.finish().await?))
+    }
+}
+
+/// Cancels an exec when dropped while still holding it (its caller's future went away
+/// before the exec ended).
+struct CancelOnDrop(Option<deskgym_worker::ExecCancel>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if let Some(c) = self.0.take() {
+            c.cancel();
+        }
     }
 }
