@@ -112,6 +112,8 @@ pub enum Action {
     LaunchApp(Vec<String>),
     /// Raise and focus a window.
     ActivateWindow(u32),
+    /// Raise and focus the first window whose title contains this, ignoring case.
+    ActivateApp(String),
     /// Ask a window to close.
     CloseWindow(u32),
     /// Move a window's frame.

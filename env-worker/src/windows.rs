@@ -205,6 +205,35 @@ pub(crate) fn list(conn: &RustConnection, root: u32) -> Result<Vec<WindowInfo>> 
     Ok(out)
 }
 
+/// The first top-level window whose title contains `title`, ignoring case (ACI's
+/// `activate_window {app}`).
+pub(crate) fn titled(conn: &RustConnection, root: u32, title: &str) -> Result<u32> {
+    let want = title.to_lowercase();
+    let ws = list(conn, root)?;
+    ws.iter()
+        .find(|w| w.title.to_lowercase().contains(&want))
+        .map(|w| w.id)
+        .ok_or_else(|| {
+            let titles: Vec<String> = ws
+                .iter()
+                .take(10)
+                .map(|w| format!("{:?}", w.title))
+                .collect();
+            DesktopError::invalid(
+                "activate_window.app",
+                format!(
+                    "no window title contains {:?}; titles: {}",
+                    title,
+                    if titles.is_empty() {
+                        "none".into()
+                    } else {
+                        titles.join(", ")
+                    }
+                ),
+            )
+        })
+}
+
 /// Fails unless `id` is a top-level window (see [`top_level`]).
 fn check(conn: &RustConnection, root: u32, field: &str, id: u32) -> Result<()> {
     if top_level(conn, root)?.contains(&id) {

@@ -381,6 +381,10 @@ impl XSession {
             Action::Wait(ms) => std::thread::sleep(Duration::from_millis(u64::from(*ms))),
             Action::Noop => {}
             Action::ActivateWindow(id) => windows::activate(&self.conn, self.root, *id)?,
+            Action::ActivateApp(title) => {
+                let id = windows::titled(&self.conn, self.root, title)?;
+                windows::activate(&self.conn, self.root, id)?;
+            }
             Action::CloseWindow(id) => windows::close(&self.conn, self.root, *id)?,
             Action::MoveWindow { window, x, y } => windows::move_resize(
                 &self.conn,

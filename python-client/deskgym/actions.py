@@ -6,10 +6,16 @@ Dict forms (pixels ``x``/``y`` or normalised ``nx``/``ny`` in [0, 1]):
 - ``{"verb": "click", "x": 100, "y": 200}`` (optional ``button``: left/middle/right,
   ``count``: 1..3), also ``double_click``, ``right_click``, ``move``
 - ``{"verb": "drag", "x": 10, "y": 10, "to_x": 200, "to_y": 150}``
-- ``{"verb": "scroll", "x": 10, "y": 10, "dx": 0, "dy": 3}``
+- ``{"verb": "scroll", "x": 10, "y": 10, "dx": 0, "dy": 3}`` (wheel clicks; with
+  ``"pixels": True``, pixels as ACI has them, sent as clicks of 100 px)
 - ``{"verb": "mouse_down"}`` / ``{"verb": "mouse_up"}`` (optional position, ``button``)
 - ``{"verb": "type_text", "text": "hello"}``, ``{"verb": "key", "keys": "ctrl+s"}``
 - ``{"verb": "wait", "ms": 100}``, ``{"verb": "noop"}``
+- ``{"verb": "launch_app", "app": "terminal"}`` (an app of the profile; with the
+  ``exec`` grant also a program name on PATH or an absolute path, ``args`` verbatim)
+- ``{"verb": "activate_window", "window": id}`` or ``{"verb": "activate_window",
+  "app": "Text Editor"}`` (the first window whose title contains it); also
+  ``close_window``, ``move_window``, ``resize_window`` by id
 
 Wherever a position goes, an element of the accessibility tree may go instead:
 ``"ref": "e12"`` (a ref from :meth:`DeskgymEnv.observe` with ``structured=True``), or
@@ -152,7 +158,8 @@ def to_proto(action: Any) -> pb.Action:
         )
     if verb == "scroll":
         return pb.Action(
-            scroll=pb.Scroll(target=_target(a, "x", "y", "scroll.target"), dx=int(a.get("dx", 0)), dy=int(a.get("dy", 0)))
+            scroll=pb.Scroll(target=_target(a, "x", "y", "scroll.target"), dx=int(a.get("dx", 0)), dy=int(a.get("dy", 0)),
+                             pixels=bool(a.get("pixels", False)))
         )
     if verb == "mouse_down":
         return pb.Action(mouse_down=pb.MouseDown(target=_target(a, "x", "y", "mouse_down.target", required=False), button=_button(a)))
@@ -189,9 +196,12 @@ def to_proto(action: Any) -> pb.Action:
         if "app" not in a:
             raise _bad("launch_app.app", "missing 'app' (a name of the profile's apps, e.g. 'terminal')")
         return pb.Action(launch_app=pb.LaunchApp(app=str(a["app"]), args=[str(x) for x in a.get("args", ())]))
+    if verb == "activate_window" and "window" not in a and "app" in a:
+        return pb.Action(activate_window=pb.ActivateWindow(app=str(a["app"])))
     if verb in ("activate_window", "close_window", "move_window", "resize_window"):
         if "window" not in a:
-            raise _bad(f"{verb}.window", "missing 'window' (an id from windows())")
+            raise _bad(f"{verb}.window", "missing 'window' (an id from windows())"
+                       + (" or 'app' (a title substring)" if verb == "activate_window" else ""))
         w = int(a["window"])
         if verb == "activate_window":
             return pb.Action(activate_window=pb.ActivateWindow(window=w))

@@ -331,3 +331,42 @@ def test_a_cancelled_exec_is_killed_and_frees_its_env(exec_server: Server) -> No
     finally:
         c.release(pool)
         c.close()
+
+
+def test_launch_app_runs_a_program_by_path_under_exec_and_activate_window_finds_it_by_title(
+    exec_server: Server,
+) -> None:
+    c = deskgym.Client(exec_server.address)
+    plain = c.create_pool("blank", 1, profile="desktop", capabilities=["launch_app", "windows"], screen=(800, 600))
+    granted = c.create_pool("blank", 1, profile="desktop", capabilities=["exec", "launch_app", "windows"],
+                            screen=(800, 600))
+    try:
+        env = plain.env_ids[0]
+        c.reset(env, seed=0)
+        # Without exec, only the profile's catalog: a program by path is refused.
+        with pytest.raises(deskgym.DeskgymError) as e:
+            c.step(env, deskgym.to_proto({"verb": "launch_app", "app": "/usr/bin/xmessage"}))
+        assert e.value.code == "INVALID_ARGUMENT" and "needs the pool's exec grant" in e.value.message
+        env = granted.env_ids[0]
+        c.reset(env, seed=0)
+        for bad in ("../bin/xmessage", "-rf", "bin/xmessage"):
+            with pytest.raises(deskgym.DeskgymError) as e:
+                c.step(env, deskgym.to_proto({"verb": "launch_app", "app": bad}))
+            assert e.value.code == "INVALID_ARGUMENT" and e.value.field == "action.launch_app.app", bad
+        # An absolute path and a PATH name, arguments verbatim (flags included).
+        c.step(env, deskgym.to_proto({"verb": "launch_app", "app": "/usr/bin/xmessage",
+                                      "args": ["-title", "Proof One", "one"]}))
+        c.step(env, deskgym.to_proto({"verb": "launch_app", "app": "xmessage", "args": ["-title", "Proof Two", "two"]}))
+        wait_for(lambda: {"Proof One", "Proof Two"} <= {w.title for w in c.windows(env)}, what="both windows")
+        for title in ("proof one", "PROOF TWO", "Proof One"):
+            c.step(env, deskgym.to_proto({"verb": "activate_window", "app": title}))
+            focused = wait_for(lambda: [w.title for w in c.windows(env) if w.focused] == [title.title()] or None,
+                               what=f"{title} focused")
+            assert focused
+        with pytest.raises(deskgym.DeskgymError) as e:
+            c.step(env, deskgym.to_proto({"verb": "activate_window", "app": "no such window"}))
+        assert e.value.code == "INVALID_ARGUMENT" and "Proof One" in e.value.message
+    finally:
+        c.release(plain)
+        c.release(granted)
+        c.close()

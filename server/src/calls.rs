@@ -67,12 +67,18 @@ impl Calls {
         if let Some(capability) = convert::capability_of(item.action.as_ref()) {
             check_grant(&env, capability)?;
         }
+        let profile = &env.pool.spec.profile;
+        let widened = program_launch(&env, item.action.as_ref())?;
+        let (apps, app_args) = match &widened {
+            Some((apps, args)) => (apps, args),
+            None => (&profile.apps, &profile.app_args),
+        };
         let action = convert::action(
             item.action.as_ref(),
             env.pool.spec.screen,
             self.mgr.limits(),
-            &env.pool.spec.profile.apps,
-            &env.pool.spec.profile.app_args,
+            apps,
+            app_args,
         )?;
         let mut opts = self.opts(
             &format!("{field}if_none_match"),
@@ -131,6 +137,45 @@ impl Calls {
 }
 
 /// PERMISSION_DENIED unless the env's pool was granted `capability`.
+/// The catalog a `launch_app` of a program outside the profile's catalog runs against:
+/// ACI's PATH name or absolute path, arguments verbatim. Starting any program is what
+/// `exec` grants, so only a pool holding it gets this; `None` for any other action.
+type Catalog = (
+    std::collections::BTreeMap<String, Vec<String>>,
+    std::collections::BTreeMap<String, crate::profiles::AppArgs>,
+);
+
+fn program_launch(
+    env: &crate::env::Env,
+    action: Option<&pb::Action>,
+) -> Result<Option<Catalog>, PoolError> {
+    let Some(pb::action::Verb::LaunchApp(l)) = action.and_then(|a| a.verb.as_ref()) else {
+        return Ok(None);
+    };
+    let profile = &env.pool.spec.profile;
+    if profile.apps.contains_key(&l.app) || check_grant(env, "exec").is_err() {
+        // A catalog app, or no grant: the catalog's own rules (and its error) apply.
+        return Ok(None);
+    }
+    let p = &l.app;
+    let bare = !p.is_empty() && !p.contains('/') && !p.starts_with('-');
+    if !(bare || p.starts_with('/')) || p.contains('\0') || p.len() > 4096 {
+        return Err(Invalid::new(
+            "action.launch_app.app",
+            format!(
+                "{} is neither an app of the profile, a program name on PATH nor an absolute path",
+                crate::spec::quote(p)
+            ),
+        )
+        .into());
+    }
+    let mut apps = profile.apps.clone();
+    let mut args = profile.app_args.clone();
+    apps.insert(p.clone(), vec![p.clone()]);
+    args.insert(p.clone(), crate::profiles::AppArgs::Verbatim);
+    Ok(Some((apps, args)))
+}
+
 fn check_grant(env: &crate::env::Env, capability: &'static str) -> Result<(), PoolError> {
     if env.pool.spec.capabilities.iter().any(|c| c == capability) {
         Ok(())

@@ -119,6 +119,9 @@ pub(crate) enum AppArgs {
     Urls,
     /// Either.
     PathsOrUrls,
+    /// Anything but NUL: a program launched under the `exec` grant (ACI's `launch_app`
+    /// of a PATH name or absolute path, whose arguments go verbatim).
+    Verbatim,
 }
 
 impl AppArgs {
@@ -134,6 +137,9 @@ impl AppArgs {
                     && s.bytes()
                         .all(|b| b.is_ascii_alphanumeric() || b"+.-".contains(&b))
             });
+        if self == Self::Verbatim {
+            return arg.contains('\0').then_some("holds a NUL");
+        }
         if arg.starts_with('-') {
             return Some("is a flag; launch_app takes no flags (running commands is exec's)");
         }

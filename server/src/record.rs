@@ -484,6 +484,7 @@ pub(crate) fn step_row(action: &Action) -> StepRow {
             none(),
             json!({"window": w}),
         ),
+        Action::ActivateApp(app) => ("activate_window", none(), json!({"app": app})),
         Action::MoveWindow { window, x, y } => (
             "move_window",
             ActionCols::at(deskgym_worker::Point { x: *x, y: *y }),

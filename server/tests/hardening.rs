@@ -114,6 +114,7 @@ async fn hostile_numbers_are_refused_never_wrapped() {
                         target: px(10, 10),
                         dx,
                         dy,
+                        ..Default::default()
                     })),
                 ),
                 Duration::from_secs(10),

@@ -281,6 +281,7 @@ impl Page {
             }
             Action::LaunchApp(_)
             | Action::ActivateWindow(_)
+            | Action::ActivateApp(_)
             | Action::CloseWindow(_)
             | Action::MoveWindow { .. }
             | Action::ResizeWindow { .. } => {

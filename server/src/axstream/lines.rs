@@ -444,6 +444,8 @@ fn act(name: &str, o: &Map<String, Value>, apps: &[&str]) -> Result<Op, String> 
             target: Some(tgt("target")?),
             dx: fit(int_field(o, "dx", 0)?, "dx")?,
             dy: fit(int_field(o, "dy", 0)?, "dy")?,
+            // axstream's `"unit": "px"`: pixel deltas as ACI has them.
+            pixels: o.get("unit").and_then(Value::as_str) == Some("px"),
         }),
         "type" => Verb::TypeText(pb::TypeText {
             text: str_field(o, "text")?.to_string(),

@@ -36,8 +36,14 @@ fn any_verb() -> impl Strategy<Value = Verb> {
                 count,
             })
         }),
-        (any_target(), any::<i32>(), any::<i32>())
-            .prop_map(|(target, dx, dy)| Verb::Scroll(pb::Scroll { target, dx, dy })),
+        (any_target(), any::<i32>(), any::<i32>(), any::<bool>()).prop_map(
+            |(target, dx, dy, pixels)| Verb::Scroll(pb::Scroll {
+                target,
+                dx,
+                dy,
+                pixels
+            })
+        ),
         (
             any_target(),
             any_target(),

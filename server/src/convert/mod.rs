@@ -4,12 +4,12 @@ use std::collections::BTreeMap;
 
 use deskgym_proto::v1 as pb;
 use deskgym_worker::parse_chord;
-use deskgym_worker::{Action, Button, Point, SettlePolicy};
+use deskgym_worker::{Action, Button, Point};
 
 use crate::a11y::{Planned, Sel, Slot, parse_ref};
 use crate::backend::{Executed, Listing};
 use crate::config::Limits;
-use crate::env::{Checkpoint, Geometry, Info, Obs, Reset, Restored, Shape, Stepped};
+use crate::env::Shape;
 pub(crate) use crate::spec::Screen;
 use crate::spec::{Invalid, quote};
 use deskgym_worker::ExecSpec;
@@ -39,76 +39,6 @@ pub(crate) const VERBS: &[&str] = &[
     "invoke_action",
     "set_value",
 ];
-
-// ---------------------------------------------------------------------------
-// Worker and env results → wire messages (the one place that builds them).
-// ---------------------------------------------------------------------------
-
-/// An observation on the wire.
-pub(crate) fn observation(o: Obs) -> pb::Observation {
-    pb::Observation {
-        frame: o.frame,
-        encoding: o.encoding as i32,
-        width: o.width,
-        height: o.height,
-        frame_hash: deskgym_worker::hash_hex(o.hash),
-        pointer: Some(pb::PointPx {
-            x: o.pointer.x,
-            y: o.pointer.y,
-        }),
-        settle: Some(pb::SettleReport {
-            policy: match o.settle.policy {
-                SettlePolicy::Sync => pb::SettlePolicy::Sync,
-                SettlePolicy::Damage => pb::SettlePolicy::Damage,
-                SettlePolicy::Browser => pb::SettlePolicy::Browser,
-            } as i32,
-            waited_ms: o.settle.waited_ms,
-            quiesced: o.settle.quiesced,
-            damage_events: o.settle.damage_events,
-        }),
-        not_modified: o.not_modified,
-        tree: o.tree,
-        frame_pointer: frame_point(o.geometry, (o.width, o.height), o.pointer),
-        display: Some(geometry(o.geometry, o.width, o.height)),
-    }
-}
-
-/// ACI's frame descriptor of a frame `width` x `height` cut from `g`.
-fn geometry(g: Geometry, width: u32, height: u32) -> pb::FrameGeometry {
-    let [x, y, w, h] = g.source;
-    pb::FrameGeometry {
-        screen_width: g.screen.0,
-        screen_height: g.screen.1,
-        dpr: 1.0,
-        source_rect: Some(pb::Rect {
-            x: x as i32,
-            y: y as i32,
-            width: w as i32,
-            height: h as i32,
-        }),
-        delivered_width: width,
-        delivered_height: height,
-    }
-}
-
-/// A screen point in a delivered frame's pixels: the pixel whose source span holds it
-/// (the inverse of `source + floor(p * source / delivered)`); `None` outside the source.
-pub(crate) fn frame_point(g: Geometry, delivered: (u32, u32), p: Point) -> Option<pb::PointPx> {
-    let [sx, sy, sw, sh] = g.source.map(i64::from);
-    let (px, py) = (i64::from(p.x) - sx, i64::from(p.y) - sy);
-    if px < 0 || py < 0 || px >= sw || py >= sh {
-        return None;
-    }
-    let (dw, dh) = (i64::from(delivered.0), i64::from(delivered.1));
-    // The largest d with floor(d * s / dw) <= p: every delivered pixel maps back to a
-    // point at or before p, and the next one past it.
-    let axis = |p: i64, s: i64, d: i64| ((p * d + d - 1) / s).min(d - 1).max(0);
-    let (fx, fy) = (axis(px, sw, dw), axis(py, sh, dh));
-    Some(pb::PointPx {
-        x: fx as i32,
-        y: fy as i32,
-    })
-}
 
 /// ACI's observe levers (`StepRequest.observe`) checked; `None` is the whole screen.
 pub(crate) fn shape(
@@ -142,88 +72,10 @@ pub(crate) fn shape(
     })
 }
 
-/// An episode's info on the wire.
-pub(crate) fn step_info(i: Info) -> pb::StepInfo {
-    pb::StepInfo {
-        instruction: i.instruction,
-        task: i.task.to_string(),
-        step_index: i.step_index,
-        seed: i.seed,
-        episode: i.episode,
-        latency_ms: i.latency_ms,
-        extra: i.extra,
-    }
-}
-
-/// A Reset reply.
-pub(crate) fn reset_response(r: Reset) -> pb::ResetResponse {
-    pb::ResetResponse {
-        observation: Some(observation(r.obs)),
-        info: Some(step_info(r.info)),
-    }
-}
-
-/// A Step reply.
-pub(crate) fn step_result(s: Stepped) -> pb::StepResult {
-    pb::StepResult {
-        observation: Some(observation(s.obs)),
-        reward: s.reward,
-        terminated: s.terminated,
-        truncated: s.truncated,
-        info: Some(step_info(s.info)),
-        reset: s.reset.map(reset_response),
-        observe_error: s.observe_error.unwrap_or_default(),
-    }
-}
-
-fn fidelity(exact: bool) -> i32 {
-    if exact {
-        pb::Fidelity::Exact as i32
-    } else {
-        pb::Fidelity::Diverged as i32
-    }
-}
-
-/// A Restore reply.
-pub(crate) fn restore_response(r: Restored) -> pb::RestoreResponse {
-    pb::RestoreResponse {
-        observation: Some(observation(r.obs)),
-        info: Some(step_info(r.info)),
-        fidelity: fidelity(r.exact),
-        expected_hash: deskgym_worker::hash_hex(r.expected_hash),
-    }
-}
-
-/// One replica of a Fork reply.
-pub(crate) fn replica(env_id: String, r: Restored) -> pb::Replica {
-    pb::Replica {
-        env_id,
-        fidelity: fidelity(r.exact),
-        observation: Some(observation(r.obs)),
-        info: Some(step_info(r.info)),
-    }
-}
-
-/// A checkpoint on the wire.
-pub(crate) fn checkpoint(c: &Checkpoint) -> pb::Checkpoint {
-    let spec = &c.pool.spec;
-    pb::Checkpoint {
-        checkpoint_id: c.id.clone(),
-        pool_id: c.pool.id.clone(),
-        task: spec.task.id.to_string(),
-        seed: c.seed(),
-        screen: Some(pb::ScreenSize {
-            width: spec.screen.width,
-            height: spec.screen.height,
-        }),
-        step_index: c.step_index(),
-        frame_hash: deskgym_worker::hash_hex(c.frame_hash()),
-        env_id: c.env_id.clone(),
-    }
-}
-
 /// Largest scroll in wheel clicks per axis.
 const MAX_SCROLL: i32 = 50;
+/// Pixels per wheel click of a pixel scroll (Chromium's and GTK's step).
+const SCROLL_PX: i32 = 100;
 
 /// Longest key chord in bytes: real chords are a few names joined by `+`
 /// (`ctrl+shift+Page_Down` is 20); the bound keeps a hostile chord from holding a
@@ -407,15 +259,31 @@ pub(crate) fn action(
             )?,
         },
         Verb::Scroll(s) => {
+            let max = if s.pixels {
+                MAX_SCROLL * SCROLL_PX
+            } else {
+                MAX_SCROLL
+            };
             for (axis, v) in [("dx", s.dx), ("dy", s.dy)] {
                 // unsigned_abs: `i32::MIN.abs()` wraps to itself and would pass.
-                if v.unsigned_abs() > MAX_SCROLL.unsigned_abs() {
+                if v.unsigned_abs() > max.unsigned_abs() {
                     return Err(Invalid::new(
                         format!("action.scroll.{axis}"),
-                        format!("{v} is outside -{MAX_SCROLL}..={MAX_SCROLL}"),
+                        format!(
+                            "{v} is outside -{max}..={max}{}",
+                            if s.pixels { " pixels" } else { "" }
+                        ),
                     ));
                 }
             }
+            // Pixels as wheel clicks: rounded, and never a non-zero delta lost.
+            let clicks = |v: i32| {
+                if !s.pixels || v == 0 {
+                    return v;
+                }
+                let c = (f64::from(v) / f64::from(SCROLL_PX)).round() as i32;
+                if c == 0 { v.signum() } else { c }
+            };
             Action::Scroll {
                 at: target(
                     s.target.as_ref(),
@@ -424,8 +292,8 @@ pub(crate) fn action(
                     Slot::At,
                     &mut elements,
                 )?,
-                dx: s.dx,
-                dy: s.dy,
+                dx: clicks(s.dx),
+                dy: clicks(s.dy),
             }
         }
         Verb::Drag(d) => {
@@ -518,7 +386,8 @@ pub(crate) fn action(
                 return Err(Invalid::new(
                     "action.launch_app.app",
                     format!(
-                        "unknown app {}; this profile's apps: {}",
+                        "unknown app {}; this profile's apps: {} (a program by PATH name or \
+                         absolute path needs the pool's exec grant)",
                         quote(&l.app),
                         if known.is_empty() {
                             "none".to_string()
@@ -552,7 +421,24 @@ pub(crate) fn action(
             }
             Action::LaunchApp(argv.iter().chain(&l.args).cloned().collect())
         }
-        Verb::ActivateWindow(w) => Action::ActivateWindow(w.window),
+        Verb::ActivateWindow(w) => match (w.window, w.app.as_str()) {
+            (0, "") => {
+                return Err(Invalid::new(
+                    "action.activate_window",
+                    "name a window (an id from ListWindows) or an app (a title substring)",
+                ));
+            }
+            (0, app) => {
+                if app.len() > MAX_QUERY_BYTES || app.contains('\0') {
+                    return Err(Invalid::new(
+                        "action.activate_window.app",
+                        format!("is over {MAX_QUERY_BYTES} bytes or holds a NUL"),
+                    ));
+                }
+                Action::ActivateApp(app.to_string())
+            }
+            (id, _) => Action::ActivateWindow(id),
+        },
         Verb::CloseWindow(w) => Action::CloseWindow(w.window),
         Verb::MoveWindow(m) => Action::MoveWindow {
             window: m.window,
@@ -791,6 +677,9 @@ pub(crate) fn exec_response((end, stdout, stderr): Executed) -> pb::ExecResponse
         duration_ms: end.duration_ms,
     }
 }
+
+mod results;
+pub(crate) use results::*;
 
 #[cfg(test)]
 mod tests;

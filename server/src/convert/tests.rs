@@ -1,6 +1,7 @@
 //! Wire to worker conversion: every verb, its field-named errors and bounds.
 
 use super::*;
+use crate::env::Geometry;
 use pb::action::Verb;
 use pb::target::Kind;
 
@@ -247,4 +248,53 @@ fn observe_levers_are_checked_by_field() {
         (Some(Some(7)), 320, 50)
     );
     assert!(shape("", 0, 0, 0, 0).unwrap().is_whole());
+}
+
+fn converted(a: pb::Action) -> Action {
+    action(
+        Some(&a),
+        SCREEN,
+        &Limits::default(),
+        &BTreeMap::new(),
+        &BTreeMap::new(),
+    )
+    .unwrap()
+    .action
+}
+
+#[test]
+fn pixel_scrolls_become_wheel_clicks_and_windows_are_found_by_title() {
+    let scroll = |dx, dy, pixels| {
+        act(Verb::Scroll(pb::Scroll {
+            target: px(5, 5),
+            dx,
+            dy,
+            pixels,
+        }))
+    };
+    // ACI's pixel deltas: 100 px a click, rounded, a small delta still one click.
+    for (px_dy, clicks) in [(-300, -3), (149, 1), (151, 2), (1, 1), (-40, -1), (0, 0)] {
+        let Action::Scroll { dy, .. } = converted(scroll(0, px_dy, true)) else {
+            panic!()
+        };
+        assert_eq!(dy, clicks, "{px_dy} px");
+    }
+    let Action::Scroll { dy, .. } = converted(scroll(0, 3, false)) else {
+        panic!()
+    };
+    assert_eq!(dy, 3);
+    assert_eq!(err_field(scroll(0, 5001, true)), "action.scroll.dy");
+    assert_eq!(err_field(scroll(51, 0, false)), "action.scroll.dx");
+    let by_title = |window, app: &str| {
+        act(Verb::ActivateWindow(pb::ActivateWindow {
+            window,
+            app: app.into(),
+        }))
+    };
+    assert_eq!(
+        converted(by_title(0, "Text Editor")),
+        Action::ActivateApp("Text Editor".into())
+    );
+    assert_eq!(converted(by_title(7, "ignored")), Action::ActivateWindow(7));
+    assert_eq!(err_field(by_title(0, "")), "action.activate_window");
 }
