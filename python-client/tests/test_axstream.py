@@ -349,3 +349,30 @@ def test_pixels_of_a_downscaled_observation_click_what_the_model_saw(address: st
         ex.close()
     finally:
         env.close()
+
+
+def test_lines_after_observe_or_done_are_skipped_and_unknown_risk_classes_are_held(address: str) -> None:
+    env = deskgym.make("click-target", address=address, screen=(320, 240))
+    try:
+        env.reset(seed=13)
+        ex = Executor(env)
+        reports = ex.feed(
+            "```\n"
+            '{"op":"act","do":"wait","ms":5,"risk":"catastrophic"}\n'
+            "```\n```\n"
+            '{"op":"observe"}\n'
+            '{"op":"act","do":"wait","ms":5}\n'
+            "```\n"
+        )
+        assert [(r.op, r.status) for r in reports] == [("act", "held"), ("observe", "executed"), ("act", "skipped")]
+        assert "turn ended at observe" in reports[2].reason
+        done = ex.feed('```\n{"op":"done","status":"failure","reason":"gave up"}\n{"op":"act","do":"wait","ms":5}\n```\n'
+                       '```\n{"op":"act","do":"wait","ms":5}\n```\n', turn=True)
+        assert [(r.op, r.status) for r in done] == [("done", "executed"), ("act", "skipped"), ("act", "skipped")]
+        assert all("the task ended at done on line" in r.reason for r in done[1:])
+        # Even a new turn does not revive a finished task.
+        assert [r.status for r in ex.feed('```\n{"op":"act","do":"wait","ms":5}\n```\n', turn=True)] == ["skipped"]
+        assert ex.verdict == ("failure", "gave up")
+        ex.close()
+    finally:
+        env.close()

@@ -39,6 +39,8 @@ class Office:
         self.query = ""
         self.joined: dict[str, Any] = {}
         self.updates: list[str] = []
+        #: Joins and updates in the order they arrived.
+        self.order: list[str] = []
         self.update = asyncio.Event()
         self.sio.on("connect", self.on_connect, namespace=NS)
         self.sio.on("server:join_office", self.on_join, namespace=NS)
@@ -52,6 +54,7 @@ class Office:
 
     async def on_join(self, sid: str, data: dict[str, Any]) -> tuple[bool, str | None]:
         self.joined = data
+        self.order.append("join")
         self.computer = sid
         await self.sio.enter_room(sid, data["office_id"], namespace=NS)
         return True, None
@@ -62,6 +65,7 @@ class Office:
     def _recorder(self, ev: str) -> Any:
         async def record(sid: str, data: Any = None) -> None:
             self.updates.append(ev)
+            self.order.append(ev)
             self.update.set()
         return record
 
@@ -137,6 +141,9 @@ async def exercise(office: Office) -> None:
     assert office.auth == {"role": "computer"}
     assert "a2c_version=" in office.query
     assert office.joined == {"office_id": "office-1", "role": "computer", "name": NAME}
+    # The desktop opened at start changed the Desktop before the join: no update may
+    # precede it (§2.2).
+    assert office.order[0] == "join", office.order
     replies: list[Any] = []
 
     tools = await office.call("client:get_tools")
@@ -189,6 +196,10 @@ async def exercise(office: Office) -> None:
     for forged in ("not-a-handle", "file:///etc/passwd", "../../etc/passwd"):
         answer = await office.call("client:get_blob", blob_handle=forged)
         assert answer.get("code") == 4018, (forged, {k: v for k, v in answer.items() if k != "blob"})
+    # A range outside the blob is 4018 too (§8.5).
+    for offset in (-1, total + 1):
+        answer = await office.call("client:get_blob", blob_handle=handle, chunk_offset=offset)
+        assert answer.get("code") == 4018, (offset, {k: v for k, v in answer.items() if k != "blob"})
 
     # Tool errors stay CallToolResults with the deskgym code.
     bad = await office.tool("click", x=9999, y=1)
@@ -206,6 +217,7 @@ async def exercise(office: Office) -> None:
     cancelled = await office.tool("wait", req_id="w1", ms=30_000)
     await canceller
     assert cancelled["isError"] and cancelled["meta"]["a2c_cancelled"] is True
+    assert cancelled["meta"].get("a2c_cancel_reason") == "agent_requested", cancelled["meta"]
 
     # A tool call past its timeout is flagged.
     late = await office.tool("wait", req_id="w2", timeout=1, ms=10_000)
