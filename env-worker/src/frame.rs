@@ -190,6 +190,7 @@ impl Frame {
 mod tests {
     use super::*;
 
+    // spec: aci:4.frame-hash
     #[test]
     fn one_pixel_difference_changes_hash() {
         let a = vec![0u8; 64 * 48 * 3];
@@ -198,6 +199,7 @@ mod tests {
         assert_ne!(frame_hash(64, 48, &a), frame_hash(64, 48, &b));
     }
 
+    // spec: aci:4.frame-hash
     #[test]
     fn same_bytes_other_dimensions_differ() {
         let px = vec![7u8; 6 * 4 * 3];

@@ -58,6 +58,7 @@ fn same_seed_same_pixels_on_two_displays() {
     assert_ne!(fa.hash, b.capture().unwrap().hash);
 }
 
+// spec: aci:3.gestures
 #[test]
 fn drag_moves_the_item_into_the_zone() {
     let mut d = desktop("drag-to-zone", 640, 480);

@@ -47,6 +47,7 @@ def one(t: Tree, role: str, name: str | None = None) -> deskgym.Element:
     return hits[0]
 
 
+@pytest.mark.spec("aci:4.1.observe", "aci:4.1.element-actions", "aci:3.targets")
 def test_task_app_widgets_are_a_tree_with_element_targets(address: str) -> None:
     env = deskgym.make("click-button", address=address, screen=(640, 480), obs_type="a11y")
     try:
@@ -105,6 +106,7 @@ def test_set_value_types_into_the_task_field_and_gym_checks_pass(address: str) -
         env.close()
 
 
+@pytest.mark.spec("aci:4.1.stable-ids", "aci:4.1.element-actions", "aci:4.1.observe")
 def test_desktop_apps_trees_refs_set_value_and_stale_refs(exec_server: Server) -> None:
     lxml = pytest.importorskip("lxml.etree")
     env = deskgym.make(
@@ -201,6 +203,7 @@ def test_chromium_page_and_writer_have_trees_and_a_ref_click_activates(exec_serv
         env.close()
 
 
+@pytest.mark.spec("aci:4.1.bounded-walk")
 def test_a_stopped_application_leaves_a_partial_tree_not_a_hung_env(exec_server: Server) -> None:
     env = deskgym.make(
         "blank", address=exec_server.address, profile="desktop", screen=(1024, 768),

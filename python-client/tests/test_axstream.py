@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pathlib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -17,6 +20,17 @@ RESPONSE = (pathlib.Path(__file__).parent / "axstream" / "drag_response.txt").re
 RESPONSE_2 = (pathlib.Path(__file__).parent / "axstream" / "drag_response_2.txt").read_text()
 
 
+@contextmanager
+def episode(address: str, task: str, seed: int) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """A 320x240 env of ``task`` reset to ``seed`` (its info beside it), closed after."""
+    env = deskgym.make(task, address=address, screen=(320, 240))
+    try:
+        _, info = env.reset(seed=seed)
+        yield env, info
+    finally:
+        env.close()
+
+
 def chunks(text: str, n: int) -> list[str]:
     return [text[i:i + n] for i in range(0, len(text), n)]
 
@@ -25,6 +39,10 @@ def outline(reports: list[Report]) -> list[tuple[int, int, str, str, str]]:
     return [(r.line, r.burst, r.op, r.action, r.status) for r in reports]
 
 
+@pytest.mark.spec(
+    "axstream:2.buffer", "axstream:2.no-dedup", "axstream:3.burst", "axstream:6.3", "axstream:2.narration",
+    "axstream:3.3.turn",
+)
 def test_a_recorded_response_runs_the_same_in_chunks_of_1_7_and_4096(address: str) -> None:
     env = deskgym.make("drag-to-zone", address=address, screen=(320, 240))
     try:
@@ -55,6 +73,10 @@ def test_a_recorded_response_runs_the_same_in_chunks_of_1_7_and_4096(address: st
         env.close()
 
 
+@pytest.mark.spec(
+    "axstream:2.execute", "axstream:6.2", "axstream:3.3.observe", "axstream:3.3.turn", "axstream:6.5",
+    "axstream:4.role-title",
+)
 def test_the_drag_solves_the_task_and_observe_returns_the_screen(address: str) -> None:
     env = deskgym.make("drag-to-zone", address=address, screen=(320, 240))
     try:
@@ -80,6 +102,7 @@ def test_the_drag_solves_the_task_and_observe_returns_the_screen(address: str) -
         env.close()
 
 
+@pytest.mark.spec("axstream:2.buffer", "axstream:6.1")
 def test_a_line_cut_by_the_end_of_the_stream_never_runs(address: str) -> None:
     env = deskgym.make("type-word", address=address, screen=(320, 240))
     try:
@@ -98,6 +121,10 @@ def test_a_line_cut_by_the_end_of_the_stream_never_runs(address: str) -> None:
         env.close()
 
 
+@pytest.mark.spec(
+    "axstream:2.narration", "axstream:2.json-lines", "axstream:6.4", "axstream:3.1.shorthand",
+    "axstream:2.fence-open",
+)
 def test_narration_with_braces_and_invalid_lines_run_nothing(address: str) -> None:
     env = deskgym.make("click-target", address=address, screen=(320, 240))
     try:
@@ -129,6 +156,7 @@ def test_narration_with_braces_and_invalid_lines_run_nothing(address: str) -> No
         env.close()
 
 
+@pytest.mark.spec("axstream:3.2.assert", "axstream:6.6")
 def test_a_failed_assert_aborts_the_rest_of_its_burst_only(address: str) -> None:
     env = deskgym.make("click-button", address=address, screen=(320, 240))
     try:
@@ -159,6 +187,7 @@ def test_a_failed_assert_aborts_the_rest_of_its_burst_only(address: str) -> None
         env.close()
 
 
+@pytest.mark.spec("axstream:5.risk", "axstream:5.gate")
 def test_risky_actions_are_held_unless_the_policy_allows_them(address: str) -> None:
     # Through gymnasium.make's wrappers, as a Gym user holds it.
     env = gym.make("deskgym/ClickTarget-v0", address=address, screen=(320, 240))
@@ -183,6 +212,7 @@ def test_risky_actions_are_held_unless_the_policy_allows_them(address: str) -> N
         env.close()
 
 
+@pytest.mark.spec("axstream:3.4.done", "axstream:4.role-title", "axstream:6.5")
 def test_a_scripted_model_solves_click_button_and_the_verdict_is_recorded(address: str) -> None:
     env = deskgym.make("click-button", address=address, screen=(320, 240), record=f"axstream-{id(address)}")
     try:
@@ -224,6 +254,7 @@ def test_a_bad_first_message_is_a_clear_error(address: str) -> None:
         c.close()
 
 
+@pytest.mark.spec("axstream:x.line-limit")
 def test_drive_refuses_bad_first_messages_and_oversized_text_on_the_wire(address: str) -> None:
     import grpc
 
@@ -254,12 +285,11 @@ def test_drive_refuses_bad_first_messages_and_oversized_text_on_the_wire(address
         env.close()
 
 
+@pytest.mark.spec("axstream:7.example-1", "axstream:4.open", "axstream:x.failed-act")
 def test_the_specs_open_then_type_example_aborts_where_open_cannot_run(address: str) -> None:
     # axstream §7's burst on a bundled task, whose profile has no "Notes": the open
     # fails, so the typing planned for the new note never lands in the task's window.
-    env = deskgym.make("type-word", address=address, screen=(320, 240))
-    try:
-        env.reset(seed=8)
+    with episode(address, "type-word", 8) as (env, _):
         ex = Executor(env)
         reports = ex.feed(
             "```jsonl\n"
@@ -277,14 +307,11 @@ def test_the_specs_open_then_type_example_aborts_where_open_cannot_run(address: 
         assert reports[0].code == "FAILED_PRECONDITION" and 'no app named "Notes"' in reports[0].reason
         assert ex.verdict is None
         assert env.step({"verb": "noop"})[4]["step_index"] == 1  # nothing ran before
-    finally:
-        env.close()
 
 
+@pytest.mark.spec("axstream:3.2.assert", "axstream:4.role-title")
 def test_an_assert_on_an_off_screen_point_aborts_and_roles_match_as_models_write_them(address: str) -> None:
-    env = deskgym.make("drag-to-zone", address=address, screen=(320, 240))
-    try:
-        env.reset(seed=9)
+    with episode(address, "drag-to-zone", 9) as (env, _):
         ex = Executor(env)
         reports = ex.feed(
             "```\n"
@@ -299,14 +326,11 @@ def test_an_assert_on_an_off_screen_point_aborts_and_roles_match_as_models_write
         assert [(r.burst, r.status) for r in reports] == [(1, "failed"), (1, "aborted"), (2, "executed"),
                                                            (2, "executed")]
         assert reports[0].code == "INVALID_ARGUMENT" and "outside" in reports[0].reason
-    finally:
-        env.close()
 
 
+@pytest.mark.spec("axstream:5.gate")
 def test_a_held_risky_action_runs_when_confirmed(address: str) -> None:
-    env = deskgym.make("click-button", address=address, screen=(320, 240))
-    try:
-        _, info = env.reset(seed=10)
+    with episode(address, "click-button", 10) as (env, info):
         label = info["instruction"].split('"')[1]
         ex = Executor(env)
         held = ex.feed(
@@ -322,16 +346,13 @@ def test_a_held_risky_action_runs_when_confirmed(address: str) -> None:
         again = ex.confirm(2, 99)
         assert [r.status for r in again] == ["skipped", "skipped"] and "no held action on line 99" in again[1].reason
         ex.close()
-    finally:
-        env.close()
 
 
+@pytest.mark.spec("axstream:4.coordinate")
 def test_pixels_of_a_downscaled_observation_click_what_the_model_saw(address: str) -> None:
     from deskgym.agents import RED, centroid, mask
 
-    env = deskgym.make("click-target", address=address, screen=(320, 240))
-    try:
-        env.reset(seed=12)
+    with episode(address, "click-target", 12) as (env, _):
         ex = Executor(env, observe={"max_long_edge": 160})
         (obs,) = ex.feed('```\n{"op":"observe"}\n```\n')
         assert obs.frame is not None and obs.frame.shape == (120, 160, 3)
@@ -347,14 +368,11 @@ def test_pixels_of_a_downscaled_observation_click_what_the_model_saw(address: st
         assert turn[0].status == "skipped" and "outside the 160x120 frame" in turn[0].reason
         assert (turn[1].status, turn[1].reward, turn[1].terminated) == ("executed", 1.0, True)
         ex.close()
-    finally:
-        env.close()
 
 
+@pytest.mark.spec("axstream:5.unknown-class", "axstream:6.6", "axstream:3.3.turn", "axstream:3.4.done")
 def test_lines_after_observe_or_done_are_skipped_and_unknown_risk_classes_are_held(address: str) -> None:
-    env = deskgym.make("click-target", address=address, screen=(320, 240))
-    try:
-        env.reset(seed=13)
+    with episode(address, "click-target", 13) as (env, _):
         ex = Executor(env)
         reports = ex.feed(
             "```\n"
@@ -374,5 +392,38 @@ def test_lines_after_observe_or_done_are_skipped_and_unknown_risk_classes_are_he
         assert [r.status for r in ex.feed('```\n{"op":"act","do":"wait","ms":5}\n```\n', turn=True)] == ["skipped"]
         assert ex.verdict == ("failure", "gave up")
         ex.close()
-    finally:
-        env.close()
+
+
+@pytest.mark.spec("axstream:4.id")
+def test_an_element_id_from_the_observation_is_a_target(address: str) -> None:
+    with episode(address, "click-button", 14) as (env, info):
+        label = info["instruction"].split('"')[1]
+        ex = Executor(env, tree=True)
+        (obs,) = ex.feed('```\n{"op":"observe"}\n```\n')
+        assert obs.tree is not None
+        (button,) = obs.tree.find(role="push button", name=label)
+        click, done = ex.feed(f'```\n{{"op":"act","do":"click","target":{{"ax":{{"id":"{button.ref}"}}}}}}\n'
+                              '{"op":"done","status":"success"}\n```\n', turn=True)
+        assert (click.status, click.reward, done.status) == ("executed", 1.0, "executed")
+        ex.close()
+
+
+@pytest.mark.spec("axstream:7.example-2", "axstream:2.fence-open")
+def test_the_specs_second_example_runs_as_written(address: str) -> None:
+    # axstream §7's burst that must observe: cmd+l, type a query with its newline,
+    # wait, observe. On the bundled typing task every line runs and the burst ends in
+    # an observation showing the typed text's effect.
+    with episode(address, "type-word", 15) as (env, _):
+        ex = Executor(env)
+        reports = ex.feed(
+            "```jsonl\n"
+            '{"op":"act","do":"key","keys":["cmd","l"]}\n'
+            '{"op":"act","do":"type","text":"weather tokyo\\n"}\n'
+            '{"op":"act","do":"wait","ms":800}\n'
+            '{"op":"observe"}\n'
+            "```\n"
+        )
+        assert [(r.action or r.op, r.status) for r in reports] == [
+            ("key", "executed"), ("type", "executed"), ("wait", "executed"), ("observe", "executed")]
+        assert reports[3].frame is not None and reports[3].frame.shape == (240, 320, 3)
+        ex.close()

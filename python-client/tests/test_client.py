@@ -10,6 +10,7 @@ from deskgym.v1 import deskgym_pb2 as pb
 from conftest import RED, Server, find
 
 
+@pytest.mark.spec("aci:7.handshake")
 def test_capabilities(client: deskgym.Client) -> None:
     caps = client.capabilities()
     assert caps.protocol == "deskgym.v1"

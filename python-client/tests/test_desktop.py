@@ -62,6 +62,7 @@ def test_desktop_env_runs_a_real_terminal_typed_into_by_pixels(exec_server: Serv
         env.close()
 
 
+@pytest.mark.spec("aci:3.4.exec-argv", "aci:3.4.exec-result", "aci:3.4.exec-timeout", "aci:3.4.exec-capability")
 def test_exec_results_and_errors(exec_server: Server) -> None:
     env = deskgym.make("blank", address=exec_server.address, profile="desktop", capabilities=["exec"], screen=(320, 240))
     try:
@@ -88,6 +89,7 @@ def test_exec_results_and_errors(exec_server: Server) -> None:
         plain.close()
 
 
+@pytest.mark.spec("aci:3.list-windows")
 def test_apps_and_windows_from_python(exec_server: Server) -> None:
     env = deskgym.make(
         "blank", address=exec_server.address, profile="desktop", capabilities=["launch_app", "windows"],
@@ -125,6 +127,7 @@ def test_apps_and_windows_from_python(exec_server: Server) -> None:
         plain.close()
 
 
+@pytest.mark.spec("aci:6.files")
 def test_files_stay_inside_the_sandbox_view(exec_server: Server) -> None:
     env = deskgym.make(
         "blank", address=exec_server.address, profile="desktop", capabilities=["files", "exec"], screen=(320, 240)
@@ -161,6 +164,7 @@ def test_files_stay_inside_the_sandbox_view(exec_server: Server) -> None:
         env.close()
 
 
+@pytest.mark.spec("aci:3.gestures")
 def test_held_keys_and_timed_drags(exec_server: Server) -> None:
     env = deskgym.make(
         "blank", address=exec_server.address, profile="desktop", capabilities=["launch_app", "exec"],
@@ -198,6 +202,7 @@ def test_held_keys_and_timed_drags(exec_server: Server) -> None:
         task.close()
 
 
+@pytest.mark.spec("aci:3.clipboard")
 def test_clipboard_both_ways_with_a_real_application(exec_server: Server) -> None:
     env = deskgym.make(
         "blank", address=exec_server.address, profile="desktop",
@@ -234,6 +239,7 @@ def test_clipboard_both_ways_with_a_real_application(exec_server: Server) -> Non
         plain.close()
 
 
+@pytest.mark.spec("aci:4.scopes")
 def test_screenshots_of_windows_downscaled(exec_server: Server) -> None:
     import io
 
@@ -289,6 +295,7 @@ def test_vector_env_reaches_each_sandbox_by_index(exec_server: Server) -> None:
         envs.close()
 
 
+@pytest.mark.spec("smcp:5.timeout", "smcp:5.cancel", "aci:3.4.exec-cancel")
 def test_a_cancelled_exec_is_killed_and_frees_its_env(exec_server: Server) -> None:
     # A client that gives up on a long command (an MCP or SMCP cancel, a Ctrl+C) cancels
     # the RPC: the command dies with it, and the env takes the next call instead of
@@ -333,6 +340,7 @@ def test_a_cancelled_exec_is_killed_and_frees_its_env(exec_server: Server) -> No
         c.close()
 
 
+@pytest.mark.spec("aci:3.launch-app", "aci:3.activate-window", "aci:3.list-windows")
 def test_launch_app_runs_a_program_by_path_under_exec_and_activate_window_finds_it_by_title(
     exec_server: Server,
 ) -> None:

@@ -14,6 +14,7 @@ from conftest import RED, find
 SMALL = (320, 240)
 
 
+@pytest.mark.spec("aci:6.adapters")
 def test_check_env_passes_on_a_default_env(address: str) -> None:
     # No extra arguments: measured timings live in last_stats, not in infos.
     env = deskgym.make("click-target", address=address, screen=SMALL)

@@ -21,6 +21,7 @@ def typed_env(address: str) -> tuple[deskgym.DeskgymEnv, np.ndarray]:
     return env, obs
 
 
+@pytest.mark.spec("aci:5.checkpoints")
 def test_save_restore_round_trip(address: str) -> None:
     env, at_save = typed_env(address)
     try:
@@ -35,6 +36,7 @@ def test_save_restore_round_trip(address: str) -> None:
         env.close()
 
 
+@pytest.mark.spec("aci:5.checkpoints", "aci:4.not-modified")
 def test_fork_replicas_are_exact_and_download_each_frame_once(address: str) -> None:
     env, at_save = typed_env(address)
     try:

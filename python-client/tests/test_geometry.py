@@ -26,6 +26,9 @@ def rgb(obs: Any) -> np.ndarray:
     return np.asarray(Image.open(io.BytesIO(obs.frame)).convert("RGB"))
 
 
+@pytest.mark.spec(
+    "aci:3.display", "aci:3.mapping", "aci:3.point-global", "aci:3.observe-after-act", "aci:4.pointer-metadata",
+)
 @pytest.mark.parametrize("long_edge", [960, 533, 300])
 def test_a_click_on_a_downscaled_step_frame_hits_what_the_model_saw(client: deskgym.Client, long_edge: int) -> None:
     # The spec's observe-after-act: one Step acts and returns the frame the model sees
@@ -52,6 +55,7 @@ def test_a_click_on_a_downscaled_step_frame_hits_what_the_model_saw(client: desk
         client.release(pool)
 
 
+@pytest.mark.spec("aci:3.x11-scope", "aci:3.wm-less-active", "aci:3.mapping", "aci:4.scopes", "aci:3.observe-after-act")
 def test_window_scoped_frames_map_to_the_screen_and_back(client: deskgym.Client) -> None:
     # The task app's window on a display without a window manager: ACI's fallback
     # makes the input-focus holder the active window.
@@ -79,6 +83,7 @@ def test_window_scoped_frames_map_to_the_screen_and_back(client: deskgym.Client)
         client.release(pool)
 
 
+@pytest.mark.spec("aci:3.observe-capture-error")
 def test_a_shape_that_cannot_be_cut_still_steps_and_says_why(client: deskgym.Client) -> None:
     pool = client.create_pool("click-target", 1, screen=(640, 480))
     try:
@@ -99,6 +104,10 @@ def test_a_shape_that_cannot_be_cut_still_steps_and_says_why(client: deskgym.Cli
         client.release(pool)
 
 
+@pytest.mark.spec(
+    "aci:3.frame-required", "aci:3.observe-capability", "aci:4.not-modified", "aci:7.handshake",
+    "aci:7.1.binary-frames",
+)
 def test_screenshots_not_modified_and_frames_without_geometry(client: deskgym.Client) -> None:
     caps = client.capabilities()
     assert caps.observe_after_act and caps.binary_frames
@@ -131,6 +140,7 @@ def windows_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]
     s.stop()
 
 
+@pytest.mark.spec("aci:3.x11-scope", "aci:4.scopes", "aci:4.pointer-metadata")
 def test_a_window_of_a_managed_desktop_is_cut_where_the_window_manager_put_it(windows_server: Server) -> None:
     c = deskgym.Client(windows_server.address)
     pool = c.create_pool("blank", 1, profile="desktop", screen=(1024, 768), capabilities=["windows", "exec"])

@@ -48,6 +48,7 @@ def stdio_params(address: str, *args: str) -> StdioServerParameters:
                                  env=dict(os.environ))
 
 
+@pytest.mark.spec("aci:6.adapters")
 def test_every_tool_over_stdio_on_a_bundled_task(address: str) -> None:
     async def main() -> None:
         params = stdio_params(address, "--task", "click-button", "--seed", "7", "--screen", "320x240")
@@ -117,6 +118,7 @@ def test_every_tool_over_stdio_on_a_bundled_task(address: str) -> None:
     anyio.run(main)
 
 
+@pytest.mark.spec("aci:3.mapping")
 @pytest.mark.real  # finds the target's pixels in the image
 def test_pixels_of_a_scaled_screenshot_click_what_the_agent_saw(address: str) -> None:
     import numpy as np
@@ -148,6 +150,7 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@pytest.mark.spec("smcp:10.no-file-channels")
 @pytest.mark.real  # runs a command in the desktop's sandbox
 def test_granted_tools_and_desktops_over_streamable_http(exec_server: Server) -> None:
     port = free_port()

@@ -155,6 +155,7 @@ def test_infeasible_task_scores_only_fail(make_env: Any) -> None:
     assert done and env.evaluate() == 0
 
 
+@pytest.mark.spec("aci:6.adapters")
 def test_run_single_example_loop(make_env: Any, tmp_path: pathlib.Path) -> None:
     """The shape of OSWorld's lib_run_single.run_single_example with a scripted agent,
     every command run inside the desktop as OSWorld runs it (``python -c``)."""

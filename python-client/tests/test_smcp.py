@@ -60,6 +60,7 @@ class Office:
         return True, None
 
     async def on_leave(self, sid: str, data: dict[str, Any]) -> tuple[bool, str | None]:
+        self.order.append("leave")
         return True, None
 
     def _recorder(self, ev: str) -> Any:
@@ -101,6 +102,14 @@ def token_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     s.stop()
 
 
+@pytest.mark.spec(
+    "smcp:2.1.connect", "smcp:2.1.auth-secrets", "smcp:2.2.join", "smcp:2.2.updates-after-join", "smcp:3.events",
+    "smcp:3.computer-field", "smcp:3.flat-errors", "smcp:4.1.config", "smcp:4.2.tools", "smcp:4.2.unique-names",
+    "smcp:4.3.resources", "smcp:5.result-shape", "smcp:5.timeout", "smcp:5.cancel", "smcp:5.cancel-result",
+    "smcp:5.blob", "smcp:6.desktop", "smcp:6.priority", "smcp:6.update-desktop", "smcp:7.skills",
+    "smcp:7.name-lexer", "smcp:7.unknown-name", "smcp:8.get-blob", "smcp:8.errors", "smcp:8.no-file-read",
+    "smcp:10.no-secrets",
+)
 def test_the_computer_serves_every_event_on_real_desktops(
     token_server: Server, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -165,6 +174,8 @@ async def exercise(office: Office) -> None:
     replies.append(resources)
     uris = [r["uri"] for r in resources["resources"]]
     assert len(uris) == 1 and uris[0].startswith("window://deskgym/")
+    # Desktop semantics: deskgym's windows are for the assistant, at priority 0.5.
+    assert resources["resources"][0]["annotations"]["priority"] == 0.5
     one = await office.call("client:get_desktop", window=uris[0])
     assert one["desktops"] == desktop["desktops"]
     missing = await office.call("client:get_resources", mcp_server="no-such-server")
@@ -172,7 +183,8 @@ async def exercise(office: Office) -> None:
 
     assert (await office.call("client:get_skills"))["skills"] == []
     assert (await office.call("client:get_skill", name="Bad Name!"))["code"] == 4016
-    assert (await office.call("client:get_skill", name="no-such-skill"))["code"] == 4014
+    unknown = await office.call("client:get_skill", name="no-such-skill")
+    assert unknown["code"] == 4014 and "no-such-skill" in json.dumps(unknown.get("details")), unknown
 
     # A screenshot over the budget comes back as a blob handle, pulled in chunks.
     shot = await office.tool("screenshot", req_id="shot")

@@ -62,6 +62,7 @@ def make(address: str) -> Any:
         e.close()
 
 
+@pytest.mark.spec("aci:6.adapters", "aci:3.mapping")
 @pytest.mark.parametrize("box,frame", SCALES)
 def test_claude_clicks_what_it_sees_at_each_scale(make: Any, box: tuple[int, int], frame: tuple[int, int]) -> None:
     env = make("click-target")
@@ -78,6 +79,7 @@ def test_claude_clicks_what_it_sees_at_each_scale(make: Any, box: tuple[int, int
     assert reward == 1.0 and terminated, (x, y, box)
 
 
+@pytest.mark.spec("aci:6.adapters", "aci:3.mapping")
 @pytest.mark.parametrize("box,frame", SCALES)
 def test_openai_clicks_what_it_sees_at_each_scale(make: Any, box: tuple[int, int], frame: tuple[int, int]) -> None:
     env = make("click-target")

@@ -47,6 +47,7 @@ fn reason(e: &tonic::Status) -> String {
         .unwrap_or_default()
 }
 
+// spec: aci:4.1.element-actions
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn element_targets_resolve_on_the_live_tree_and_replay_by_pixels() {
     let server = TestServer::with_limits(4, 4).await;

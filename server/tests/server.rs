@@ -117,6 +117,7 @@ async fn batch_answers_in_order_and_episodes_truncate() {
     server.stop().await;
 }
 
+// spec: aci:4.frame-hash
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn observe_encodes_png_and_jpeg_with_the_same_hash() {
     let server = TestServer::with_limits(8, 8).await;

@@ -13,6 +13,7 @@ fn frame_in_chunks(text: &str, n: usize) -> Vec<Framed> {
         .collect()
 }
 
+// spec: axstream:6.1 axstream:2.buffer
 #[test]
 fn lines_commit_at_newlines_whatever_the_chunking() {
     let whole = frame_in_chunks(RESPONSE, usize::MAX >> 1);
@@ -25,6 +26,7 @@ fn lines_commit_at_newlines_whatever_the_chunking() {
     }
 }
 
+// spec: axstream:2.narration axstream:2.buffer
 #[test]
 fn a_cut_line_stays_pending_and_narration_never_frames() {
     let mut f = Framer::default();
@@ -39,6 +41,7 @@ fn a_cut_line_stays_pending_and_narration_never_frames() {
     assert_eq!(g.pending(), None);
 }
 
+// spec: axstream:2.fence-open axstream:2.fence-close
 #[test]
 fn any_tag_opens_and_only_bare_backticks_close() {
     let mut f = Framer::default();
@@ -47,6 +50,7 @@ fn any_tag_opens_and_only_bare_backticks_close() {
     assert_eq!(texts, vec!["a", "```json", "b"]);
 }
 
+// spec: axstream:x.line-limit
 #[test]
 fn an_overlong_line_is_framed_without_its_bytes() {
     let mut f = Framer::default();
@@ -59,6 +63,7 @@ fn an_overlong_line_is_framed_without_its_bytes() {
     assert_eq!(out[1].text.as_deref(), Some("{}"));
 }
 
+// spec: axstream:3.1.act axstream:4.open
 #[test]
 fn actions_map_to_wire_verbs() {
     use pb::action::Verb;
@@ -103,6 +108,7 @@ fn actions_map_to_wire_verbs() {
     );
 }
 
+// spec: axstream:4.role-title
 #[test]
 fn model_roles_name_every_atspi_role_they_may_be() {
     use crate::a11y::role_matches;
@@ -131,6 +137,7 @@ fn model_roles_name_every_atspi_role_they_may_be() {
     assert!(!role_matches(&lines::atspi_role("AXButton"), "label"));
 }
 
+// spec: axstream:4.open
 #[test]
 fn open_of_an_app_the_env_lacks_is_refused_not_dropped() {
     // A valid line that cannot run here: failed, so the burst planned on it aborts
@@ -153,6 +160,7 @@ fn open_of_an_app_the_env_lacks_is_refused_not_dropped() {
     );
 }
 
+// spec: axstream:2.json-lines axstream:6.4
 #[test]
 fn invalid_lines_say_why() {
     for (line, why) in [

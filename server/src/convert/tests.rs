@@ -36,6 +36,7 @@ fn err_field(a: pb::Action) -> String {
     }
 }
 
+// spec: aci:3.targets
 #[test]
 fn normalised_points_map_to_the_last_pixel() {
     let t = Some(pb::Target {
@@ -137,6 +138,7 @@ fn every_rejection_names_its_field() {
     );
 }
 
+// spec: aci:3.verbs
 #[test]
 fn verbs_list_matches_the_proto_oneof() {
     // Every name in VERBS must be a oneof case: the prost-generated Debug prints the
@@ -181,6 +183,7 @@ fn to_screen(g: Geometry, delivered: (u32, u32), d: (u32, u32)) -> (u32, u32) {
     (sx + d.0 * sw / delivered.0, sy + d.1 * sh / delivered.1)
 }
 
+// spec: aci:3.mapping aci:4.pointer-metadata
 #[test]
 fn the_pointer_in_frame_pixels_inverts_acis_mapping() {
     // A 640x480 screen's 301x211 window at (50, 40), scaled to 128x90, and the whole
@@ -236,6 +239,7 @@ fn the_pointer_in_frame_pixels_inverts_acis_mapping() {
     }
 }
 
+// spec: aci:3.observe-after-act
 #[test]
 fn observe_levers_are_checked_by_field() {
     let e = shape("items[0].observe.", 9, 0, 0, 0).unwrap_err();
@@ -262,6 +266,7 @@ fn converted(a: pb::Action) -> Action {
     .action
 }
 
+// spec: aci:3.activate-window
 #[test]
 fn pixel_scrolls_become_wheel_clicks_and_windows_are_found_by_title() {
     let scroll = |dx, dy, pixels| {
