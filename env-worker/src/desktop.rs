@@ -137,6 +137,17 @@ impl Desktop {
         self.runner.live(id)
     }
 
+    /// Waits, without acting, until the screen has been quiet for `quiet_ms` (at most
+    /// `max_ms` in all).
+    pub fn quiesce(&mut self, quiet_ms: u32, max_ms: u32) -> Result<crate::SettleReport> {
+        self.check_alive()?;
+        self.x.settle(crate::Settle {
+            policy: crate::SettlePolicy::Damage,
+            settle_ms: quiet_ms,
+            settle_max_ms: max_ms,
+        })
+    }
+
     /// Captures the screen.
     pub fn capture(&mut self) -> Result<Frame> {
         self.x.capture()

@@ -659,9 +659,12 @@ class Client:
         encoding: str | None = None,
         if_none_match: Sequence[str] = (),
         tree: pb.TreeRequest | None = None,
+        settle_ms: int = 0,
     ) -> pb.Observation:
-        """Captures the screen without acting (``tree``: and reads the accessibility tree)."""
-        req = pb.ObserveRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree)
+        """Captures the screen without acting (``tree``: and reads the accessibility tree);
+        ``settle_ms`` (at most 1000) first waits for the screen to be quiet that long."""
+        req = pb.ObserveRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree,
+                                settle_ms=settle_ms)
         return self._call(self._stub.Observe, req, pb.Observation)
 
     def get_frames(self, hashes: Sequence[str], encoding: str | None = None) -> list[pb.Observation]:

@@ -169,3 +169,22 @@ def test_a_window_of_a_managed_desktop_is_cut_where_the_window_manager_put_it(wi
     finally:
         c.release(pool)
         c.close()
+
+
+@pytest.mark.spec("aci:4.1.settle-ms")
+def test_observe_settles_first_when_asked(client: deskgym.Client) -> None:
+    pool = client.create_pool("type-word", 1, screen=(640, 480))
+    try:
+        env = pool.env_ids[0]
+        client.reset(env, seed=3)
+        at_once = client.observe(env)
+        assert at_once.settle.waited_ms == 0
+        settled = client.observe(env, settle_ms=60, tree=deskgym.v1.deskgym_pb2.TreeRequest(enabled=True))
+        # The quiet window is waited out in full on a still screen, then the tree read.
+        assert settled.settle.quiesced and settled.settle.waited_ms >= 60
+        assert settled.frame_hash == at_once.frame_hash and settled.tree.text
+        with pytest.raises(DeskgymError) as e:
+            client.observe(env, settle_ms=1001)
+        assert (e.value.code, e.value.field) == ("INVALID_ARGUMENT", "settle_ms")
+    finally:
+        client.release(pool)

@@ -197,6 +197,15 @@ impl Desktop for FakeDesktop {
         Ok(self.outcome())
     }
 
+    fn quiesce(&mut self, _: u32, _: u32) -> WorkerResult<deskgym_worker::SettleReport> {
+        // A fake screen never changes on its own: it is quiet at once.
+        self.check_alive()?;
+        Ok(deskgym_worker::SettleReport {
+            quiesced: true,
+            ..Default::default()
+        })
+    }
+
     fn capture(&mut self) -> WorkerResult<Frame> {
         self.check_alive()?;
         let (w, h) = (self.config.width, self.config.height);

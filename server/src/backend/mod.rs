@@ -19,6 +19,10 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
     fn step(&mut self, action: &Action) -> WorkerResult<Outcome>;
     /// Captures the screen.
     fn capture(&mut self) -> WorkerResult<Frame>;
+    /// Waits, without acting, until the screen has been quiet for `quiet_ms` (at most
+    /// `max_ms`).
+    fn quiesce(&mut self, quiet_ms: u32, max_ms: u32)
+    -> WorkerResult<deskgym_worker::SettleReport>;
     /// Pointer position as placed by the last action.
     fn pointer(&self) -> Point;
     /// Display number (operators find the env's X server by it).
@@ -76,6 +80,13 @@ impl Desktop for deskgym_worker::Desktop {
     }
     fn capture(&mut self) -> WorkerResult<Frame> {
         deskgym_worker::Desktop::capture(self)
+    }
+    fn quiesce(
+        &mut self,
+        quiet_ms: u32,
+        max_ms: u32,
+    ) -> WorkerResult<deskgym_worker::SettleReport> {
+        deskgym_worker::Desktop::quiesce(self, quiet_ms, max_ms)
     }
     fn pointer(&self) -> Point {
         deskgym_worker::Desktop::pointer(self)

@@ -371,6 +371,8 @@ pub(crate) struct ObsOptions {
     pub tree: Option<TreeOpts>,
     /// What a step's observation shows (observe-after-act); default: the whole screen.
     pub shape: Shape,
+    /// Observe only: wait for this many quiet milliseconds first (0: capture at once).
+    pub settle_ms: u32,
 }
 
 /// One env: a desktop slot of a pool.

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The longest an Observe waits for a quiet screen, whatever it asked.
+const MAX_OBSERVE_SETTLE_MS: u32 = 5000;
+
 impl Env {
     /// Builds the wire observation of a whole-screen capture through the fleet cache:
     /// pixels only when the client does not hold this frame already.
@@ -255,15 +258,19 @@ impl Env {
                 env: self.id.clone(),
             });
         };
-        let captured = d
-            .check_alive()
-            .and_then(|_| Ok((d.capture()?, d.pointer())));
-        match captured {
-            Ok((frame, pointer)) => {
-                let settle = SettleReport {
+        let captured = d.check_alive().and_then(|_| {
+            let settle = if opts.settle_ms == 0 {
+                SettleReport {
                     quiesced: true,
                     ..Default::default()
-                };
+                }
+            } else {
+                d.quiesce(opts.settle_ms, MAX_OBSERVE_SETTLE_MS)?
+            };
+            Ok((d.capture()?, d.pointer(), settle))
+        });
+        match captured {
+            Ok((frame, pointer, settle)) => {
                 let mut obs = if opts.shape.is_whole() {
                     self.observation(cache, frame, pointer, settle, enc, &opts.known, None)?
                 } else {

@@ -163,13 +163,21 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let req = req.into_inner();
         let env = self.mgr.env(&req.env_id, &who)?;
-        let opts = self.calls.opts(
+        let mut opts = self.calls.opts(
             "if_none_match",
             req.encoding,
             &req.if_none_match,
             &[],
             req.tree.as_ref(),
         )?;
+        if req.settle_ms > 1000 {
+            return Err(Invalid::new(
+                "settle_ms",
+                format!("{} is over 1000 (0: capture at once)", req.settle_ms),
+            )
+            .into());
+        }
+        opts.settle_ms = req.settle_ms;
         let job = self.mgr.on_env(
             &env,
             Call::Observe,
