@@ -161,7 +161,22 @@ impl Desktop {
 
     /// Runs a command in the sandbox as `user` and waits for it.
     pub fn exec(&mut self, spec: &ExecSpec, stdin: &[u8]) -> Result<(ExecEnd, Vec<u8>, Vec<u8>)> {
-        self.session()?.sandbox()?.exec(spec, stdin)
+        self.session()?.sandbox()?.exec(spec, stdin, &mut |_, _| {})
+    }
+
+    /// Runs a command with `spec.stream` set: its output goes to `sink` (stdout or not,
+    /// bytes) as it comes; the end carries no output.
+    pub fn exec_stream(
+        &mut self,
+        spec: &ExecSpec,
+        stdin: &[u8],
+        sink: &mut dyn FnMut(bool, &[u8]),
+    ) -> Result<ExecEnd> {
+        let spec = ExecSpec {
+            stream: true,
+            ..spec.clone()
+        };
+        Ok(self.session()?.sandbox()?.exec(&spec, stdin, sink)?.0)
     }
 
     /// Starts a program in the sandbox, detached; its pid inside the sandbox.

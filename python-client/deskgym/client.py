@@ -13,6 +13,8 @@ from typing import Any, TypeVar
 import grpc
 
 from deskgym.errors import DeskgymError
+from deskgym.execution import ExecResult as ExecResult  # re-exported: deskgym.client.ExecResult
+from deskgym.execution import exec_request, exec_result
 from deskgym.frames import FrameCache, decode
 from deskgym.v1 import deskgym_pb2 as pb
 from deskgym.v1 import deskgym_pb2_grpc as pb_grpc
@@ -106,40 +108,6 @@ class Pool:
     capabilities: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
-class ExecResult:
-    """How a command run in an env's sandbox ended, and what it wrote."""
-
-    #: Exit status, or ``None`` when a signal ended it.
-    exit_code: int | None
-    #: The signal that ended it (9 after a timeout), or ``None``.
-    signal: int | None
-    #: Output as bytes, each cut at the server's ``max_exec_output`` (256 KiB).
-    stdout_bytes: bytes
-    stderr_bytes: bytes
-    #: True when stdout or stderr was longer than what came back.
-    truncated: bool
-    #: True when the time bound ended it.
-    timed_out: bool
-    #: Wall time of the command in milliseconds.
-    duration_ms: float
-
-    @property
-    def stdout(self) -> str:
-        """Stdout as text (UTF-8; undecodable bytes replaced)."""
-        return self.stdout_bytes.decode("utf-8", errors="replace")
-
-    @property
-    def stderr(self) -> str:
-        """Stderr as text (UTF-8; undecodable bytes replaced)."""
-        return self.stderr_bytes.decode("utf-8", errors="replace")
-
-    @property
-    def ok(self) -> bool:
-        """Exited with status 0 within its time bound."""
-        return self.exit_code == 0 and not self.timed_out
-
-
 class _Leases:
     """The pools a client holds, renewed by a daemon thread with ``KeepAlive``.
 
@@ -204,6 +172,7 @@ class _Leases:
 def _finalize(leases: _Leases, channel: grpc.Channel) -> None:
     leases.close_all()
     channel.close()
+
 
 
 _cancel_scope = threading.local()
@@ -566,32 +535,30 @@ class Client:
         is a program name), ``shell=True`` runs a string with ``sh -c``. ``timeout`` in
         seconds (default 60; past it the command's process group is killed and
         ``timed_out`` is set). Needs the pool's ``exec`` capability."""
-        if shell:
-            if not isinstance(cmd, str):
-                raise DeskgymError("INVALID_ARGUMENT", "shell=True takes the command line as one string", "shell")
-            argv: list[str] = []
-            line = cmd
-        else:
-            argv = [cmd] if isinstance(cmd, str) else list(cmd)
-            line = ""
-        data = stdin.encode() if isinstance(stdin, str) else (stdin or b"")
-        r = self._call(
-            self._stub.Exec,
-            pb.ExecRequest(
-                env_id=env_id, argv=argv, shell=line, cwd=cwd or "", env=env or {}, stdin=data,
-                timeout_ms=0 if timeout is None else max(1, int(timeout * 1000)),
-            ),
-            pb.ExecResponse,
-        )
-        return ExecResult(
-            exit_code=r.exit_code if r.HasField("exit_code") else None,
-            signal=r.signal if r.HasField("signal") else None,
-            stdout_bytes=r.stdout,
-            stderr_bytes=r.stderr,
-            truncated=r.stdout_truncated or r.stderr_truncated,
-            timed_out=r.timed_out,
-            duration_ms=r.duration_ms,
-        )
+        req = exec_request(env_id, cmd, shell=shell, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
+        return exec_result(self._call(self._stub.Exec, req, pb.ExecResponse), b"", b"")
+
+    def exec_stream(self, env_id: str, cmd: str | Sequence[str], **kwargs: Any) -> Iterator[tuple[str, bytes] | ExecResult]:
+        """:meth:`exec` (the same keywords) with the output as it comes: yields
+        ``("stdout" | "stderr", bytes)`` pieces in the order they came, then the
+        :class:`ExecResult` (its output is all the pieces). Closing the iterator early
+        ends the command."""
+        req = exec_request(env_id, cmd, **kwargs)
+        call = self._stub.ExecStream(req, timeout=self.timeout, metadata=self._metadata)
+        out: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        try:
+            for ev in call:
+                if ev.WhichOneof("kind") == "output":
+                    out[ev.output.channel] += ev.output.data
+                    yield ev.output.channel, bytes(ev.output.data)
+                else:
+                    yield exec_result(ev.end, bytes(out["stdout"]), bytes(out["stderr"]))
+                    return
+        except grpc.RpcError as e:
+            raise DeskgymError.from_rpc(e) from None
+        finally:
+            call.cancel()
+        raise DeskgymError("UNAVAILABLE", "the exec stream ended without the command's end")
 
     def close_pool(self, pool_id: str) -> int:
         """Stops every desktop of a pool (and finishes its recording); returns how many."""

@@ -5,7 +5,7 @@ own methods, and a vector env hands out one :class:`Desktop` per env
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from deskgym.client import Client, ExecResult
@@ -71,3 +71,9 @@ class Desktop:
         """Runs a command in this env's sandbox (see :meth:`deskgym.client.Client.exec`);
         needs ``capabilities=["exec"]`` and a sandboxed profile such as ``"desktop"``."""
         return self.client.exec(self.env_id, cmd, shell=shell, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
+
+    def exec_stream(self, cmd: str | Sequence[str], **kwargs: Any) -> Iterator[tuple[str, bytes] | ExecResult]:
+        """:meth:`exec` with the output as it comes (see
+        :meth:`deskgym.client.Client.exec_stream`): ``(channel, bytes)`` pieces, then the
+        :class:`ExecResult`."""
+        return self.client.exec_stream(self.env_id, cmd, **kwargs)

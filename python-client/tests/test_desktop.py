@@ -378,3 +378,39 @@ def test_launch_app_runs_a_program_by_path_under_exec_and_activate_window_finds_
         c.release(plain)
         c.release(granted)
         c.close()
+
+
+@pytest.mark.spec("aci:3.4.exec-stream")
+def test_exec_stream_yields_output_as_it_comes_and_ends_with_the_result(exec_server: Server) -> None:
+    env = deskgym.make("blank", address=exec_server.address, profile="desktop", capabilities=["exec"], screen=(320, 240))
+    try:
+        env.reset(seed=0)
+        pieces = list(env.exec_stream("echo first; echo oops >&2; echo second", shell=True))
+        result = pieces.pop()
+        assert isinstance(result, deskgym.ExecResult) and result.ok, result
+        assert b"".join(d for c, d in pieces if c == "stdout") == b"first\nsecond\n"
+        assert b"".join(d for c, d in pieces if c == "stderr") == b"oops\n"
+        assert result.stdout == "first\nsecond\n" and result.stderr == "oops\n"
+        # Output past max_exec_output is drained and flagged, never a stalled child.
+        big = list(env.exec_stream("head -c 600000 /dev/zero", shell=True))
+        assert big[-1].truncated and sum(len(d) for c, d in big[:-1]) == 256 * 1024, big[-1]
+        # The first piece comes while the command still runs: with a 20 s deadline on
+        # the call and a command that sleeps for an hour (its own bound 60 s), only a
+        # streamed piece can arrive in time. Closing the stream then ends the command.
+        quick = deskgym.Client(exec_server.address, timeout=20)
+        it = quick.exec_stream(env.env_id, "echo go; sleep 3600", shell=True, timeout=60)
+        assert next(it) == ("stdout", b"go\n")
+        it.close()
+        left = wait_for(lambda: _exec_or_none(env, "pgrep -x sleep || echo none"), timeout=25, what="the env free")
+        assert left.stdout.strip() == "none", left.stdout
+        quick.close()
+    finally:
+        env.close()
+
+
+def _exec_or_none(env, line: str):
+    try:
+        return env.exec(line, shell=True)
+    except deskgym.DeskgymError as e:
+        assert e.code == "ABORTED", e
+        return None

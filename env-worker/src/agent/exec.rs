@@ -17,26 +17,67 @@ pub(super) fn helper(f: impl FnOnce() + Send + 'static) -> Result<(), String> {
         .map_err(|e| format!("{PROCESS_LIMIT} (the agent cannot start a thread: {e})"))
 }
 
-/// Reads a pipe to its end on a thread, keeping the first `max` bytes; the receiver
-/// hears when the pipe closed.
+/// Where a streamed exec's output goes: the worker's connection, shared by the two
+/// pipe readers, closed to them (`done`) before the final reply is written.
+pub(super) struct StreamOut {
+    conn: std::os::unix::net::UnixStream,
+    done: bool,
+}
+
+/// A streamed exec's sink.
+pub(super) type Sink = Arc<Mutex<StreamOut>>;
+
+/// A sink writing chunks to `conn`.
+pub(super) fn sink(conn: std::os::unix::net::UnixStream) -> Sink {
+    Arc::new(Mutex::new(StreamOut { conn, done: false }))
+}
+
+/// Reads a pipe to its end on a thread, keeping the first `max` bytes (or, with a
+/// sink, sending them on as `Chunk` replies as they come); the receiver hears when the
+/// pipe closed.
 fn drain(
     mut r: impl Read + Send + 'static,
     max: usize,
+    sink: Option<(Sink, bool)>,
 ) -> Result<(Captured, mpsc::Receiver<()>), String> {
     let (tx, rx) = mpsc::channel();
     let captured = Captured::default();
     let c = captured.clone();
     helper(move || {
         let mut buf = [0u8; 64 * 1024];
+        let mut sent = 0usize;
         loop {
             match r.read(&mut buf) {
                 Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    let mut g = c.lock().unwrap_or_else(|p| p.into_inner());
-                    let room = max.saturating_sub(g.0.len());
-                    g.0.extend_from_slice(&buf[..n.min(room)]);
-                    g.1 |= n > room;
-                }
+                Ok(n) => match &sink {
+                    None => {
+                        let mut g = c.lock().unwrap_or_else(|p| p.into_inner());
+                        let room = max.saturating_sub(g.0.len());
+                        g.0.extend_from_slice(&buf[..n.min(room)]);
+                        g.1 |= n > room;
+                    }
+                    Some((out, stdout)) => {
+                        // The pipe is always drained (a child never blocks on a full
+                        // pipe); past `max` the rest is counted as truncated.
+                        let take = n.min(max.saturating_sub(sent));
+                        if take < n {
+                            c.lock().unwrap_or_else(|p| p.into_inner()).1 = true;
+                        }
+                        let mut o = out.lock().unwrap_or_else(|p| p.into_inner());
+                        if take > 0 && !o.done {
+                            let head = Reply::Chunk {
+                                stdout: *stdout,
+                                len: take,
+                            };
+                            let sent_ok = super::reply_line(&mut o.conn, &head)
+                                .and_then(|()| o.conn.write_all(&buf[..take]));
+                            if sent_ok.is_err() {
+                                o.done = true; // the worker went away
+                            }
+                            sent += take;
+                        }
+                    }
+                },
             }
         }
         let _ = tx.send(());
@@ -57,12 +98,14 @@ enum Ended {
 }
 
 /// Runs one command to its end, its time bound, or the worker hanging up on `hangup`
-/// (the connection the request came on; nothing more is read from it).
+/// (the connection the request came on; nothing more is read from it). With `sink`,
+/// output goes there as it comes and the returned output is empty.
 pub(super) fn exec(
     spec: &ExecSpec,
     stdin: Vec<u8>,
     env: &[(String, String)],
     hangup: Option<std::os::unix::net::UnixStream>,
+    sink: Option<Sink>,
 ) -> Result<(ExecEnd, Vec<u8>, Vec<u8>), String> {
     let started = Instant::now();
     let deadline = started + Duration::from_millis(spec.timeout_ms);
@@ -104,8 +147,13 @@ pub(super) fn exec(
                 let _ = w.write_all(&stdin);
             })?;
         }
-        let out = out_pipe.map(|r| drain(r, spec.max_output)).transpose()?;
-        let err = err_pipe.map(|r| drain(r, spec.max_output)).transpose()?;
+        let to = |stdout: bool| sink.clone().map(|s| (s, stdout));
+        let out = out_pipe
+            .map(|r| drain(r, spec.max_output, to(true)))
+            .transpose()?;
+        let err = err_pipe
+            .map(|r| drain(r, spec.max_output, to(false)))
+            .transpose()?;
         if let Some(mut conn) = hangup {
             let tx = tx.clone();
             helper(move || {
@@ -165,6 +213,10 @@ pub(super) fn exec(
     };
     let (stdout, stdout_truncated) = collect(out);
     let (stderr, stderr_truncated) = collect(err);
+    if let Some(s) = &sink {
+        // Nothing more goes out after this: the final reply follows.
+        s.lock().unwrap_or_else(|p| p.into_inner()).done = true;
+    }
     let end = ExecEnd {
         exit_code: status.and_then(|s| s.code()),
         signal: status.and_then(|s| s.signal()),

@@ -345,7 +345,12 @@ fn serve(conn: UnixStream, env: &[(String, String)], children: &Children) -> std
             reader.read_exact(&mut stdin)?;
             // The worker hangs up when the command's caller went away: it is killed then.
             let hangup = conn.try_clone().ok();
-            match exec(&spec, stdin, env, hangup) {
+            let sink = if spec.stream {
+                Some(exec::sink(conn.try_clone()?))
+            } else {
+                None
+            };
+            match exec(&spec, stdin, env, hangup, sink) {
                 Ok((end, out, err)) => {
                     reply_line(&mut conn, &Reply::Exec(end))?;
                     conn.write_all(&out)?;

@@ -48,6 +48,10 @@ pub struct ExecSpec {
     pub max_output: usize,
     /// Bytes of stdin that follow the request line.
     pub stdin_len: usize,
+    /// Send output as it comes (`Chunk` replies before the final `Exec`, whose lengths
+    /// are then 0); `max_output` bounds each channel's total.
+    #[serde(default)]
+    pub stream: bool,
     /// The worker's way to stop the command early (its caller went away); never on the
     /// wire.
     #[serde(skip)]
@@ -225,6 +229,13 @@ pub enum Reply {
     Ready,
     /// Answer to `Exec`.
     Exec(ExecEnd),
+    /// Part of a streamed exec's output: `len` bytes (at most 64 KiB) follow.
+    Chunk {
+        /// From stdout (else stderr).
+        stdout: bool,
+        /// Bytes that follow.
+        len: usize,
+    },
     /// Answer to `Launch`.
     Launched {
         /// Pid inside the sandbox.
@@ -296,6 +307,7 @@ impl Reply {
         match self {
             Self::Ready => "a ready",
             Self::Exec(_) => "an exec reply",
+            Self::Chunk { .. } => "an output chunk",
             Self::Launched { .. } => "a launched reply",
             Self::Failed { .. } => "a failure",
             Self::Read { .. } => "a read reply",

@@ -47,7 +47,7 @@ impl ScriptRunner {
             max_output: 64 << 10,
             ..Default::default()
         };
-        self.session.sandbox()?.exec(&spec, &[])
+        self.session.sandbox()?.exec(&spec, &[], &mut |_, _| {})
     }
 
     /// Runs the setup; a failing step fails the reset (the task's fault:

@@ -65,12 +65,41 @@ impl Sandbox {
         })
     }
 
+    /// A streamed exec's output chunks, handed to `sink` (stdout or not, bytes) as they
+    /// come, up to the final reply. The agent's claims are bounded: a chunk over 64 KiB
+    /// or a channel over `max` bytes is an untrusted agent.
+    fn chunks(
+        mut reply: Reply,
+        mut conn: BufReader<UnixStream>,
+        max: usize,
+        sink: &mut dyn FnMut(bool, &[u8]),
+    ) -> Result<(Reply, BufReader<UnixStream>)> {
+        let mut sent = [0usize; 2];
+        while let Reply::Chunk { stdout, len } = reply {
+            let total = &mut sent[usize::from(stdout)];
+            *total = total.saturating_add(len);
+            if len > 64 * 1024 || *total > max {
+                return Err(untrusted("more output than it was asked to stream"));
+            }
+            let mut buf = vec![0; len];
+            conn.read_exact(&mut buf)?;
+            sink(stdout, &buf);
+            let line = read_line(&mut conn)?;
+            reply = serde_json::from_str(&line).map_err(|e| {
+                DesktopError::App(format!("the sandbox agent answered {line:?}: {e}"))
+            })?;
+        }
+        Ok((reply, conn))
+    }
+
     /// Runs a command as `user` and waits for it (at most its time bound, plus a margin
-    /// for the agent to report).
+    /// for the agent to report). With `spec.stream`, output goes to `sink` as it comes
+    /// (and none is returned).
     pub(crate) fn exec(
         &self,
         spec: &ExecSpec,
         stdin: &[u8],
+        sink: &mut dyn FnMut(bool, &[u8]),
     ) -> Result<(ExecEnd, Vec<u8>, Vec<u8>)> {
         let spec = ExecSpec {
             stdin_len: stdin.len(),
@@ -85,7 +114,15 @@ impl Sandbox {
         if !cancel.arm(&conn) {
             return Err(cancelled());
         }
-        let exchanged = Self::exchange(conn, &Request::Exec(spec), stdin);
+        let stream = spec.stream;
+        let exchanged =
+            Self::exchange(conn, &Request::Exec(spec), stdin).and_then(|(reply, conn)| {
+                if stream {
+                    Self::chunks(reply, conn, spec_max, sink)
+                } else {
+                    Ok((reply, conn))
+                }
+            });
         cancel.disarm();
         let (reply, mut conn) = match exchanged {
             Err(_) if cancel.is_cancelled() => return Err(cancelled()),
@@ -402,7 +439,7 @@ mod tests {
              \"stderr_len\":0,\"stdout_truncated\":false,\"stderr_truncated\":false,\
              \"timed_out\":false,\"duration_ms\":1.0}\n",
         );
-        let e = sb.exec(&spec, &[]).unwrap_err();
+        let e = sb.exec(&spec, &[], &mut |_, _| {}).unwrap_err();
         assert!(e.to_string().contains("more output"), "{e}");
         let sb = impostor(
             "read",
@@ -411,6 +448,6 @@ mod tests {
         let e = sb.read_file("x", 0, 10).unwrap_err();
         assert!(e.to_string().contains("more file data"), "{e}");
         let sb = impostor("garbage", "not json\n");
-        assert!(sb.exec(&spec, &[]).is_err());
+        assert!(sb.exec(&spec, &[], &mut |_, _| {}).is_err());
     }
 }

@@ -268,7 +268,12 @@ impl Desktop for FakeDesktop {
         Err(DesktopError::Exec("the fake backend has no sandbox".into()))
     }
 
-    fn exec(&mut self, _: &ExecSpec, _: &[u8]) -> WorkerResult<Executed> {
+    fn exec(
+        &mut self,
+        _: &ExecSpec,
+        _: &[u8],
+        _: Option<super::Sink<'_>>,
+    ) -> WorkerResult<Executed> {
         Err(DesktopError::Exec("the fake backend has no sandbox".into()))
     }
 

@@ -58,7 +58,14 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
     /// Lists a directory in the sandbox: (resolved path, entries, truncated).
     fn list_dir(&mut self, path: &str, depth: u32, max: usize) -> WorkerResult<Listing>;
     /// Runs a command in the desktop's sandbox and waits for it.
-    fn exec(&mut self, spec: &ExecSpec, stdin: &[u8]) -> WorkerResult<Executed>;
+    /// With `sink`, output goes there as it comes (stdout or not, bytes) and the end
+    /// carries none.
+    fn exec(
+        &mut self,
+        spec: &ExecSpec,
+        stdin: &[u8],
+        sink: Option<Sink<'_>>,
+    ) -> WorkerResult<Executed>;
     /// Reads the accessibility tree.
     fn tree(&mut self, limits: &Limits) -> WorkerResult<Tree>;
     /// What one element of the tree is now.
@@ -67,6 +74,9 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
 
 /// A directory listing: resolved path, entries, truncated.
 pub(crate) type Listing = (String, Vec<deskgym_worker::DirEntry>, bool);
+
+/// Where a streamed exec's output goes: (stdout or not, bytes).
+pub(crate) type Sink<'a> = &'a mut dyn FnMut(bool, &[u8]);
 
 /// How a command ended, with its stdout and stderr.
 pub(crate) type Executed = (ExecEnd, Vec<u8>, Vec<u8>);
@@ -100,8 +110,17 @@ impl Desktop for deskgym_worker::Desktop {
     fn pids(&self) -> Vec<u32> {
         vec![self.xvfb_pid(), self.app_pid()]
     }
-    fn exec(&mut self, spec: &ExecSpec, stdin: &[u8]) -> WorkerResult<Executed> {
-        deskgym_worker::Desktop::exec(self, spec, stdin)
+    fn exec(
+        &mut self,
+        spec: &ExecSpec,
+        stdin: &[u8],
+        sink: Option<Sink<'_>>,
+    ) -> WorkerResult<Executed> {
+        match sink {
+            None => deskgym_worker::Desktop::exec(self, spec, stdin),
+            Some(sink) => deskgym_worker::Desktop::exec_stream(self, spec, stdin, sink)
+                .map(|end| (end, Vec::new(), Vec::new())),
+        }
     }
     fn restarts_to_reset(&self) -> bool {
         deskgym_worker::Desktop::restarts_to_reset(self)

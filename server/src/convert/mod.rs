@@ -623,6 +623,7 @@ pub(crate) fn exec_spec(r: &pb::ExecRequest, l: &Limits) -> Result<ExecSpec, Inv
         }),
         max_output: l.max_exec_output as usize,
         stdin_len: 0,
+        stream: false,
         cancel: Default::default(),
     })
 }

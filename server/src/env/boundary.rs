@@ -19,10 +19,31 @@ impl Env {
         f(d).inspect_err(|err| self.on_error(&mut s, err))
     }
 
-    /// Blocking: runs a command in the env's sandbox and waits for it; the command and
-    /// how it ended go to the event log.
-    pub(crate) fn exec(&self, spec: &ExecSpec, stdin: &[u8]) -> Result<Executed, EnvError> {
-        let r = self.on_desktop(|d| Ok(d.check_alive().and_then(|()| d.exec(spec, stdin))?))?;
+    /// Blocking: runs a command in the env's sandbox and waits for it (with `sink`, its
+    /// output goes there as it comes); the command and how it ended go to the event log.
+    pub(crate) fn exec(
+        &self,
+        spec: &ExecSpec,
+        stdin: &[u8],
+        sink: Option<crate::backend::Sink<'_>>,
+    ) -> Result<Executed, EnvError> {
+        let sink_used = sink.is_some();
+        // Bytes streamed per channel (stderr, stdout), for the event log.
+        let mut streamed = [0usize; 2];
+        let r = match sink {
+            None => self
+                .on_desktop(|d| Ok(d.check_alive().and_then(|()| d.exec(spec, stdin, None))?))?,
+            Some(sink) => {
+                let mut counting = |stdout: bool, data: &[u8]| {
+                    streamed[usize::from(stdout)] += data.len();
+                    sink(stdout, data);
+                };
+                self.on_desktop(|d| {
+                    Ok(d.check_alive()
+                        .and_then(|()| d.exec(spec, stdin, Some(&mut counting)))?)
+                })?
+            }
+        };
         self.pool.record(|| {
             let argv: Vec<String> = spec
                 .argv
@@ -36,7 +57,9 @@ impl Env {
                 serde_json::json!({
                     "argv": argv, "exit_code": r.0.exit_code, "signal": r.0.signal,
                     "timed_out": r.0.timed_out, "duration_ms": r.0.duration_ms,
-                    "stdout_bytes": r.0.stdout_len, "stderr_bytes": r.0.stderr_len,
+                    "stdout_bytes": r.0.stdout_len.max(streamed[1]),
+                    "stderr_bytes": r.0.stderr_len.max(streamed[0]),
+                    "streamed": sink_used,
                 }),
             )
         });

@@ -19,6 +19,7 @@ use crate::pool::{EnvJob, PoolError, PoolManager};
 use crate::spec::{Invalid, quote};
 
 mod capabilities;
+mod exec;
 mod files;
 mod frames;
 mod steps;
@@ -306,22 +307,16 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::ExecRequest>,
     ) -> Result<Response<pb::ExecResponse>, Status> {
-        let who = principal(&req)?;
-        let mut r = req.into_inner();
-        let env = self.calls.granted(&r.env_id, &who, "exec")?;
-        let spec = convert::exec_spec(&r, self.mgr.limits())?;
-        let stdin = std::mem::take(&mut r.stdin);
-        // The agent ends the command at its bound; the margin covers reporting back.
-        let bound = Duration::from_millis(spec.timeout_ms) + EXEC_MARGIN;
-        // A client that cancels (or goes away) drops this future: the command is killed
-        // then, and the env is free again, instead of running to its bound.
-        let mut cancel = CancelOnDrop(Some(spec.cancel.clone()));
-        let job = self.mgr.on_env(&env, Call::Exec, bound, move |e, _| {
-            e.exec(&spec, &stdin).map(convert::exec_response)
-        })?;
-        let out = job.finish().await;
-        cancel.0 = None;
-        Ok(Response::new(out?))
+        self.do_exec(req).await
+    }
+
+    type ExecStreamStream = exec::ExecEvents;
+
+    async fn exec_stream(
+        &self,
+        req: Request<pb::ExecRequest>,
+    ) -> Result<Response<Self::ExecStreamStream>, Status> {
+        self.do_exec_stream(req).await
     }
 
     async fn list_windows(
@@ -580,17 +575,5 @@ impl Deskgym for DeskgymService {
             },
         )?;
         Ok(Response::new(job.finish().await?))
-    }
-}
-
-/// Cancels an exec when dropped while still holding it (its caller's future went away
-/// before the exec ended).
-struct CancelOnDrop(Option<deskgym_worker::ExecCancel>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(c) = self.0.take() {
-            c.cancel();
-        }
     }
 }
