@@ -2,8 +2,9 @@
 next, on a 1280x720 bundled task, p50 over ``--n`` rounds, in one process against one
 server:
 
-- two calls (the baseline): ``Step`` (its own whole-screen frame, raw so it costs no
-  encode) then ``Screenshot`` scaled to the model's size, JPEG;
+- two calls (the baseline): ``Step`` (its own whole-screen frame, raw: no encode but
+  2.7 MB on the wire; or JPEG: an encode but small) then ``Screenshot`` scaled to the
+  model's size, JPEG;
 - one call: ``Step`` with ``observe={"max_long_edge": ...}``, JPEG: the same scaled frame
   in the step's reply (ACI's observe-after-act);
 - the same with ``scope="active_window"`` (the task app's window).
@@ -38,7 +39,7 @@ def main() -> None:
     p.add_argument("--long-edge", type=int, default=1024)
     a = p.parse_args()
     c = deskgym.Client(a.address)
-    pool = c.create_pool("click-target", 1, screen=(1280, 720))
+    pool = c.create_pool("click-target", 1, screen=(1280, 720), max_steps=100_000)
     env = pool.env_ids[0]
     c.reset(env, seed=1)
     edge = a.long_edge
@@ -46,11 +47,14 @@ def main() -> None:
     def move(i: int) -> object:
         return to_proto({"verb": "move", "x": 10 + i % 50, "y": 700})
 
-    def two_calls(i: int) -> str:
-        c.step(env, move(i), encoding="raw")
+    def two_calls(i: int, step_encoding: str = "raw") -> str:
+        c.step(env, move(i), encoding=step_encoding)
         shot = c.screenshot(env, max_long_edge=edge, encoding="jpeg")
         assert max(shot.width, shot.height) == edge
         return str(shot.frame_hash)
+
+    def two_calls_jpeg(i: int) -> str:
+        return two_calls(i, "jpeg")
 
     def one_call(i: int) -> str:
         r = c.step(env, move(i), encoding="jpeg", observe={"max_long_edge": edge})
@@ -64,6 +68,7 @@ def main() -> None:
 
     paths: dict[str, Callable[[int], str]] = {
         "Step + Screenshot (two calls)": two_calls,
+        "Step (JPEG) + Screenshot (two calls)": two_calls_jpeg,
         "Step with observe (one call)": one_call,
         "Step with observe, active window": one_call_window,
     }

@@ -51,6 +51,11 @@ def test_a_click_on_a_downscaled_step_frame_hits_what_the_model_saw(client: desk
         x, y = d.to_screen(*seen)
         done = client.step(env, deskgym.to_proto({"verb": "click", "x": x, "y": y}))
         assert done.reward == 1.0 and done.terminated, (seen, (x, y), long_edge)
+        # A new episode's screen is a new frame at the same shape (the server keeps the
+        # last shaped frame for an unchanged screen, never for a changed one).
+        client.reset(env, seed=12)
+        again = client.screenshot(env, max_long_edge=long_edge, encoding="png")
+        assert again.frame_hash != obs.frame_hash and centroid(mask(rgb(again), RED)) != seen
     finally:
         client.release(pool)
 

@@ -318,6 +318,16 @@ impl Shape {
     }
 }
 
+/// A shaped frame kept for the next look at the same screen: what it was cut from
+/// (whole frame hash, source rectangle, long edge, encoding, quality), its size and
+/// hash, its encoded bytes.
+#[derive(Debug)]
+pub(crate) struct ShapedMemo {
+    key: (u128, [u32; 4], u32, i32, u8),
+    dims: (u32, u32, u128),
+    bytes: Bytes,
+}
+
 /// What a reset or step says about the episode.
 #[derive(Clone, Debug)]
 pub(crate) struct Info {
@@ -395,6 +405,8 @@ pub(crate) struct Env {
     /// The sandbox agent's socket for tunnels, kept beside the state so opening a
     /// tunnel never waits for the call in flight (held only to copy a path).
     agent_socket: Mutex<Option<deskgym_worker::AgentPeer>>,
+    /// The last shaped frame (scaled, or of a window) this env delivered.
+    shaped_memo: Mutex<Option<ShapedMemo>>,
     /// Test hook: the next capture after an action fails (as an X error would).
     #[cfg(test)]
     pub(crate) fail_next_capture: std::sync::atomic::AtomicBool,
@@ -440,6 +452,7 @@ impl Env {
             xvfb_pid: AtomicU32::new(0),
             app_pid: AtomicU32::new(0),
             agent_socket: Mutex::new(None),
+            shaped_memo: Mutex::new(None),
             #[cfg(test)]
             fail_next_capture: Default::default(),
         };

@@ -90,19 +90,12 @@ impl Env {
             let obs = self.observation(cache, full, pointer, settle, enc, &opts.known, episode)?;
             return Ok((obs, None));
         }
-        match Self::cut(d, &full, &opts.shape) {
-            Ok((frame, geometry)) => {
+        match Self::source(d, &full, &opts.shape) {
+            Ok(geometry) => {
+                let (pointer_settle, known) = ((pointer, settle), &opts.known);
+                let obs = self.shaped(&full, geometry, &opts.shape, enc, known, pointer_settle)?;
                 let raw = Bytes::from(full.rgb);
                 self.record_frame(full.hash, full.width, full.height, &raw, episode);
-                let obs = deliver(
-                    frame,
-                    geometry,
-                    pointer,
-                    settle,
-                    enc,
-                    &opts.shape,
-                    &opts.known,
-                )?;
                 Ok((obs, None))
             }
             Err(e) => {
@@ -114,43 +107,86 @@ impl Env {
         }
     }
 
-    /// Cuts `shape` out of a whole-screen frame: a window (clipped to the screen), then
-    /// scaled down.
-    pub(super) fn cut(
+    /// Where `shape` lies on the screen: the whole of it, or a window clipped to it.
+    pub(super) fn source(
         d: &mut Box<dyn Desktop>,
         full: &Frame,
         shape: &Shape,
-    ) -> Result<(Frame, Geometry), DesktopError> {
+    ) -> Result<Geometry, DesktopError> {
         let screen = (full.width, full.height);
-        let (frame, source) = match shape.window {
-            None => (full.clone(), [0, 0, full.width, full.height]),
-            Some(which) => {
-                let ws = d.windows()?;
-                let w = match which {
-                    None => ws.iter().find(|w| w.focused).ok_or_else(|| {
-                        DesktopError::Exec("no window is focused on this desktop".into())
-                    })?,
-                    Some(id) => ws.iter().find(|w| w.id == id).ok_or_else(|| {
-                        DesktopError::invalid(
-                            "window",
-                            format!(
-                                "no window {id:#x} on this desktop; ListWindows gives the \
-                                 live ones"
-                            ),
-                        )
-                    })?,
+        let Some(which) = shape.window else {
+            return Ok(Geometry::whole(full.width, full.height));
+        };
+        let ws = d.windows()?;
+        let w = match which {
+            None => ws
+                .iter()
+                .find(|w| w.focused)
+                .ok_or_else(|| DesktopError::Exec("no window is focused on this desktop".into()))?,
+            Some(id) => ws.iter().find(|w| w.id == id).ok_or_else(|| {
+                DesktopError::invalid(
+                    "window",
+                    format!("no window {id:#x} on this desktop; ListWindows gives the live ones"),
+                )
+            })?,
+        };
+        let source = full
+            .visible(w.x, w.y, w.width, w.height)
+            .ok_or_else(|| DesktopError::Exec(format!("window {:#x} is off screen", w.id)))?;
+        Ok(Geometry { screen, source })
+    }
+
+    /// The shaped frame of `full` at `geometry`, scaled and encoded, outside the frame
+    /// cache (`not_modified` when the client holds it). The env keeps the last one: an
+    /// agent that looks again at an unchanged screen pays no crop, scale or encode.
+    fn shaped(
+        &self,
+        full: &Frame,
+        geometry: Geometry,
+        shape: &Shape,
+        enc: pb::ImageEncoding,
+        known: &[u128],
+        (pointer, settle): (Point, SettleReport),
+    ) -> Result<Obs, EnvError> {
+        let quality = match shape.jpeg_quality {
+            0 => crate::encode::JPEG_QUALITY,
+            q => q,
+        };
+        let key = (
+            full.hash,
+            geometry.source,
+            shape.max_long_edge,
+            enc as i32,
+            quality,
+        );
+        let mut memo = lock(&self.shaped_memo);
+        let (dims, bytes) = match memo.as_ref().filter(|m| m.key == key) {
+            Some(m) => (m.dims, m.bytes.clone()),
+            None => {
+                let [x, y, w, h] = geometry.source;
+                let cut = if geometry.source == [0, 0, full.width, full.height] {
+                    full.clone()
+                } else {
+                    full.crop(x as i32, y as i32, w, h)
+                        .ok_or(EnvError::Bug("a source rectangle off its frame"))?
                 };
-                let off = || DesktopError::Exec(format!("window {:#x} is off screen", w.id));
-                let source = full.visible(w.x, w.y, w.width, w.height).ok_or_else(off)?;
-                let [x, y, cw, ch] = source;
-                let frame = full.crop(x as i32, y as i32, cw, ch).ok_or_else(off)?;
-                (frame, source)
+                let frame = cut.downscale(shape.max_long_edge);
+                let dims = (frame.width, frame.height, frame.hash);
+                let bytes = Bytes::from(crate::encode::encode_with(frame, enc, quality)?);
+                *memo = Some(ShapedMemo {
+                    key,
+                    dims,
+                    bytes: bytes.clone(),
+                });
+                (dims, bytes)
             }
         };
-        Ok((
-            frame.downscale(shape.max_long_edge),
-            Geometry { screen, source },
-        ))
+        let not_modified = known.contains(&dims.2);
+        Ok(Obs {
+            frame: if not_modified { Bytes::new() } else { bytes },
+            not_modified,
+            ..Obs::meta(enc, dims, pointer, settle, geometry)
+        })
     }
 
     /// Reads the tree and renders it. A tree that cannot be read (no accessibility bus,
@@ -274,16 +310,9 @@ impl Env {
                 let mut obs = if opts.shape.is_whole() {
                     self.observation(cache, frame, pointer, settle, enc, &opts.known, None)?
                 } else {
-                    let (frame, geometry) = Self::cut(d, &frame, &opts.shape)?;
-                    deliver(
-                        frame,
-                        geometry,
-                        pointer,
-                        settle,
-                        enc,
-                        &opts.shape,
-                        &opts.known,
-                    )?
+                    let geometry = Self::source(d, &frame, &opts.shape)?;
+                    let (shape, known) = (&opts.shape, &opts.known);
+                    self.shaped(&frame, geometry, shape, enc, known, (pointer, settle))?
                 };
                 if let Some(t) = &opts.tree {
                     let s = &mut *s;
@@ -338,12 +367,12 @@ impl Env {
         known: &[u128],
     ) -> Result<Obs, EnvError> {
         let enc = encoding_or(&self.pool.spec, encoding)?;
-        let (frame, geometry, pointer) = self.on_desktop(|d| {
+        let (full, geometry, pointer) = self.on_desktop(|d| {
             let shot = (|| {
                 d.check_alive()?;
                 let full = d.capture()?;
-                let (frame, geometry) = Self::cut(d, &full, &shape)?;
-                Ok::<_, DesktopError>((frame, geometry, d.pointer()))
+                let geometry = Self::source(d, &full, &shape)?;
+                Ok::<_, DesktopError>((full, geometry, d.pointer()))
             })();
             shot.map_err(|e| match EnvError::from(e) {
                 // A window id is a request field, not an action's.
@@ -354,12 +383,12 @@ impl Env {
                 other => other,
             })
         })?;
-        // Encoded after the env's state is released.
+        // Scaled and encoded after the env's state is released.
         let settle = SettleReport {
             quiesced: true,
             ..Default::default()
         };
-        deliver(frame, geometry, pointer, settle, enc, &shape, known)
+        self.shaped(&full, geometry, &shape, enc, known, (pointer, settle))
     }
 
     /// Captures the screen (the one place a test can make a capture fail).
@@ -370,34 +399,6 @@ impl Env {
         }
         d.capture()
     }
-}
-
-/// Encodes a shaped frame outside the cache (`not_modified` when the client holds it).
-fn deliver(
-    frame: Frame,
-    geometry: Geometry,
-    pointer: Point,
-    settle: SettleReport,
-    enc: pb::ImageEncoding,
-    shape: &Shape,
-    known: &[u128],
-) -> Result<Obs, EnvError> {
-    let (width, height, hash) = (frame.width, frame.height, frame.hash);
-    let not_modified = known.contains(&hash);
-    let bytes = if not_modified {
-        Bytes::new()
-    } else {
-        let quality = match shape.jpeg_quality {
-            0 => crate::encode::JPEG_QUALITY,
-            q => q,
-        };
-        Bytes::from(crate::encode::encode_with(frame, enc, quality)?)
-    };
-    Ok(Obs {
-        frame: bytes,
-        not_modified,
-        ..Obs::meta(enc, (width, height, hash), pointer, settle, geometry)
-    })
 }
 
 impl Obs {
