@@ -10,7 +10,10 @@ server:
 - the same with ``scope="active_window"`` (the task app's window).
 
 Each frame is checked to be the size asked for, and the two paths to deliver the same
-frame hash (the same pixels).
+frame hash (the same pixels). ``--changing``: every action changes the screen (a letter
+typed into ``type-word``'s field, then erased), so no look finds the screen it saw last;
+else a pointer move on ``click-target`` leaves it unchanged (the server's last shaped
+frame is reused).
 
     source scripts/start-server.sh && start_server target/release/deskgym-server
     .venv/bin/python benches/observe_after_act.py --address "$DESKGYM_ADDRESS"
@@ -25,6 +28,7 @@ import time
 from collections.abc import Callable
 
 import deskgym
+from deskgym.a11y import tree_request
 from deskgym.actions import to_proto
 
 
@@ -37,14 +41,21 @@ def main() -> None:
     p.add_argument("--address", default=os.environ.get("DESKGYM_ADDRESS", "127.0.0.1:50051"))
     p.add_argument("--n", type=int, default=300)
     p.add_argument("--long-edge", type=int, default=1024)
+    p.add_argument("--changing", action="store_true", help="type a letter each step (a new screen every time)")
     a = p.parse_args()
     c = deskgym.Client(a.address)
-    pool = c.create_pool("click-target", 1, screen=(1280, 720), max_steps=100_000)
+    task = "type-word" if a.changing else "click-target"
+    pool = c.create_pool(task, 1, screen=(1280, 720), max_steps=100_000)
     env = pool.env_ids[0]
-    c.reset(env, seed=1)
+    first = c.reset(env, seed=1, tree=tree_request())
+    if a.changing:
+        (field,) = [e for e in first.observation.tree.elements if e.role == "text"]
+        c.step(env, to_proto({"verb": "click", "ref": field.ref}))
     edge = a.long_edge
 
     def move(i: int) -> object:
+        if a.changing:
+            return to_proto({"verb": "type_text", "text": "a"} if i % 2 == 0 else {"verb": "key", "keys": "BackSpace"})
         return to_proto({"verb": "move", "x": 10 + i % 50, "y": 700})
 
     def two_calls(i: int, step_encoding: str = "raw") -> str:
@@ -80,14 +91,15 @@ def main() -> None:
             t = time.perf_counter()
             hashes.setdefault(name, set()).add(f(i))
             times[name].append(time.perf_counter() - t)
-    assert hashes["Step + Screenshot (two calls)"] == hashes["Step with observe (one call)"], "different frames"
+    if not a.changing:  # a changing screen differs between paths (each types its own letters)
+        assert hashes["Step + Screenshot (two calls)"] == hashes["Step with observe (one call)"], "different frames"
     base = p50_ms(times["Step + Screenshot (two calls)"])
-    print(f"1280x720 click-target, frames to long edge {edge} (JPEG), p50 of {a.n}")
-    print("| path | p50 | vs two calls |")
-    print("|---|---|---|")
+    print(f"1280x720 {task}, frames to long edge {edge} (JPEG), p50 of {a.n}")
+    print("| path | p50 | vs two calls | distinct frames seen |")
+    print("|---|---|---|---|")
     for name in paths:
         ms = p50_ms(times[name])
-        print(f"| {name} | {ms:.2f} ms | {ms / base:.2f}x |")
+        print(f"| {name} | {ms:.2f} ms | {ms / base:.2f}x | {len(hashes[name])} |")
     c.release(pool)
     c.close()
 
