@@ -505,6 +505,32 @@ class Client:
         )
         return self._call(self._stub.Screenshot, req, pb.Observation)
 
+    def watch(
+        self,
+        env_id: str,
+        *,
+        fps: float = 5.0,
+        max_long_edge: int = 0,
+        scope: str = "screen",
+        window: int | None = None,
+        jpeg_quality: int = 0,
+    ) -> Iterator[pb.ScreencastFrame]:
+        """The env's screen as it changes (ACI's screencast): JPEG frames (``.jpeg``,
+        ``.pointer``, ``.display``, ``.seq``, ``.dropped``) at most ``fps`` a second,
+        without stepping or recording the env. Stops when the iterator is closed (or
+        garbage-collected); a viewer that falls behind loses frames, never the env's pace."""
+        o = observe_spec(scope, window, max_long_edge, jpeg_quality)
+        req = pb.ScreencastRequest(env_id=env_id, scope=o.scope, window=o.window, fps=fps,
+                                   max_long_edge=o.max_long_edge, jpeg_quality=o.jpeg_quality)
+        call = self._stub.Screencast(req, metadata=self._metadata)
+        try:
+            yield from call
+        except grpc.RpcError as e:
+            if e.code() != grpc.StatusCode.CANCELLED:
+                raise DeskgymError.from_rpc(e) from None
+        finally:
+            call.cancel()
+
     def clipboard(self, env_id: str) -> str:
         """The env's CLIPBOARD text ("" when empty); needs the ``clipboard`` capability."""
         return self._call(self._stub.GetClipboard, pb.GetClipboardRequest(env_id=env_id), pb.Clipboard).text

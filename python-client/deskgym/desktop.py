@@ -42,6 +42,11 @@ class Desktop:
         Close it (or use it as a context manager) when done."""
         return PortForward(self.client, self.env_id, port, local_port=local_port)
 
+    def watch(self, **options: Any) -> Iterator[pb.ScreencastFrame]:
+        """This env's screen as it changes (see :meth:`deskgym.client.Client.watch`:
+        ``fps``, ``max_long_edge``, ``scope``, ``window``, ``jpeg_quality``)."""
+        return self.client.watch(self.env_id, **options)
+
     def screenshot(self, **options: Any) -> pb.Observation:
         """A screenshot of this env (see :meth:`deskgym.client.Client.screenshot`)."""
         return self.client.screenshot(self.env_id, **options)

@@ -59,6 +59,8 @@ pub struct Limits {
     pub max_file_bytes: u64,
     /// Most entries one ListDirectory returns.
     pub max_list_entries: u32,
+    /// Most Screencast streams open at once.
+    pub max_screencasts: u32,
 }
 
 impl Default for Limits {
@@ -89,6 +91,7 @@ impl Default for Limits {
             sandbox_open_files: 4096,
             max_file_bytes: 64 << 20,
             max_list_entries: 10_000,
+            max_screencasts: 8,
         }
     }
 }

@@ -29,6 +29,9 @@ struct Args {
     /// Most envs alive at once across all pools.
     #[arg(long, default_value_t = Limits::default().max_envs)]
     max_envs: u32,
+    /// Most Screencast streams open at once (viewers of live desktops).
+    #[arg(long, default_value_t = Limits::default().max_screencasts)]
+    max_screencasts: u32,
     /// Most items in one StepBatch.
     #[arg(long, default_value_t = Limits::default().max_batch)]
     max_batch: u32,
@@ -142,6 +145,7 @@ async fn main() -> anyhow::Result<()> {
         limits: Limits {
             max_envs: args.max_envs,
             max_batch: args.max_batch,
+            max_screencasts: args.max_screencasts,
             op_timeout: Duration::from_millis(args.op_timeout_ms.max(1)),
             sandbox_memory_mb: args.sandbox_memory_mb,
             sandbox_disk_mb: args.sandbox_disk_mb,

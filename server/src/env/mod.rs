@@ -629,6 +629,7 @@ mod boundary;
 mod checkpoint;
 mod episode;
 mod observe;
+pub(crate) use observe::WatchKey;
 
 pub(crate) use checkpoint::Checkpoint;
 

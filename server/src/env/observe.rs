@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// What a viewer's last frame was made from: the screen's hash and the source rectangle.
+pub(crate) type WatchKey = (u128, [u32; 4]);
+
 /// The longest an Observe waits for a quiet screen, whatever it asked.
 const MAX_OBSERVE_SETTLE_MS: u32 = 5000;
 
@@ -389,6 +392,48 @@ impl Env {
             ..Default::default()
         };
         self.shaped(&full, geometry, &shape, enc, known, (pointer, settle))
+    }
+
+    /// Blocking: a viewer's frame (a screencast) shaped by `shape` and JPEG-encoded,
+    /// without acting, recording, or touching the frame cache: `None` when the screen
+    /// and the source rectangle are what `last` says (the key of the last frame made).
+    /// The state lock is held only for the capture.
+    pub(crate) fn watch(
+        &self,
+        shape: &Shape,
+        last: Option<WatchKey>,
+    ) -> Result<(WatchKey, Option<Obs>), EnvError> {
+        let (full, geometry, pointer) = {
+            let mut s = lock(&self.state);
+            let d = s.desktop.as_mut().ok_or_else(|| EnvError::NoDesktop {
+                env: self.id.clone(),
+            })?;
+            d.check_alive()?;
+            let full = d.capture()?;
+            let geometry = Self::source(d, &full, shape)?;
+            (full, geometry, d.pointer())
+        };
+        let key = (full.hash, geometry.source);
+        if last == Some(key) {
+            return Ok((key, None));
+        }
+        let [x, y, w, h] = geometry.source;
+        let cut = full
+            .crop(x as i32, y as i32, w, h)
+            .ok_or(EnvError::Bug("a source rectangle off its frame"))?
+            .downscale(shape.max_long_edge);
+        let quality = match shape.jpeg_quality {
+            0 => crate::encode::JPEG_QUALITY,
+            q => q,
+        };
+        let dims = (cut.width, cut.height, cut.hash);
+        let jpeg = crate::encode::encode_with(cut, pb::ImageEncoding::Jpeg, quality)?;
+        let settle = SettleReport::default();
+        let obs = Obs {
+            frame: Bytes::from(jpeg),
+            ..Obs::meta(pb::ImageEncoding::Jpeg, dims, pointer, settle, geometry)
+        };
+        Ok((key, Some(obs)))
     }
 
     /// Captures the screen (the one place a test can make a capture fail).

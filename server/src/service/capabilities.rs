@@ -97,6 +97,7 @@ impl DeskgymService {
                 max_exec_stdin: l.max_exec_stdin,
                 max_file_bytes: l.max_file_bytes,
                 max_list_entries: l.max_list_entries,
+                max_screencasts: l.max_screencasts,
                 sandbox: Some(pb::SandboxLimits {
                     memory_mb: l.sandbox_memory_mb,
                     memory_bound: deskgym_worker::memory_bound().name().into(),

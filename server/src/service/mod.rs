@@ -22,6 +22,7 @@ mod capabilities;
 mod exec;
 mod files;
 mod frames;
+mod screencast;
 mod steps;
 
 use files::file_chunks;
@@ -42,6 +43,8 @@ pub(crate) struct DeskgymService {
     /// Turns true when the server starts shutting down: long-lived streams (tunnels)
     /// end then, so draining in-flight calls is bounded.
     closing: tokio::sync::watch::Receiver<bool>,
+    /// Screencasts that may still open (`Limits::max_screencasts`).
+    screencasts: Arc<tokio::sync::Semaphore>,
 }
 
 impl DeskgymService {
@@ -49,6 +52,7 @@ impl DeskgymService {
     pub(crate) fn new(mgr: Arc<PoolManager>, closing: tokio::sync::watch::Receiver<bool>) -> Self {
         Self {
             calls: Calls::new(mgr.clone()),
+            screencasts: screencast::slots(mgr.limits()),
             mgr,
             closing,
         }
@@ -311,6 +315,15 @@ impl Deskgym for DeskgymService {
     }
 
     type ExecStreamStream = exec::ExecEvents;
+
+    type ScreencastStream = screencast::Frames;
+
+    async fn screencast(
+        &self,
+        req: Request<pb::ScreencastRequest>,
+    ) -> Result<Response<Self::ScreencastStream>, Status> {
+        self.do_screencast(req).await
+    }
 
     async fn exec_stream(
         &self,
