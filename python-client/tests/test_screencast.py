@@ -51,6 +51,26 @@ def test_frames_follow_the_screen_and_watching_leaves_the_env_alone(client: desk
         client.release(pool)
 
 
+def test_viewers_of_one_env_share_its_frames_and_a_late_one_starts_from_the_latest(client: deskgym.Client) -> None:
+    pool = client.create_pool("click-target", 1, screen=(640, 480))
+    try:
+        env = pool.env_ids[0]
+        client.reset(env, seed=2)
+        a = client.watch(env, fps=20, max_long_edge=200)
+        first = next(a)
+        # A viewer joining a still screen gets the current frame at once.
+        b = client.watch(env, fps=20, max_long_edge=200)
+        joined = next(b)
+        assert (joined.seq, joined.frame_hash) == (first.seq, first.frame_hash)
+        client.reset(env, seed=3)
+        fa, fb = next(a), next(b)
+        assert (fa.seq, fa.frame_hash) == (fb.seq, fb.frame_hash) and fa.frame_hash != first.frame_hash
+        a.close()
+        b.close()
+    finally:
+        client.release(pool)
+
+
 def test_bad_requests_and_the_unknown_env_are_clear_errors(client: deskgym.Client) -> None:
     pool = client.create_pool("click-target", 1, screen=(320, 240))
     try:

@@ -43,8 +43,8 @@ pub(crate) struct DeskgymService {
     /// Turns true when the server starts shutting down: long-lived streams (tunnels)
     /// end then, so draining in-flight calls is bounded.
     closing: tokio::sync::watch::Receiver<bool>,
-    /// Screencasts that may still open (`Limits::max_screencasts`).
-    screencasts: Arc<tokio::sync::Semaphore>,
+    /// Open screencasts: their slots and their shared producers.
+    screencasts: screencast::Screencasts,
 }
 
 impl DeskgymService {
@@ -52,7 +52,7 @@ impl DeskgymService {
     pub(crate) fn new(mgr: Arc<PoolManager>, closing: tokio::sync::watch::Receiver<bool>) -> Self {
         Self {
             calls: Calls::new(mgr.clone()),
-            screencasts: screencast::slots(mgr.limits()),
+            screencasts: screencast::Screencasts::new(mgr.limits()),
             mgr,
             closing,
         }

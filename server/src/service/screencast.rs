@@ -3,7 +3,12 @@
 
 use std::time::Instant;
 
-use tokio::sync::{Semaphore, mpsc};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::{Semaphore, broadcast, mpsc};
+
+use crate::sync::lock;
 
 use super::*;
 
@@ -16,9 +21,31 @@ const QUEUE: usize = 2;
 /// A frame is sent this often even on a still screen, so a viewer knows it is live.
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
 
-/// Open screencasts, bounded by `Limits::max_screencasts`.
-pub(crate) fn slots(limits: &crate::config::Limits) -> Arc<Semaphore> {
-    Arc::new(Semaphore::new(limits.max_screencasts as usize))
+/// What makes two screencasts the same stream: env, scope, window, size, quality, fps.
+type Key = (String, i32, u32, u32, u32, u64);
+
+/// A producing screencast's frames (or its end), shared by its viewers.
+type Shared = broadcast::Sender<Result<Arc<pb::ScreencastFrame>, Status>>;
+
+/// The frame a producer sent last: what a viewer that joins late sees first.
+type Latest = Arc<Mutex<Option<Arc<pb::ScreencastFrame>>>>;
+
+/// Screencasts: the slots (`Limits::max_screencasts` viewers) and the producers, one
+/// per distinct stream, so eight viewers of one env cost one capture and one encode.
+#[derive(Debug, Clone)]
+pub(crate) struct Screencasts {
+    slots: Arc<Semaphore>,
+    producers: Arc<Mutex<HashMap<Key, (Shared, Latest)>>>,
+}
+
+impl Screencasts {
+    /// Room for `Limits::max_screencasts` viewers.
+    pub(crate) fn new(limits: &crate::config::Limits) -> Self {
+        Self {
+            slots: Arc::new(Semaphore::new(limits.max_screencasts as usize)),
+            producers: Arc::default(),
+        }
+    }
 }
 
 impl DeskgymService {
@@ -36,62 +63,92 @@ impl DeskgymService {
             );
         }
         let shape = convert::shape("", r.scope, r.window, r.max_long_edge, r.jpeg_quality)?;
-        let permit = self.screencasts.clone().try_acquire_owned().map_err(|_| {
-            Status::resource_exhausted(format!(
-                "this server streams at most max_screencasts={} screencasts at once; close one \
+        let permit = self
+            .screencasts
+            .slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| {
+                Status::resource_exhausted(format!(
+                    "this server streams at most max_screencasts={} screencasts at once; close one \
                  (or start the server with a higher --max-screencasts)",
-                self.mgr.limits().max_screencasts
-            ))
-        })?;
-        let (tx, rx) = mpsc::channel(QUEUE);
-        let period = Duration::from_secs_f64(1.0 / fps);
-        let mut closing = self.closing.clone();
+                    self.mgr.limits().max_screencasts
+                ))
+            })?;
+        let key: Key = (
+            env.id.clone(),
+            r.scope,
+            r.window,
+            r.max_long_edge,
+            r.jpeg_quality,
+            fps.to_bits(),
+        );
+        let (mut shared, latest) = {
+            let mut producers = lock(&self.screencasts.producers);
+            match producers.get(&key) {
+                Some((tx, latest)) => (tx.subscribe(), lock(latest).clone()),
+                None => {
+                    let (tx, rx) = broadcast::channel(QUEUE);
+                    let latest = Latest::default();
+                    producers.insert(key.clone(), (tx.clone(), latest.clone()));
+                    let registry = self.screencasts.producers.clone();
+                    let closing = self.closing.clone();
+                    let p = Producer {
+                        env,
+                        shape,
+                        fps,
+                        tx,
+                        latest,
+                        registry,
+                        key,
+                    };
+                    tokio::spawn(p.run(closing));
+                    (rx, None)
+                }
+            }
+        };
+        let (out, rx) = mpsc::channel(QUEUE);
         tokio::spawn(async move {
             let _permit = permit;
-            let mut tick = tokio::time::interval(period);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            let (mut seq, mut dropped) = (0u64, 0u64);
-            let mut last: Option<crate::env::WatchKey> = None;
-            let mut sent = Instant::now();
-            loop {
-                tokio::select! {
-                    _ = tick.tick() => {}
-                    () = tx.closed() => return,
-                    _ = closing.changed() => {
-                        let _ = tx.send(Err(Status::unavailable("the server is shutting down"))).await;
-                        return;
-                    }
+            let mut dropped = 0u64;
+            // A viewer that joins a running stream starts from its latest frame.
+            let mut next_seq = 0u64;
+            if let Some(f) = latest {
+                next_seq = f.seq + 1;
+                if out.send(Ok((*f).clone())).await.is_err() {
+                    return;
                 }
-                // A frame at least every KEEP_ALIVE, changed or not.
-                let known = if sent.elapsed() >= KEEP_ALIVE {
-                    None
-                } else {
-                    last
+            }
+            loop {
+                // A viewer that left frees its slot at once, still screen or not.
+                let next = tokio::select! {
+                    next = shared.recv() => next,
+                    () = out.closed() => return,
                 };
-                let e = env.clone();
-                let shot = tokio::task::spawn_blocking(move || e.watch(&shape, known)).await;
-                let (key, obs) = match shot {
-                    Ok(Ok(v)) => v,
-                    Ok(Err(err)) => {
-                        let _ = tx.send(Err(Status::from(PoolError::from(err)))).await;
+                let frame = match next {
+                    Ok(Ok(f)) => f,
+                    Ok(Err(status)) => {
+                        let _ = out.send(Err(status)).await;
                         return;
                     }
-                    Err(_) => {
-                        let _ = tx
-                            .send(Err(Status::internal("a screencast capture panicked")))
-                            .await;
-                        return;
+                    // This viewer was behind: the frames it missed are dropped.
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        dropped += n;
+                        continue;
                     }
+                    Err(broadcast::error::RecvError::Closed) => return,
                 };
-                last = Some(key);
-                let Some(o) = obs else { continue };
-                let frame = frame(o, seq, dropped);
-                seq += 1;
-                match tx.try_send(Ok(frame)) {
-                    Ok(()) => sent = Instant::now(),
-                    // The viewer is behind: this (newest) frame is dropped.
-                    Err(mpsc::error::TrySendError::Full(_)) => dropped += 1,
-                    Err(mpsc::error::TrySendError::Closed(_)) => return,
+                if frame.seq < next_seq {
+                    continue; // already sent as the latest frame
+                }
+                next_seq = frame.seq + 1;
+                let mine = pb::ScreencastFrame {
+                    dropped,
+                    ..(*frame).clone()
+                };
+                tokio::select! {
+                    sent = out.send(Ok(mine)) => if sent.is_err() { return },
+                    () = out.closed() => return,
                 }
             }
         });
@@ -101,8 +158,81 @@ impl DeskgymService {
     }
 }
 
+/// One stream's producer: a frame when the pixels changed (or a keep-alive), at most
+/// `fps` a second, until its last viewer leaves, the env fails or the server stops.
+struct Producer {
+    env: Arc<crate::env::Env>,
+    shape: crate::env::Shape,
+    fps: f64,
+    tx: Shared,
+    latest: Latest,
+    registry: Arc<Mutex<HashMap<Key, (Shared, Latest)>>>,
+    key: Key,
+}
+
+impl Producer {
+    /// Removes this producer from the registry (if the entry is still its own).
+    fn leave(&self, producers: &mut HashMap<Key, (Shared, Latest)>) {
+        if producers
+            .get(&self.key)
+            .is_some_and(|(t, _)| t.same_channel(&self.tx))
+        {
+            producers.remove(&self.key);
+        }
+    }
+
+    /// Leaves the registry (if still its entry), telling the viewers why.
+    fn end(&self, why: Status) {
+        self.leave(&mut lock(&self.registry));
+        let _ = self.tx.send(Err(why));
+    }
+
+    async fn run(self, mut closing: tokio::sync::watch::Receiver<bool>) {
+        let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / self.fps));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut seq = 0u64;
+        let mut last: Option<crate::env::WatchKey> = None;
+        let mut sent = Instant::now();
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = closing.changed() => {
+                    return self.end(Status::unavailable("the server is shutting down"));
+                }
+            }
+            // No viewer left: stop (checked under the registry's lock, so no viewer
+            // joins a producer that is ending).
+            {
+                let mut producers = lock(&self.registry);
+                if self.tx.receiver_count() == 0 {
+                    return self.leave(&mut producers);
+                }
+            }
+            let known = if sent.elapsed() >= KEEP_ALIVE {
+                None
+            } else {
+                last
+            };
+            let (e, shape) = (self.env.clone(), self.shape);
+            let shot = tokio::task::spawn_blocking(move || e.watch(&shape, known)).await;
+            let (k, obs) = match shot {
+                Ok(Ok(v)) => v,
+                Ok(Err(err)) => return self.end(Status::from(PoolError::from(err))),
+                Err(_) => return self.end(Status::internal("a screencast capture panicked")),
+            };
+            last = Some(k);
+            let Some(o) = obs else { continue };
+            let f = Arc::new(frame(o, seq));
+            *lock(&self.latest) = Some(f.clone());
+            let _ = self.tx.send(Ok(f));
+            seq += 1;
+            sent = Instant::now();
+        }
+    }
+}
+
 /// A viewer's frame from a watched observation.
-fn frame(o: crate::env::Obs, seq: u64, dropped: u64) -> pb::ScreencastFrame {
+fn frame(o: crate::env::Obs, seq: u64) -> pb::ScreencastFrame {
     let o = convert::observation(o);
     pb::ScreencastFrame {
         seq,
@@ -114,6 +244,6 @@ fn frame(o: crate::env::Obs, seq: u64, dropped: u64) -> pb::ScreencastFrame {
         frame_pointer: o.frame_pointer,
         display: o.display,
         captured_unix_ms: deskgym_datasets::writer::now_ms() as i64,
-        dropped,
+        dropped: 0,
     }
 }
