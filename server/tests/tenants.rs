@@ -686,6 +686,37 @@ async fn principals_share_no_frames_runs_or_figures() {
     let (ca, cb) = (cap("aaa").await, cap("bbb").await);
     assert_eq!((ca.envs_in_use, ca.envs_free), (1, 3), "{ca:?}");
     assert_eq!((cb.envs_in_use, cb.envs_free), (1, 3), "{cb:?}");
+    // Bob can neither watch, shoot nor run anything on Alice's desktop: to him it
+    // does not exist. Alice watches it.
+    let cast = |token: &str| {
+        as_(
+            token,
+            pb::ScreencastRequest {
+                env_id: pa.env_ids[0].clone(),
+                ..Default::default()
+            },
+        )
+    };
+    let err = c.screencast(cast("bbb")).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let shot = pb::ScreenshotRequest {
+        env_id: pa.env_ids[0].clone(),
+        if_none_match: vec![obs.frame_hash.clone()],
+        ..Default::default()
+    };
+    let err = c.screenshot(as_("bbb", shot)).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let run = pb::ExecRequest {
+        env_id: pa.env_ids[0].clone(),
+        shell: "true".into(),
+        ..Default::default()
+    };
+    let err = c.exec_stream(as_("bbb", run)).await.unwrap_err();
+    assert_eq!(err.code(), Code::NotFound, "{err:?}");
+    let mut watching = c.screencast(cast("aaa")).await.unwrap().into_inner();
+    let frame = watching.message().await.unwrap().unwrap();
+    assert_eq!((frame.seq, frame.width, frame.height), (0, 320, 240));
+    drop(watching);
     server.stop().await;
     let _ = std::fs::remove_dir_all(&data);
 }
