@@ -22,7 +22,7 @@ pub mod tables;
 pub mod video;
 pub mod writer;
 
-pub use tables::{EpisodeRow, EventRow, FrameRow, StepRow};
+pub use tables::{Actor, EpisodeRow, EventRow, FrameRow, StepRow};
 pub use writer::{
     FrameRecord, Manifest, Overflow, Record, RecordError, Recorder, RecorderConfig, read_manifest,
     recover,

@@ -54,6 +54,28 @@ pub struct StepRow {
     pub latency_ms: f64,
     /// gRPC code name when the step failed.
     pub error_code: Option<String>,
+    /// Who chose the action: an agent, or a person through the console.
+    pub actor: Actor,
+}
+
+/// Who chose a step's action (the `actor` column).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Actor {
+    /// A program through the API (the usual case).
+    #[default]
+    Agent,
+    /// A person at the console (take-over or a demonstration).
+    Human,
+}
+
+impl Actor {
+    /// The column's value: `agent` or `human`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Agent => "agent",
+            Self::Human => "human",
+        }
+    }
 }
 
 /// One episode, written when it ends.
@@ -145,6 +167,8 @@ pub fn steps_schema() -> SchemaRef {
         Field::new("settle_ms", DataType::Float64, false),
         Field::new("latency_ms", DataType::Float64, false),
         Field::new("error_code", DataType::Utf8, true),
+        // Added after the first bundles: a reader treats a bundle without it as all agent.
+        Field::new("actor", DataType::Utf8, false),
     ]))
 }
 
@@ -239,9 +263,10 @@ pub fn steps_batch(rows: &[StepRow]) -> Result<RecordBatch, ArrowError> {
         BooleanBuilder::new(),
     );
     let (mut hb, mut ha) = (StringBuilder::new(), StringBuilder::new());
-    let (mut settle, mut lat, mut err) = (
+    let (mut settle, mut lat, mut err, mut actor) = (
         Float64Builder::new(),
         Float64Builder::new(),
+        StringBuilder::new(),
         StringBuilder::new(),
     );
     for r in rows {
@@ -266,6 +291,7 @@ pub fn steps_batch(rows: &[StepRow]) -> Result<RecordBatch, ArrowError> {
         settle.append_value(r.settle_ms);
         lat.append_value(r.latency_ms);
         err.append_option(r.error_code.as_deref());
+        actor.append_value(r.actor.as_str());
     }
     batch(
         steps_schema(),
@@ -291,6 +317,7 @@ pub fn steps_batch(rows: &[StepRow]) -> Result<RecordBatch, ArrowError> {
             Arc::new(settle.finish()),
             Arc::new(lat.finish()),
             Arc::new(err.finish()),
+            Arc::new(actor.finish()),
         ],
     )
 }

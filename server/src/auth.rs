@@ -81,16 +81,23 @@ impl Auth {
     /// The interceptor body: pass (with the principal attached) or UNAUTHENTICATED.
     /// Never logs a token.
     pub(crate) fn check(&self, mut req: Request<()>) -> Result<Request<()>, Status> {
-        if self.tokens.is_empty() {
-            req.extensions_mut().insert(self.local.clone());
-            return Ok(req);
-        }
         let got = req
             .metadata()
             .get("authorization")
             .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or(AuthError::MissingToken)?;
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let who = self.principal_for(got)?;
+        req.extensions_mut().insert(who);
+        Ok(req)
+    }
+
+    /// Whose `token` is (any caller is `local` on a server without tokens). Used by the
+    /// interceptor and by the console (bearer header or cookie). Never logs a token.
+    pub(crate) fn principal_for(&self, token: Option<&str>) -> Result<Principal, AuthError> {
+        if self.tokens.is_empty() {
+            return Ok(self.local.clone());
+        }
+        let got = token.ok_or(AuthError::MissingToken)?;
         // Every token is compared (no early exit), each in constant time.
         let mut found = None;
         for (token, who) in self.tokens.iter() {
@@ -98,13 +105,7 @@ impl Auth {
                 found = Some(who.clone());
             }
         }
-        match found {
-            Some(who) => {
-                req.extensions_mut().insert(who);
-                Ok(req)
-            }
-            None => Err(AuthError::WrongToken.into()),
-        }
+        found.ok_or(AuthError::WrongToken)
     }
 }
 

@@ -13,6 +13,7 @@ use crate::env::{Call, ObsOptions};
 use crate::frame_cache::parse_hashes;
 use crate::pool::{EnvJob, PoolError, PoolManager};
 use crate::spec::Invalid;
+use deskgym_datasets::Actor;
 
 /// Steps, resets and grant checks over a [`PoolManager`].
 #[derive(Debug, Clone)]
@@ -64,6 +65,34 @@ impl Calls {
         who: &Principal,
     ) -> Result<EnvJob<pb::StepResult>, PoolError> {
         let env = self.mgr.env(&item.env_id, who)?;
+        self.start_step_on(env, item, field, shared, Actor::Agent)
+    }
+
+    /// A person's step at the console: only on an env `who` holds (renewing the hold),
+    /// through the same validation and step path as an agent's, recorded as human.
+    pub(crate) fn start_human_step(
+        &self,
+        item: pb::StepRequest,
+        who: &Principal,
+    ) -> Result<EnvJob<pb::StepResult>, PoolError> {
+        let env = self.mgr.env_of(&item.env_id, who)?;
+        if env.control.holder().as_deref() != Some(&*who.name) {
+            return Err(PoolError::NotHeld {
+                env: env.id.clone(),
+            });
+        }
+        let _ = env.control.take(&who.name);
+        self.start_step_on(env, item, "", &[], Actor::Human)
+    }
+
+    fn start_step_on(
+        &self,
+        env: Arc<crate::env::Env>,
+        item: pb::StepRequest,
+        field: &str,
+        shared: &[u128],
+        actor: Actor,
+    ) -> Result<EnvJob<pb::StepResult>, PoolError> {
         if let Some(capability) = convert::capability_of(item.action.as_ref()) {
             check_grant(&env, capability)?;
         }
@@ -73,13 +102,14 @@ impl Calls {
             Some((apps, args)) => (apps, args),
             None => (&profile.apps, &profile.app_args),
         };
-        let action = convert::action(
+        let mut action = convert::action(
             item.action.as_ref(),
             env.pool.spec.screen,
             self.mgr.limits(),
             apps,
             app_args,
         )?;
+        action.actor = actor;
         let mut opts = self.opts(
             &format!("{field}if_none_match"),
             item.encoding,

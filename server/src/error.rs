@@ -69,6 +69,7 @@ impl PoolError {
             Self::Start(_) => Code::Unavailable,
             Self::Recording(e) => e.code(),
             Self::Encode(_) | Self::Internal(_) => Code::Internal,
+            Self::HumanControl { .. } | Self::NotHeld { .. } => Code::FailedPrecondition,
         }
     }
 }
@@ -192,6 +193,17 @@ impl From<PoolError> for Status {
             PoolError::Invalid(i) => i.into(),
             PoolError::Env(e) => e.into(),
             PoolError::Recording(e) => e.into(),
+            PoolError::HumanControl { ref holder, .. } => {
+                use tonic_types::{ErrorDetails, StatusExt as _};
+                // As element errors: the reason as data, and leading the message.
+                let meta =
+                    std::collections::HashMap::from([("holder".to_string(), holder.to_string())]);
+                counted(Status::with_error_details(
+                    e.code(),
+                    e.to_string(),
+                    ErrorDetails::with_error_info("human_control", "deskgym", meta),
+                ))
+            }
             e => counted(Status::new(e.code(), e.to_string())),
         }
     }
@@ -271,6 +283,18 @@ mod tests {
                 status(RecordingError::Video("no x264".into())),
                 Code::FailedPrecondition,
             ),
+            (
+                status(PoolError::HumanControl {
+                    env: env("e1"),
+                    holder: "ann".into(),
+                    lease_s: 30,
+                }),
+                Code::FailedPrecondition,
+            ),
+            (
+                status(PoolError::NotHeld { env: env("e1") }),
+                Code::FailedPrecondition,
+            ),
         ];
         for (s, code) in cases {
             assert_eq!(s.code(), code, "{s:?}");
@@ -331,5 +355,23 @@ mod tests {
         let e: EnvError = DesktopError::X11("BadMatch".into()).into();
         assert_eq!(e.code(), Code::Internal);
         assert!(!e.is_down());
+    }
+
+    #[test]
+    fn human_control_leads_its_message_and_travels_as_error_info() {
+        use tonic_types::StatusExt as _;
+        let s = Status::from(PoolError::HumanControl {
+            env: "e1".into(),
+            holder: "ann".into(),
+            lease_s: 30,
+        });
+        assert!(
+            s.message().starts_with("human_control: "),
+            "{}",
+            s.message()
+        );
+        let info = s.get_error_details().error_info().cloned().unwrap();
+        assert_eq!(info.reason, "human_control");
+        assert_eq!(info.metadata.get("holder").map(String::as_str), Some("ann"));
     }
 }

@@ -20,7 +20,9 @@
 //! - `calls` (a step, a reset and the grant checks, shared by the RPC handlers and the
 //!   axstream driver), `error` (the one mapping from each module's error enum to
 //!   `tonic::Status`), `metrics_http` (the `/metrics` endpoint);
-//! - `axstream` (the `Drive` RPC's line runner), then `service` (the RPC handlers).
+//! - `watch` (screencasts: one producer per stream, the viewers' slots);
+//! - `axstream` (the `Drive` RPC's line runner), then `service` (the RPC handlers) and
+//!   `console` (the web console), side by side.
 //!
 //! [`run`] takes an already-bound listener and a shutdown future, so tests bind port 0
 //! and stop the server at will (as mini-redis does).
@@ -32,6 +34,7 @@ mod backend;
 mod calls;
 mod config;
 mod conn;
+mod console;
 mod convert;
 mod encode;
 mod env;
@@ -48,6 +51,7 @@ mod spec;
 mod sync;
 mod tasks;
 mod tunnel;
+mod watch;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -122,19 +126,36 @@ pub async fn run(
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
-    run_with(listener, None, config, shutdown).await
+    run_with(listener, Listeners::default(), config, shutdown).await
 }
 
-/// [`run`], also serving Prometheus metrics (`GET /metrics`) on `metrics` when given.
+/// The server's other listeners, each off unless given.
+#[derive(Debug, Default)]
+pub struct Listeners {
+    /// Prometheus metrics (`GET /metrics`).
+    pub metrics: Option<TcpListener>,
+    /// The web console.
+    pub console: Option<TcpListener>,
+}
+
+/// [`run`], also serving the [`Listeners`] given.
 pub async fn run_with(
     listener: TcpListener,
-    metrics: Option<TcpListener>,
+    extra: Listeners,
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
     let addr = listener.local_addr()?;
-    if !addr.ip().is_loopback() && config.principals.is_empty() {
-        return Err(RunError::InsecureBind(addr));
+    for a in [
+        Some(addr),
+        extra.console.as_ref().and_then(|c| c.local_addr().ok()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        if !a.ip().is_loopback() && config.principals.is_empty() {
+            return Err(RunError::InsecureBind(a));
+        }
     }
     // Recordings a crashed predecessor left open are closed out before anything new,
     // and its sandboxes' directories and cgroups swept.
@@ -226,12 +247,22 @@ pub async fn run_with(
         })
     };
 
-    let metrics = metrics.map(|l| tokio::spawn(metrics_http::serve(l, mgr.clone())));
+    let metrics = extra
+        .metrics
+        .map(|l| tokio::spawn(metrics_http::serve(l, mgr.clone())));
 
     let auth = auth::Auth::new(&config.principals, &config.limits);
     let auth_required = auth.required();
     let (closing, closing_rx) = tokio::sync::watch::channel(false);
-    let svc = DeskgymServer::new(DeskgymService::new(mgr.clone(), closing_rx))
+    let screencasts = watch::Screencasts::new(&config.limits, closing_rx.clone());
+    let console = extra.console.map(|l| {
+        tokio::spawn(console::serve(
+            l,
+            console::Console::new(mgr.clone(), auth.clone(), screencasts.clone()),
+            closing_rx.clone(),
+        ))
+    });
+    let svc = DeskgymServer::new(DeskgymService::new(mgr.clone(), closing_rx, screencasts))
         .max_decoding_message_size(MAX_REQUEST_BYTES)
         .max_encoding_message_size(usize::MAX);
     let svc = tonic::service::interceptor::InterceptedService::new(svc, move |r| auth.check(r));
@@ -275,6 +306,9 @@ pub async fn run_with(
     housekeeping.abort();
     if let Some(m) = metrics {
         m.abort();
+    }
+    if let Some(c) = console {
+        c.abort();
     }
     log_cache(&mgr);
     tracing::info!(envs = mgr.env_count(), "closing pools");

@@ -120,6 +120,11 @@ struct Args {
     /// addresses require --token-file, as for --listen.
     #[arg(long)]
     metrics_listen: Option<String>,
+    /// Serve the web console at `http://ADDR/` (off unless given; port 0 picks a free
+    /// port, printed on stdout after the gRPC address): watch every desktop of your
+    /// pools live and take one over. Non-loopback addresses require --token-file.
+    #[arg(long)]
+    console_listen: Option<String>,
 }
 
 #[tokio::main]
@@ -206,19 +211,8 @@ async fn main() -> anyhow::Result<()> {
     if !addr.ip().is_loopback() && config.principals.is_empty() {
         return Err(deskgym_server::RunError::InsecureBind(addr).into());
     }
-    let metrics = match &args.metrics_listen {
-        Some(a) => {
-            let m = tokio::net::TcpListener::bind(a)
-                .await
-                .with_context(|| format!("binding the metrics address {a}"))?;
-            let at = m.local_addr()?;
-            if !at.ip().is_loopback() && config.principals.is_empty() {
-                return Err(deskgym_server::RunError::InsecureBind(at).into());
-            }
-            Some(m)
-        }
-        None => None,
-    };
+    let metrics = bind_extra(args.metrics_listen.as_deref(), "metrics", &config).await?;
+    let console = bind_extra(args.console_listen.as_deref(), "console", &config).await?;
     // Scripts that pass port 0 read the real address from this line.
     println!("deskgym-server listening on {}", listener.local_addr()?);
     if let Some(m) = &metrics {
@@ -227,8 +221,30 @@ async fn main() -> anyhow::Result<()> {
             m.local_addr()?
         );
     }
-    deskgym_server::run_with(listener, metrics, config, shutdown).await?;
+    if let Some(c) = &console {
+        println!("deskgym-server console on http://{}/", c.local_addr()?);
+    }
+    let extra = deskgym_server::Listeners { metrics, console };
+    deskgym_server::run_with(listener, extra, config, shutdown).await?;
     Ok(())
+}
+
+/// Binds `--metrics-listen` or `--console-listen` when given, refusing a non-loopback
+/// address on a server without tokens before anything is announced.
+async fn bind_extra(
+    addr: Option<&str>,
+    what: &str,
+    config: &ServerConfig,
+) -> anyhow::Result<Option<tokio::net::TcpListener>> {
+    let Some(a) = addr else { return Ok(None) };
+    let l = tokio::net::TcpListener::bind(a)
+        .await
+        .with_context(|| format!("binding the {what} address {a}"))?;
+    let at = l.local_addr()?;
+    if !at.ip().is_loopback() && config.principals.is_empty() {
+        return Err(deskgym_server::RunError::InsecureBind(at).into());
+    }
+    Ok(Some(l))
 }
 
 /// A future that resolves on SIGTERM or Ctrl-C; the handlers are installed now.

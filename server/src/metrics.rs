@@ -71,6 +71,19 @@ impl Metrics {
         self.resets.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Steps, resets and error replies so far, and the steps' mean latency (ms).
+    pub(crate) fn totals(&self) -> (u64, u64, u64, f64) {
+        let steps = self.steps.load(Ordering::Relaxed);
+        let us = self.latency_us.load(Ordering::Relaxed);
+        let errors = self.errors.iter().map(|e| e.load(Ordering::Relaxed)).sum();
+        let mean = if steps == 0 {
+            0.0
+        } else {
+            us as f64 / steps as f64 / 1e3
+        };
+        (steps, self.resets.load(Ordering::Relaxed), errors, mean)
+    }
+
     /// A call answered with `code` (counted where errors become statuses).
     pub(crate) fn error(&self, code: tonic::Code) {
         if let Some(c) = self.errors.get(code as usize) {

@@ -209,43 +209,6 @@ async fn exec_bounds_output_time_and_processes() {
     assert!(r.timed_out, "{r:?}");
     assert_eq!(r.signal, Some(9));
 
-    // A fork bomb stops at the process limit and its time bound (or, when the agent
-    // itself finds no thread left to watch it, is killed at once and reported as
-    // RESOURCE_EXHAUSTED naming the limit); either way the neighbour is fine and the
-    // env recovers.
-    let r = c
-        .exec(pb::ExecRequest {
-            timeout_ms: 3_000,
-            ..sh(&a, "bomb() { bomb | bomb & }; bomb; sleep 10")
-        })
-        .await;
-    match r {
-        Ok(r) => assert!(
-            r.get_ref().timed_out || r.get_ref().exit_code.is_some(),
-            "{r:?}"
-        ),
-        Err(e) => {
-            assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
-            assert!(e.message().contains("process limit"), "{}", e.message());
-        }
-    }
-    let r = run(&mut c, sh(&b, "echo alive")).await;
-    assert_eq!(out(&r), "alive");
-    // The bomb's processes die with their group, but not in the same instant: until
-    // they are gone the env answers RESOURCE_EXHAUSTED (correctly), then it recovers.
-    let mut tries = 0;
-    let r = loop {
-        match c.exec(sh(&a, "echo recovered")).await {
-            Ok(r) => break r.into_inner(),
-            Err(e) if e.code() == Code::ResourceExhausted && tries < 50 => {
-                tries += 1;
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
-            Err(e) => panic!("the env did not recover from the fork bomb: {e:?}"),
-        }
-    };
-    assert_eq!(out(&r), "recovered");
-
     // Bad input: precise codes, nothing run.
     let cases: Vec<(pb::ExecRequest, Code, &str)> = vec![
         (
@@ -296,6 +259,45 @@ async fn exec_bounds_output_time_and_processes() {
         assert_eq!(e.code(), code, "{e:?}");
         assert!(e.message().contains(word), "{word}: {}", e.message());
     }
+
+    // Last, since its processes take a while to be gone (until then the env answers
+    // RESOURCE_EXHAUSTED, as it should, which would blur the codes checked above).
+    // A fork bomb stops at the process limit and its time bound (or, when the agent
+    // itself finds no thread left to watch it, is killed at once and reported as
+    // RESOURCE_EXHAUSTED naming the limit); either way the neighbour is fine and the
+    // env recovers.
+    let r = c
+        .exec(pb::ExecRequest {
+            timeout_ms: 3_000,
+            ..sh(&a, "bomb() { bomb | bomb & }; bomb; sleep 10")
+        })
+        .await;
+    match r {
+        Ok(r) => assert!(
+            r.get_ref().timed_out || r.get_ref().exit_code.is_some(),
+            "{r:?}"
+        ),
+        Err(e) => {
+            assert_eq!(e.code(), Code::ResourceExhausted, "{e:?}");
+            assert!(e.message().contains("process limit"), "{}", e.message());
+        }
+    }
+    let r = run(&mut c, sh(&b, "echo alive")).await;
+    assert_eq!(out(&r), "alive");
+    // The bomb's processes die with their group, but not in the same instant: until
+    // they are gone the env answers RESOURCE_EXHAUSTED (correctly), then it recovers.
+    let mut tries = 0;
+    let r = loop {
+        match c.exec(sh(&a, "echo recovered")).await {
+            Ok(r) => break r.into_inner(),
+            Err(e) if e.code() == Code::ResourceExhausted && tries < 50 => {
+                tries += 1;
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("the env did not recover from the fork bomb: {e:?}"),
+        }
+    };
+    assert_eq!(out(&r), "recovered");
     server.stop().await;
     let _ = std::fs::remove_dir_all(&data);
 }

@@ -125,6 +125,8 @@ pub(crate) struct Planned {
     pub action: Action,
     /// Element targets: where each goes, what it names, and the request field.
     pub elements: Vec<(Slot, Sel, String)>,
+    /// Who chose it: an agent, or a person at the console (the steps table says which).
+    pub actor: deskgym_datasets::Actor,
 }
 
 impl From<Action> for Planned {
@@ -132,6 +134,7 @@ impl From<Action> for Planned {
         Self {
             action,
             elements: vec![],
+            actor: deskgym_datasets::Actor::Agent,
         }
     }
 }

@@ -492,7 +492,11 @@ pub(crate) fn action(
             }
         }
     };
-    Ok(Planned { action, elements })
+    Ok(Planned {
+        action,
+        elements,
+        actor: deskgym_datasets::Actor::Agent,
+    })
 }
 
 /// The target of an element verb: an element ref or query, never a point.

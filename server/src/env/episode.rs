@@ -114,6 +114,24 @@ impl Env {
         }
         let mut info = self.info(&ep, started, s.desktop.as_ref().map(|d| d.display()));
         info.extra.extend(out.app.extra);
+        self.control.tell(
+            |m| {
+                *m = control::Summary {
+                    episode: ep.number,
+                    state: "running",
+                    instruction: ep.instruction.clone(),
+                    ..control::Summary::default()
+                }
+            },
+            || {
+                serde_json::json!({
+                    "kind": "reset", "episode": ep.number, "seed": seed,
+                    "instruction": ep.instruction,
+                    "frame_hash": deskgym_worker::hash_hex(ep.frame_hash.unwrap_or_default()),
+                    "t_ms": deskgym_datasets::writer::now_ms(),
+                })
+            },
+        );
         s.episode = Some(ep);
         crate::metrics::METRICS.reset();
         Ok(Reset {
@@ -246,10 +264,20 @@ impl Env {
                         frame_hash_before: deskgym_worker::hash_hex(before),
                         error_code: Some(err.code_name().to_string()),
                         latency_ms: started.elapsed().as_secs_f64() * 1e3,
+                        actor: planned.actor,
                         ..record::step_row(action)
                     })
                 });
                 self.on_error(s, &err);
+                self.control.tell(
+                    |m| m.state = "failed",
+                    || {
+                        serde_json::json!({
+                            "kind": "step", "step": step_index, "actor": planned.actor.as_str(),
+                            "action": action_value(action), "error": err.to_string(),
+                        })
+                    },
+                );
                 return Err(err);
             }
         };
@@ -297,9 +325,31 @@ impl Env {
                 frame_hash_after: Some(deskgym_worker::hash_hex(after)),
                 settle_ms: out.settle.waited_ms,
                 latency_ms: info.latency_ms,
+                actor: planned.actor,
                 ..record::step_row(action)
             })
         });
+        self.control.tell(
+            |m| {
+                m.step = ep.step_index;
+                m.last_reward = reward;
+                m.episode_return = ep.log.ret;
+                m.state = if terminated || truncated {
+                    "done"
+                } else {
+                    "running"
+                };
+            },
+            || {
+                serde_json::json!({
+                    "kind": "step", "episode": ep.number, "step": ep.step_index,
+                    "actor": planned.actor.as_str(), "action": action_value(action),
+                    "reward": reward, "terminated": terminated, "truncated": truncated,
+                    "frame_hash": deskgym_worker::hash_hex(after),
+                    "t_ms": deskgym_datasets::writer::now_ms(),
+                })
+            },
+        );
         if terminated || truncated {
             self.end_episode(s, "");
         }
@@ -353,4 +403,9 @@ impl Env {
             .ok_or(EnvError::Bug("episode vanished"))?;
         Ok(self.info(ep, started, None))
     }
+}
+
+/// An action as the console's feed shows it: the steps table's JSON form.
+fn action_value(action: &deskgym_worker::Action) -> serde_json::Value {
+    serde_json::from_str(&record::step_row(action).action_json).unwrap_or_default()
 }

@@ -301,7 +301,7 @@ impl Geometry {
 
 /// What an observation shows when it is not the whole screen at full size (ACI's
 /// screenshot levers, on a Screenshot or after a step).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Shape {
     /// `None`: the screen; `Some(None)`: the focused window; `Some(Some(id))`: a window.
     pub(crate) window: Option<Option<u32>>,
@@ -407,6 +407,8 @@ pub(crate) struct Env {
     agent_socket: Mutex<Option<deskgym_worker::AgentPeer>>,
     /// The last shaped frame (scaled, or of a window) this env delivered.
     shaped_memo: Mutex<Option<ShapedMemo>>,
+    /// Who drives the env (agent or console), and its summary and feed for the console.
+    pub(crate) control: control::Control,
     /// Test hook: the next capture after an action fails (as an X error would).
     #[cfg(test)]
     pub(crate) fail_next_capture: std::sync::atomic::AtomicBool,
@@ -453,6 +455,7 @@ impl Env {
             app_pid: AtomicU32::new(0),
             agent_socket: Mutex::new(None),
             shaped_memo: Mutex::new(None),
+            control: control::Control::default(),
             #[cfg(test)]
             fail_next_capture: Default::default(),
         };
@@ -627,6 +630,8 @@ impl Env {
 mod accounting;
 mod boundary;
 mod checkpoint;
+mod control;
+pub(crate) use control::HOLD_LEASE;
 mod episode;
 mod observe;
 pub(crate) use observe::WatchKey;

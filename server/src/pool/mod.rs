@@ -117,6 +117,25 @@ pub(crate) enum PoolError {
     /// The step pool failed the job (a panic, a dropped worker): a bug.
     #[error("{0}")]
     Internal(String),
+    /// A console action on an env the person does not hold.
+    #[error("take env {env} over first: only the person holding an env acts on it at the console")]
+    NotHeld {
+        /// The env.
+        env: String,
+    },
+    /// A person took the env over at the console: its agent waits until they release it.
+    #[error(
+        "human_control: env {env} is being driven by a person at the console ({holder}); \
+         calls on it resume when they release it (or {lease_s} s after their last action)"
+    )]
+    HumanControl {
+        /// The env.
+        env: String,
+        /// The principal holding it.
+        holder: Arc<str>,
+        /// The hold's lease, in seconds.
+        lease_s: u64,
+    },
 }
 
 impl From<SpecError> for PoolError {
@@ -339,6 +358,33 @@ impl PoolManager {
             .filter(|p| p.recording_path.is_some())
             .count();
         (pools.len(), recording)
+    }
+
+    /// `who`'s pools, oldest first, each with its envs (for the console).
+    pub(crate) fn pools_of(&self, who: &Principal) -> Vec<(Arc<Pool>, Vec<Arc<Env>>)> {
+        let mut pools: Vec<Arc<Pool>> = lock(&self.pools)
+            .values()
+            .filter(|p| p.owner == who.name && !p.closed.load(Ordering::Acquire))
+            .cloned()
+            .collect();
+        // Ids are `p<n>-...`: creation order is numeric order of n.
+        pools.sort_by_key(|p| {
+            let n = p.id.trim_start_matches('p');
+            let digits = n.find(|c: char| !c.is_ascii_digit()).unwrap_or(n.len());
+            (n[..digits].parse::<u64>().unwrap_or(u64::MAX), p.id.clone())
+        });
+        let envs = lock(&self.envs);
+        pools
+            .into_iter()
+            .map(|p| {
+                let of = p
+                    .env_ids
+                    .iter()
+                    .filter_map(|id| envs.get(id).cloned())
+                    .collect();
+                (p, of)
+            })
+            .collect()
     }
 
     /// Desktops an owner's pools hold.
@@ -765,6 +811,20 @@ impl PoolManager {
     /// Looks up one of `who`'s envs and marks its pool as used. Another principal's
     /// env is NOT_FOUND, exactly like one that does not exist.
     pub(crate) fn env(&self, env_id: &str, who: &Principal) -> Result<Arc<Env>, PoolError> {
+        let env = self.env_of(env_id, who)?;
+        match env.control.holder() {
+            None => Ok(env),
+            Some(holder) => Err(PoolError::HumanControl {
+                env: env.id.clone(),
+                holder,
+                lease_s: crate::env::HOLD_LEASE.as_secs(),
+            }),
+        }
+    }
+
+    /// `who`'s env `env_id` whoever drives it: for watching it, and for the console
+    /// (whose calls check the hold themselves).
+    pub(crate) fn env_of(&self, env_id: &str, who: &Principal) -> Result<Arc<Env>, PoolError> {
         let env = lock(&self.envs)
             .get(env_id)
             .filter(|e| e.pool.owner == who.name)

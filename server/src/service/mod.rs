@@ -44,15 +44,19 @@ pub(crate) struct DeskgymService {
     /// end then, so draining in-flight calls is bounded.
     closing: tokio::sync::watch::Receiver<bool>,
     /// Open screencasts: their slots and their shared producers.
-    screencasts: screencast::Screencasts,
+    screencasts: crate::watch::Screencasts,
 }
 
 impl DeskgymService {
     /// Wraps a manager; `closing` says when the server shuts down.
-    pub(crate) fn new(mgr: Arc<PoolManager>, closing: tokio::sync::watch::Receiver<bool>) -> Self {
+    pub(crate) fn new(
+        mgr: Arc<PoolManager>,
+        closing: tokio::sync::watch::Receiver<bool>,
+        screencasts: crate::watch::Screencasts,
+    ) -> Self {
         Self {
             calls: Calls::new(mgr.clone()),
-            screencasts: screencast::Screencasts::new(mgr.limits()),
+            screencasts,
             mgr,
             closing,
         }

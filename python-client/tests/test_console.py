@@ -1,0 +1,333 @@
+"""The web console in real Chromium (Playwright on Debian's Chromium, no browser
+download) against a real server and real desktops: the fleet page lists a running
+`make_vec`, the env page shows the frame a step produced, a take-over through the page
+drives the env and is recorded as human while the agent waits, other principals and
+other sites get nothing, and live views share the server's screencast slots."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import pathlib
+import shutil
+import socket
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import duckdb
+import numpy as np
+import pytest
+from conftest import Server
+from PIL import Image
+
+import deskgym
+from deskgym.v1 import deskgym_pb2 as pb
+from deskgym.errors import DeskgymError
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="the console tests drive Chromium with Playwright "
+                                     "(pip install playwright; scripts/test.sh installs it)")
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+SHOTS = REPO / "docs" / "img"
+
+
+class ConsoleServer(Server):
+    """A server with the console on a free loopback port."""
+
+    def __init__(self, *args: str) -> None:
+        super().__init__("--console-listen", "127.0.0.1:0", "--idle-timeout-s", "0", *args)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert "console on" in line, line
+        self.url = line.strip().rsplit(" ", 1)[-1].rstrip("/")
+
+
+def chromium() -> str:
+    path = shutil.which("chromium")
+    if path is None:
+        pytest.fail("Debian's Chromium is missing: apt-get install chromium")
+    return path
+
+
+@pytest.fixture(scope="module")
+def console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConsoleServer]:
+    data = tmp_path_factory.mktemp("console-data")
+    s = ConsoleServer("--data-dir", str(data), "--max-screencasts", "3")
+    yield s
+    s.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_api.sync_playwright() as p:
+        # Root in a container: Chromium's own sandbox needs user namespaces it may not get.
+        b = p.chromium.launch(executable_path=chromium(), args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+def http(url: str, method: str = "GET", body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers={"content-type": "application/json",
+                                                                         **(headers or {})})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            raw = r.read()
+            return r.status, json.loads(raw) if r.headers.get_content_type() == "application/json" else raw
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"{}")
+
+
+def button_center(client: deskgym.Client, env: str, label: str) -> tuple[int, int]:
+    tree = client.observe(env, tree=pb.TreeRequest(enabled=True)).tree
+    for e in tree.elements:
+        if e.role == "push button" and e.name == label:
+            b = e.bounds
+            return b.x + b.width // 2, b.y + b.height // 2
+    raise AssertionError(f"no button {label!r} in {[(e.role, e.name) for e in tree.elements]}")
+
+
+def wait_for(check: Any, what: str, timeout: float = 20.0) -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = check()
+        if v:
+            return v
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@contextlib.contextmanager
+def one_env(s: ConsoleServer, task: str, screen: tuple[int, int], seed: int) -> Iterator[tuple[deskgym.Client, str, str]]:
+    """A client, one reset env of a new pool (closed after), and its instruction."""
+    client = deskgym.Client(s.address)
+    pool = client.create_pool(task, 1, screen=screen)
+    try:
+        env = pool.env_ids[0]
+        yield client, env, client.reset(env, seed=seed).info.instruction
+    finally:
+        client.release(pool)
+
+
+def shot(page: Any, name: str) -> None:
+    """Screenshots for docs/img and the README, taken as the tests run."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / name))
+
+
+def test_fleet_page_lists_a_running_make_vec_with_live_thumbnails(console: ConsoleServer, browser: Any) -> None:
+    venv = deskgym.make_vec("click-button", 2, address=console.address, screen=(320, 240), seed=0)
+    try:
+        venv.reset(seed=0)
+        venv.step([{"verb": "noop"}] * 2)
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        page.goto(console.url + "/")
+        page.wait_for_selector("section[data-pool]")
+        pool_ids = page.eval_on_selector_all("section[data-pool]", "ns => ns.map(n => n.dataset.pool)")
+        assert venv._pool.pool_id in pool_ids
+        shown = page.eval_on_selector_all("a.envcard", "ns => ns.map(n => n.dataset.env)")
+        assert set(venv.env_ids) <= set(shown)
+        # Each env's card: its step count and instruction, and a thumbnail of its screen.
+        card = page.locator(f'a.envcard[data-env="{venv.env_ids[0]}"]')
+        page.wait_for_function(
+            "id => { const i = document.querySelector(`img[data-env=\"${id}\"]`); return i && i.naturalWidth > 0 }",
+            arg=venv.env_ids[0])
+        assert "step 1" in card.inner_text() and "Click" in card.inner_text()
+        size = page.eval_on_selector(f'img[data-env="{venv.env_ids[0]}"]', "i => [i.naturalWidth, i.naturalHeight]")
+        assert size == [320, 240]
+        shot(page, "console-fleet.png")
+        page.close()
+    finally:
+        venv.close()
+
+
+def test_env_page_shows_the_frame_a_step_produced(console: ConsoleServer, browser: Any) -> None:
+    with one_env(console, "click-button", (640, 480), seed=4) as (client, env, instruction):
+        label = instruction.split('"')[1]
+        page = browser.new_page(viewport={"width": 1280, "height": 800})
+        page.goto(f"{console.url}/env/{env}")
+        page.wait_for_function("() => window.deskgymLive && window.deskgymLive.frames > 0")
+        x, y = button_center(client, env, label)
+        r = client.step(env, deskgym.to_proto({"verb": "click", "x": x, "y": y}), encoding="png")
+        want = r.observation.frame_hash
+        page.wait_for_function("h => window.deskgymLive.hash === h", arg=want)
+        # The canvas shows the step's frame: its pixels against the step's own PNG.
+        data = page.evaluate("""() => {
+            const c = document.getElementById('screen');
+            const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+            return [c.width, c.height, Array.from(d)];
+        }""")
+        w, h, rgba = data
+        shown = np.array(rgba, dtype=np.uint8).reshape(h, w, 4)[:, :, :3].astype(float)
+        png = np.asarray(Image.open(io.BytesIO(r.observation.frame)).convert("RGB")).astype(float)
+        assert (w, h) == (640, 480)
+        assert np.abs(shown - png).mean() < 4, "the live view differs from the step's frame"
+        # The action log has the step, drawn as the agent's.
+        page.wait_for_selector("#log li")
+        assert f"click ({x}, {y})" in page.inner_text("#log")
+        assert "reward 1" in page.inner_text("#log")
+        shot(page, "console-env.png")
+        page.close()
+
+
+def test_take_over_drives_the_env_as_human_while_the_agent_waits(console: ConsoleServer, browser: Any) -> None:
+    client = deskgym.Client(console.address)
+    run = f"console-{uuid.uuid4().hex[:8]}"
+    pool = client.create_pool("click-button", 2, screen=(640, 480), record=run)
+    env, other = pool.env_ids
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        label = client.reset(env, seed=11).info.instruction.split('"')[1]
+        client.reset(other, seed=11)
+        x, y = button_center(client, env, label)
+        page.goto(f"{console.url}/env/{env}")
+        page.wait_for_function("() => window.deskgymLive && window.deskgymLive.frames > 0")
+        page.click("#takeover")
+        page.wait_for_selector("#release:not([hidden])")
+        # The agent waits: its calls answer human_control; a batch reports that env only.
+        with pytest.raises(DeskgymError) as held:
+            client.step(env, deskgym.to_proto({"verb": "noop"}))
+        assert held.value.code == "FAILED_PRECONDITION" and held.value.message.startswith("human_control")
+        batch = client.step_batch([pb.StepRequest(env_id=e, action=deskgym.to_proto({"verb": "noop"}))
+                                   for e in (env, other)])
+        codes = [r.code for r in batch.results]
+        assert codes == [9, 0], codes  # FAILED_PRECONDITION for the held env only
+        assert batch.results[0].message.startswith("human_control")
+        # Watching is still allowed while a person drives.
+        assert next(client.watch(env, fps=5)).width == 640
+        # The person clicks the button on the page's screen (screen pixels -> canvas pixels).
+        box = page.locator("#screen").bounding_box()
+        assert box is not None
+        page.mouse.click(box["x"] + x * box["width"] / 640, box["y"] + y * box["height"] / 480)
+        page.wait_for_function("() => document.querySelector('#log').innerText.includes('[human] click')")
+        assert "reward 1" in page.inner_text("#log")
+        shot(page, "console-takeover.png")
+        page.click("#release")
+        page.wait_for_selector("#takeover:not([hidden])")
+        # Given back as the person left it: solved, so the agent's next step is refused
+        # for the episode's end, not for human control.
+        with pytest.raises(DeskgymError) as ended:
+            client.step(env, deskgym.to_proto({"verb": "noop"}))
+        assert ended.value.code == "FAILED_PRECONDITION" and "human_control" not in ended.value.message
+        client.reset(env, seed=12)
+    finally:
+        page.close()
+        client.release(pool)
+    # The recording has the person's step as human, the agent's as agent, and the hold.
+    path = pathlib.Path(console_data(console)) / f"{run}.skn"
+    steps = duckdb.sql(f"select env_id, actor, action_verb, reward from '{path}/steps/*.parquet' "
+                       "where error_code is null order by t_start").fetchall()
+    assert (env, "human", "click", 1.0) in steps
+    assert (other, "agent", "noop", 0.0) in steps
+    kinds = [k for (k,) in duckdb.sql(f"select kind from '{path}/events/*.parquet' where env_id = '{env}' "
+                                       "order by time").fetchall()]
+    assert "takeover" in kinds and "release" in kinds and kinds.index("takeover") < kinds.index("release")
+
+
+def console_data(s: ConsoleServer) -> str:
+    args = s.proc.args
+    assert isinstance(args, list)
+    return str(args[args.index("--data-dir") + 1])
+
+
+def test_another_principal_sees_none_of_your_pools(tmp_path: pathlib.Path, browser: Any) -> None:
+    tokens = tmp_path / "tokens"
+    tokens.write_text("alice: alice-secret\nbob: bob-secret\n")
+    s = ConsoleServer("--token-file", str(tokens))
+    try:
+        alice = deskgym.Client(s.address, token="alice-secret")
+        pool = alice.create_pool("click-target", 1, screen=(320, 240))
+        env = pool.env_ids[0]
+        alice.reset(env, seed=1)
+        # No token: the login page; bob logs in through it and sees no pools.
+        page = browser.new_page()
+        page.goto(s.url + "/")
+        page.wait_for_url("**/login")
+        page.fill("#token", "bob-secret")
+        page.click("button[type=submit]")
+        page.wait_for_selector("#empty:not([hidden])")
+        assert page.locator("section[data-pool]").count() == 0
+        assert "as bob" in page.inner_text("#who")
+        # Bob's cookie opens none of alice's env's views or actions.
+        cookies = {c["name"]: c["value"] for c in page.context.cookies()}
+        bob = {"cookie": f"deskgym_console={cookies['deskgym_console']}"}
+        for path in ("", "/thumb.jpg", "/live", "/feed"):
+            code, body = http(f"{s.url}/api/envs/{env}{path}", headers=bob)
+            assert code == 404, (path, code)
+        code, _ = http(f"{s.url}/api/envs/{env}/takeover", "POST", {}, {**bob, "x-deskgym-console": "1"})
+        assert code == 404
+        # A wrong token is refused, and alice sees her pool.
+        assert http(f"{s.url}/api/fleet", headers={"authorization": "Bearer nope"})[0] == 401
+        code, fleet = http(f"{s.url}/api/fleet", headers={"authorization": "Bearer alice-secret"})
+        assert code == 200 and [p["id"] for p in fleet["pools"]] == [pool.pool_id]
+        page.close()
+        alice.release(pool)
+    finally:
+        s.stop()
+
+
+def test_other_sites_cannot_act_or_read(console: ConsoleServer) -> None:
+    with one_env(console, "click-target", (320, 240), seed=1) as (_, env, _):
+        # A cross-site form or fetch cannot send the console's header: refused.
+        code, body = http(f"{console.url}/api/envs/{env}/takeover", "POST", {})
+        assert code == 403 and "x-deskgym-console" in body["error"]
+        code, body = http(f"{console.url}/api/envs/{env}/act", "POST", {"verb": "click", "x": 1, "y": 1},
+                          {"x-deskgym-console": "1"})
+        assert code == 409 and "take env" in body["error"]
+        # A DNS-rebinding page reaches the port under its own host name: refused.
+        code, body = http(f"{console.url}/api/fleet", headers={"host": "evil.example:80"})
+        assert code == 403 and "loopback" in body["error"]
+        # Bad actions are clear errors.
+        http(f"{console.url}/api/envs/{env}/takeover", "POST", {}, {"x-deskgym-console": "1"})
+        code, body = http(f"{console.url}/api/envs/{env}/act", "POST", {"verb": "fly"}, {"x-deskgym-console": "1"})
+        assert code == 400 and "verbs:" in body["error"]
+        code, body = http(f"{console.url}/api/envs/{env}/act", "POST", {"verb": "click", "x": 5000, "y": 1},
+                          {"x-deskgym-console": "1"})
+        assert code == 400 and "5000" in body["error"]
+        http(f"{console.url}/api/envs/{env}/release", "POST", {}, {"x-deskgym-console": "1"})
+
+
+def rss_kib(pid: int) -> int:
+    for line in pathlib.Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_live_views_share_the_screencast_slots_and_a_stalled_one_costs_nothing(console: ConsoleServer) -> None:
+    with one_env(console, "click-target", (640, 480), seed=1) as (client, env, _):
+        host, port = console.url.removeprefix("http://").split(":")
+        # A viewer that never reads after its request: the server drops its frames.
+        stalled = socket.create_connection((host, int(port)))
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.sendall(f"GET /api/envs/{env}/live?fps=30 HTTP/1.1\r\nHost: {host}:{port}\r\n\r\n".encode())
+        grpc_viewers = [client.watch(env, fps=5) for _ in range(2)]
+        for v in grpc_viewers:
+            next(v)
+        # Three slots: the stalled console view and two gRPC viewers hold them all.
+        code, body = http(f"{console.url}/api/envs/{env}/live")
+        assert code == 429 and "max_screencasts=3" in body["error"]
+        before = rss_kib(console.proc.pid)
+        for i in range(60):
+            client.reset(env, seed=100 + i)  # every reset paints a new screen
+        grown = rss_kib(console.proc.pid) - before
+        assert grown < 64 * 1024, f"the server grew {grown} KiB with a stalled viewer"
+        stalled.close()
+        for v in grpc_viewers:
+            v.close()
+        # Slots free as viewers leave.
+        wait_for(lambda: http(f"{console.url}/api/envs/{env}/thumb.jpg")[0] == 200, "the env to answer")
+
+        def opened() -> bool:
+            req = urllib.request.Request(f"{console.url}/api/envs/{env}/live?fps=1")
+            try:
+                with urllib.request.urlopen(req, timeout=10) as r:
+                    return r.status == 200 and len(r.read(4)) == 4
+            except urllib.error.HTTPError:
+                return False
+        wait_for(opened, "a live view once the slots were free")
