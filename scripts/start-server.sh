@@ -16,6 +16,18 @@ start_server() {
       DESKGYM_ADDRESS="$(awk '/listening on/ {print $NF}' "$log/out")"
       export DESKGYM_ADDRESS
       echo "server: $bin on $DESKGYM_ADDRESS (log: $log/err)"
+      # With --console-listen, its address is the next line.
+      if [[ " $* " == *" --console-listen "* ]]; then
+        for _ in $(seq 1 50); do
+          if grep -q "console on" "$log/out" 2>/dev/null; then
+            DESKGYM_CONSOLE="$(awk '/console on/ {print $NF}' "$log/out")"
+            export DESKGYM_CONSOLE
+            echo "console: open $DESKGYM_CONSOLE to watch the desktops live"
+            break
+          fi
+          sleep 0.1
+        done
+      fi
       return 0
     fi
     sleep 0.1

@@ -3,6 +3,7 @@
 //! Knows nothing of X11 or gRPC.
 //!
 //! # Layout
+//! - [`replay`]: a bundle read back for a viewer: episodes, steps, frames by hash.
 //! - [`tables`]: rows, Arrow schemas, rows → record batches.
 //! - [`video`]: the encoder probe, one H.264 encoder per env cut into one MP4 per
 //!   episode, RGB → I420.
@@ -18,6 +19,7 @@
 //!   videos/<env>_<episode>.mp4   (one per episode, when video is on)
 //! ```
 
+pub mod replay;
 pub mod tables;
 pub mod video;
 pub mod writer;

@@ -331,3 +331,70 @@ def test_live_views_share_the_screencast_slots_and_a_stalled_one_costs_nothing(c
             except urllib.error.HTTPError:
                 return False
         wait_for(opened, "a live view once the slots were free")
+
+
+def test_replay_page_scrubbed_to_step_k_shows_frame_k(console: ConsoleServer, browser: Any) -> None:
+    """A recorded episode replayed in the page: scrubbing to position k shows the frame
+    the env showed before step k+1 (pixel for pixel the recorded PNG), that step's
+    action, and two episodes side by side follow one slider."""
+    import pyarrow.parquet as pq
+    from deskgym.a11y import tree_request
+
+    client = deskgym.Client(console.address)
+    run = f"replay-{uuid.uuid4().hex[:8]}"
+    pool = client.create_pool("type-word", 2, screen=(320, 240), record=run, max_steps=100)
+    try:
+        for env in pool.env_ids:
+            first = client.reset(env, seed=3, tree=tree_request())
+            (field,) = [e for e in first.observation.tree.elements if e.role == "text"]
+            client.step(env, deskgym.to_proto({"verb": "click", "ref": field.ref}))
+            for ch in "abcdef":  # every step changes the screen
+                client.step(env, deskgym.to_proto({"verb": "type_text", "text": ch}))
+    finally:
+        client.release(pool)
+    bundle = pathlib.Path(console_data(console)) / f"{run}.skn"
+    steps = pq.read_table(bundle / "steps").to_pylist()
+    env_a, env_b = pool.env_ids
+    mine = sorted((s for s in steps if s["env_id"] == env_a), key=lambda s: s["step_index"])
+    episode = mine[0]["episode_id"]
+    other = next(s["episode_id"] for s in steps if s["env_id"] == env_b)
+    frames = {f["frame_hash"]: f["image"]["bytes"] for f in pq.read_table(bundle / "frames").to_pylist()}
+
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    # Runs -> episodes -> the episode, as a person clicks through.
+    page.goto(console.url + "/replay")
+    page.click(f'tr[data-run="{run}"] a')
+    page.click(f'tr[data-episode="{episode}"] a')
+    page.wait_for_function("() => window.deskgymReplay && window.deskgymReplay.shown === 0")
+    k = 4
+    for _ in range(k):
+        page.keyboard.press("ArrowRight")
+    page.wait_for_function("k => window.deskgymReplay.shown === k", arg=k)
+    shown = page.get_attribute(".pane img", "data-hash")
+    assert shown == mine[k]["frame_hash_before"]
+    pixels = page.evaluate("""() => {
+        const i = document.querySelector('.pane img');
+        const c = document.createElement('canvas');
+        c.width = i.naturalWidth; c.height = i.naturalHeight;
+        const g = c.getContext('2d'); g.drawImage(i, 0, 0);
+        return Array.from(g.getImageData(0, 0, c.width, c.height).data);
+    }""")
+    want = np.asarray(Image.open(io.BytesIO(frames[shown])).convert("RGB"))
+    got = np.array(pixels, dtype=np.uint8).reshape(want.shape[0], want.shape[1], 4)[:, :, :3]
+    assert np.array_equal(got, want), "the replayed frame differs from the recorded one"
+    # Position k carries step k+1: the click was step 1, so that step typed letter k.
+    assert f'"text":"{"abcdef"[k - 1]}"' in page.inner_text(".pane pre").replace(" ", "")
+    # The last position is the screen after the last step; End goes there.
+    page.keyboard.press("End")
+    page.wait_for_function("n => window.deskgymReplay.shown === n", arg=len(mine))
+    assert page.get_attribute(".pane img", "data-hash") == mine[-1]["frame_hash_after"]
+    # Two episodes side by side, one slider.
+    page.goto(f"{console.url}/replay?run={run}&episode={episode}&b={run}/{other}&k=3")
+    page.wait_for_function("() => window.deskgymReplay.shown === 3")
+    assert page.locator(".pane").count() == 2
+    shot(page, "console-replay.png")
+    page.close()
+    # Another run name, or a frame that is not there, is a clear error.
+    assert http(f"{console.url}/api/runs/nope-{uuid.uuid4().hex[:6]}/episodes")[0] == 404
+    assert http(f"{console.url}/api/runs/{run}/frames/{'0' * 32}")[0] == 404
+    assert http(f"{console.url}/api/runs/{run}/frames/..%2F..%2Fetc")[0] == 400

@@ -222,7 +222,7 @@ fn bundle_files(dir: &Path, prefix: &str, depth: u32, out: &mut Vec<(String, u64
 }
 
 /// The bundle of `run` of `owner`'s, checked to exist.
-fn bundle_of(
+pub(crate) fn bundle_of(
     settings: &RecordSettings,
     owner: Option<&str>,
     run: &str,

@@ -17,6 +17,7 @@
 
 mod act;
 mod api;
+mod replay;
 
 use std::sync::Arc;
 
@@ -45,6 +46,8 @@ pub(crate) struct Console {
     calls: Calls,
     auth: Auth,
     screencasts: Screencasts,
+    /// Bundles opened for replay, by directory (their frame indexes are kept).
+    bundles: replay::Bundles,
 }
 
 impl Console {
@@ -56,6 +59,7 @@ impl Console {
             mgr,
             auth,
             screencasts,
+            bundles: replay::Bundles::default(),
         }
     }
 
@@ -143,6 +147,15 @@ pub(crate) async fn serve(
         .route("/api/envs/{id}/release", post(act::release))
         .route("/api/envs/{id}/act", post(act::act))
         .route("/api/login", post(act::login))
+        .route("/replay", get(|| page(REPLAY_HTML)))
+        .route(
+            "/assets/replay.js",
+            get(|| asset(REPLAY_JS, "text/javascript")),
+        )
+        .route("/api/runs", get(replay::runs))
+        .route("/api/runs/{run}/episodes", get(replay::episodes))
+        .route("/api/runs/{run}/steps", get(replay::steps))
+        .route("/api/runs/{run}/frames/{hash}", get(replay::frame))
         .with_state(console);
     let stop = async move {
         let _ = closing.wait_for(|c| *c).await;
@@ -223,6 +236,8 @@ const ENV_HTML: &str = include_str!("assets/env.html");
 const LOGIN_HTML: &str = include_str!("assets/login.html");
 const CONSOLE_JS: &str = include_str!("assets/console.js");
 const CONSOLE_CSS: &str = include_str!("assets/console.css");
+const REPLAY_HTML: &str = include_str!("assets/replay.html");
+const REPLAY_JS: &str = include_str!("assets/replay.js");
 
 /// A page: the same headers for every page, so none is framed by another site or
 /// runs a script from elsewhere.

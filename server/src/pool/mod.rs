@@ -308,6 +308,15 @@ impl PoolManager {
         record::list(&self.record, self.runs_owner(who))
     }
 
+    /// Blocking: where one of `who`'s recordings is (NOT_FOUND for another's).
+    pub(crate) fn recording_dir(
+        &self,
+        who: &Principal,
+        run: &str,
+    ) -> Result<std::path::PathBuf, PoolError> {
+        Ok(record::bundle_of(&self.record, self.runs_owner(who), run)?)
+    }
+
     /// Blocking: a piece of one of `who`'s recordings' files.
     pub(crate) fn recording_file(
         &self,

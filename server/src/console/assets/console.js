@@ -105,7 +105,7 @@ async function fleetPage() {
 // ---- env --------------------------------------------------------------------------
 
 // What the live view has shown, for people and for the console's tests and benches.
-const live = { frames: 0, seq: -1, hash: "", width: 0, height: 0, latencies: [], painted: [] };
+const live = { frames: 0, bytes: 0, seq: -1, hash: "", width: 0, height: 0, latencies: [], painted: [] };
 window.deskgymLive = live;
 
 async function envPage() {
@@ -266,6 +266,7 @@ async function envPage() {
           ctx.drawImage(bmp, 0, 0);
           bmp.close();
           live.frames += 1; live.seq = head.seq; live.hash = head.frame_hash;
+          live.bytes += 8 + jpeg.length + JSON.stringify(head).length;
           live.width = head.width; live.height = head.height;
           requestAnimationFrame(() => {
             const ms = Date.now() - head.captured_unix_ms;
