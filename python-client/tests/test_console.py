@@ -398,3 +398,74 @@ def test_replay_page_scrubbed_to_step_k_shows_frame_k(console: ConsoleServer, br
     assert http(f"{console.url}/api/runs/nope-{uuid.uuid4().hex[:6]}/episodes")[0] == 404
     assert http(f"{console.url}/api/runs/{run}/frames/{'0' * 32}")[0] == 404
     assert http(f"{console.url}/api/runs/{run}/frames/..%2F..%2Fetc")[0] == 400
+
+
+def test_demonstrations_recorded_in_the_page_solve_replay_and_export(
+        console: ConsoleServer, browser: Any, tmp_path: pathlib.Path) -> None:
+    """A person records two demonstrations of a bundled task through the pages: each
+    solves it (reward 1, actor human in the bundle), the run replays to the same frame
+    hashes on a fresh env, and exports to LeRobot like any run."""
+    import pyarrow.parquet as pq
+
+    client = deskgym.Client(console.address)
+    act_headers = {"x-deskgym-console": "1"}
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    page.goto(console.url + "/")
+    page.wait_for_selector("#demo-task option[value='click-button']", state="attached")
+    page.select_option("#demo-task", "click-button")
+    page.click("#demo button[type=submit]")
+    page.wait_for_url("**/env/*")
+    env = page.url.rsplit("/", 1)[-1]
+    page.wait_for_selector("#finish:not([hidden])")
+    # The demo is the person's from the start: an agent's call on it waits.
+    with pytest.raises(DeskgymError) as held:
+        client.step(env, deskgym.to_proto({"verb": "noop"}))
+    assert held.value.message.startswith("human_control")
+
+    def solve(episode: int) -> None:
+        page.wait_for_function(f"() => document.querySelector('#status').innerText.startsWith('episode {episode}')")
+        label = page.inner_text("#instruction").split('"')[1]
+        # Where the button is: the tree, read while the env is briefly given back.
+        assert http(f"{console.url}/api/envs/{env}/release", "POST", {}, act_headers)[0] == 200
+        x, y = button_center(client, env, label)
+        assert http(f"{console.url}/api/envs/{env}/takeover", "POST", {}, act_headers)[0] == 200
+        page.wait_for_selector("#finish:not([hidden])")
+        box = page.locator("#screen").bounding_box()
+        assert box is not None
+        w, h = page.evaluate("() => [document.getElementById('screen').width, document.getElementById('screen').height]")
+        page.mouse.click(box["x"] + (x + 0.5) * box["width"] / w, box["y"] + (y + 0.5) * box["height"] / h)
+        page.wait_for_function(f"() => document.querySelector('#status').innerText.includes('episode {episode} · step 1 · done')")
+
+    solve(1)
+    page.click("#next-episode")
+    solve(2)
+    page.click("#finish")
+    page.wait_for_url("**/replay?run=*")
+    run = page.url.split("run=", 1)[1]
+    page.wait_for_selector("tr[data-episode]")
+    assert page.locator("tr[data-episode]").count() == 2
+    shot(page, "console-demos.png")
+    page.close()
+
+    bundle = pathlib.Path(console_data(console)) / f"{run}.skn"
+    episodes = pq.read_table(bundle / "episodes").to_pylist()
+    steps = pq.read_table(bundle / "steps").to_pylist()
+    assert [(e["success"], e["episode_return"]) for e in episodes] == [(True, 1.0), (True, 1.0)]
+    assert {s["actor"] for s in steps} == {"human"}
+    # Each demonstration replays to its recorded frames on a fresh env.
+    pool = client.create_pool("click-button", 1, screen=(1280, 720))
+    try:
+        for e in episodes:
+            mine = sorted((s for s in steps if s["episode_id"] == e["episode_id"]), key=lambda s: s["step_index"])
+            r = client.reset(pool.env_ids[0], seed=e["seed"])
+            assert r.observation.frame_hash == mine[0]["frame_hash_before"]
+            for s in mine:
+                action = {k: v for k, v in json.loads(s["action_json"]).items()}
+                out = client.step(pool.env_ids[0], deskgym.to_proto(action))
+                assert out.observation.frame_hash == s["frame_hash_after"]
+            assert out.reward == 1.0 and out.terminated
+    finally:
+        client.release(pool)
+    out_dir = deskgym.datasets.export(bundle, tmp_path / "lerobot", fmt="lerobot")
+    info = json.loads((out_dir / "meta" / "info.json").read_text())
+    assert info["total_episodes"] == 2

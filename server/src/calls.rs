@@ -75,14 +75,20 @@ impl Calls {
         item: pb::StepRequest,
         who: &Principal,
     ) -> Result<EnvJob<pb::StepResult>, PoolError> {
-        let env = self.mgr.env_of(&item.env_id, who)?;
+        let env = self.held_by(&item.env_id, who)?;
+        self.start_step_on(env, item, "", &[], Actor::Human)
+    }
+
+    /// `who`'s env `env_id` if `who` holds it at the console (the hold renewed).
+    fn held_by(&self, env_id: &str, who: &Principal) -> Result<Arc<crate::env::Env>, PoolError> {
+        let env = self.mgr.env_of(env_id, who)?;
         if env.control.holder().as_deref() != Some(&*who.name) {
             return Err(PoolError::NotHeld {
                 env: env.id.clone(),
             });
         }
         let _ = env.control.take(&who.name);
-        self.start_step_on(env, item, "", &[], Actor::Human)
+        Ok(env)
     }
 
     fn start_step_on(
@@ -141,6 +147,27 @@ impl Calls {
         who: &Principal,
     ) -> Result<EnvJob<pb::ResetResponse>, PoolError> {
         let env = self.mgr.env(&r.env_id, who)?;
+        self.start_reset_on(env, r, field, shared)
+    }
+
+    /// A person's reset at the console (a demonstration's next episode), on an env
+    /// `who` holds.
+    pub(crate) fn start_human_reset(
+        &self,
+        r: pb::ResetRequest,
+        who: &Principal,
+    ) -> Result<EnvJob<pb::ResetResponse>, PoolError> {
+        let env = self.held_by(&r.env_id, who)?;
+        self.start_reset_on(env, r, "", &[])
+    }
+
+    fn start_reset_on(
+        &self,
+        env: Arc<crate::env::Env>,
+        r: pb::ResetRequest,
+        field: &str,
+        shared: &[u128],
+    ) -> Result<EnvJob<pb::ResetResponse>, PoolError> {
         let opts = self.opts(
             &format!("{field}if_none_match"),
             r.encoding,

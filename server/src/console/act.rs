@@ -71,7 +71,7 @@ pub(super) async fn release(EnvOf { who, env: e }: EnvOf<true>) -> Result<Respon
 }
 
 /// A take-over or a release: in the log, the pool's event log and the env's feed.
-fn note(e: &crate::env::Env, kind: &str, by: &str) {
+pub(super) fn note(e: &crate::env::Env, kind: &str, by: &str) {
     tracing::info!(env = %e.id, by, kind, "console");
     e.pool
         .record(|| record::event(kind, &e.id, json!({ "by": by })));

@@ -75,13 +75,17 @@ fn env_json(e: &Env) -> serde_json::Value {
 }
 
 /// `GET /api/envs/{id}`: one env, with its pool's task and screen.
-pub(super) async fn env(EnvOf { who, env: e }: EnvOf<false>) -> Result<Response, Refusal> {
+pub(super) async fn env(
+    State(c): State<Console>,
+    EnvOf { who, env: e }: EnvOf<false>,
+) -> Result<Response, Refusal> {
     let mut v = env_json(&e);
     v["pool"] = json!(e.pool.id);
     v["task"] = json!(e.pool.spec.task.id);
     v["profile"] = json!(e.pool.spec.profile.name);
     v["screen"] = json!([e.pool.spec.screen.width, e.pool.spec.screen.height]);
     v["you"] = json!(&*who.name);
+    v["demo"] = json!(c.demos.is(&e.pool.id, &who.name));
     Ok(axum::Json(v).into_response())
 }
 

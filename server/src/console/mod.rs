@@ -17,6 +17,7 @@
 
 mod act;
 mod api;
+mod demos;
 mod replay;
 
 use std::sync::Arc;
@@ -48,6 +49,8 @@ pub(crate) struct Console {
     screencasts: Screencasts,
     /// Bundles opened for replay, by directory (their frame indexes are kept).
     bundles: replay::Bundles,
+    /// Demonstrations recorded from the console.
+    demos: demos::Demos,
 }
 
 impl Console {
@@ -60,6 +63,7 @@ impl Console {
             auth,
             screencasts,
             bundles: replay::Bundles::default(),
+            demos: demos::Demos::default(),
         }
     }
 
@@ -147,6 +151,10 @@ pub(crate) async fn serve(
         .route("/api/envs/{id}/release", post(act::release))
         .route("/api/envs/{id}/act", post(act::act))
         .route("/api/login", post(act::login))
+        .route("/api/tasks", get(demos::tasks))
+        .route("/api/demos", post(demos::start))
+        .route("/api/demos/{pool}/finish", post(demos::finish))
+        .route("/api/envs/{id}/reset", post(demos::next_episode))
         .route("/replay", get(|| page(REPLAY_HTML)))
         .route(
             "/assets/replay.js",

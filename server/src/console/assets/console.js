@@ -97,6 +97,14 @@ async function fleetPage() {
       await new Promise((ok) => setTimeout(ok, Math.max(0, 1000 - (performance.now() - started))));
     }
   }
+  // Demonstrations: pick a task, get a desktop of your own, held by you.
+  api("/api/tasks").then(({ tasks }) => {
+    $("demo-task").replaceChildren(...tasks.map((t) => el("option", { value: t.id }, t.id)));
+  }).catch(showError);
+  $("demo").addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    try { const d = await api("/api/demos", { task: $("demo-task").value }); location.href = d.url; } catch (e) { showError(e); }
+  });
   await refresh();
   setInterval(refresh, 1000);
   thumbLoop();
@@ -126,6 +134,8 @@ async function envPage() {
     $("takeover").hidden = holding;
     $("release").hidden = !holding;
     $("hint").hidden = !holding;
+    $("next-episode").hidden = !(holding && env.demo);
+    $("finish").hidden = !(holding && env.demo);
     screen.classList.toggle("held", holding);
     $("control").textContent = by ? `held by ${by}` : "driven by its agent";
     if (holding) screen.focus();
@@ -290,6 +300,12 @@ async function envPage() {
   }
   $("takeover").onclick = async () => {
     try { const r = await api(`/api/envs/${encodeURIComponent(id)}/takeover`, {}); setHeld(r.held_by); showError(null); } catch (e) { showError(e); }
+  };
+  $("next-episode").onclick = async () => {
+    try { await api(`/api/envs/${encodeURIComponent(id)}/reset`, {}); showError(null); screen.focus(); } catch (e) { showError(e); }
+  };
+  $("finish").onclick = async () => {
+    try { const r = await api(`/api/demos/${encodeURIComponent(env.pool)}/finish`, {}); location.href = `/replay?run=${encodeURIComponent(r.run)}`; } catch (e) { showError(e); }
   };
   $("release").onclick = async () => {
     try { await api(`/api/envs/${encodeURIComponent(id)}/release`, {}); setHeld(null); showError(null); } catch (e) { showError(e); }
