@@ -7,6 +7,7 @@
 //! - [`tables`]: rows, Arrow schemas, rows → record batches.
 //! - [`video`]: the encoder probe, one H.264 encoder per env cut into one MP4 per
 //!   episode, RGB → I420.
+//! - [`viewer`]: the replay page served from one bundle, no server needed.
 //! - [`writer`]: the recorder thread, chunk rolling, atomic renames, the manifest,
 //!   crash recovery.
 //!
@@ -22,6 +23,7 @@
 pub mod replay;
 pub mod tables;
 pub mod video;
+pub mod viewer;
 pub mod writer;
 
 pub use tables::{Actor, EpisodeRow, EventRow, FrameRow, StepRow};

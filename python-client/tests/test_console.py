@@ -12,6 +12,7 @@ import json
 import pathlib
 import shutil
 import socket
+import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -22,7 +23,7 @@ from typing import Any
 import duckdb
 import numpy as np
 import pytest
-from conftest import Server
+from conftest import Server, server_binary
 from PIL import Image
 
 import deskgym
@@ -393,6 +394,21 @@ def test_replay_page_scrubbed_to_step_k_shows_frame_k(console: ConsoleServer, br
     page.wait_for_function("() => window.deskgymReplay.shown === 3")
     assert page.locator(".pane").count() == 2
     shot(page, "console-replay.png")
+    # The same view with no server and no X stack: the bundle alone.
+    viewer = subprocess.Popen([str(pathlib.Path(server_binary()).with_name("deskgym-datasets")), "view", str(bundle),
+                               "--listen", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert viewer.stdout is not None
+        at = viewer.stdout.readline().split()[-1]
+        page.goto(f"{at}&episode={episode}&k={k}")
+        page.wait_for_function("k => window.deskgymReplay.shown === k", arg=k)
+        assert page.get_attribute(".pane img", "data-hash") == mine[k]["frame_hash_before"]
+        base = at.split("/replay")[0]
+        assert http(f"{base}/api/runs", headers={"host": "evil.example"})[0] == 403
+        assert http(f"{base}/api/runs/{run}/frames/{'0' * 32}")[0] == 404
+    finally:
+        viewer.kill()
+        viewer.wait()
     page.close()
     # Another run name, or a frame that is not there, is a clear error.
     assert http(f"{console.url}/api/runs/nope-{uuid.uuid4().hex[:6]}/episodes")[0] == 404

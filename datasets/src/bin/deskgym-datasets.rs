@@ -58,6 +58,47 @@ fn inspect(dir: &std::path::Path) -> Result<String, String> {
     Ok(out)
 }
 
+/// Serves the replay page of one bundle on loopback until interrupted.
+fn view(path: &std::path::Path, rest: &[String]) -> ExitCode {
+    let listen = match rest {
+        [] => "127.0.0.1:8070",
+        [flag, addr] if flag == "--listen" => addr.as_str(),
+        _ => {
+            eprintln!("usage: deskgym-datasets view <bundle.skn> [--listen 127.0.0.1:8070]");
+            return ExitCode::from(64);
+        }
+    };
+    let bundle = match deskgym_datasets::replay::Bundle::open(path) {
+        Ok(b) => b,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let run = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let listener = match std::net::TcpListener::bind(listen) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("error: binding {listen}: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let Ok(at) = listener.local_addr() else {
+        return ExitCode::from(2);
+    };
+    if !at.ip().is_loopback() {
+        eprintln!("error: the viewer serves loopback only (it has no token); got {at}");
+        return ExitCode::from(64);
+    }
+    // Scripts that pass port 0 read the address from this line.
+    println!("deskgym-datasets view: http://{at}/replay?run={run}");
+    deskgym_datasets::viewer::serve(listener, bundle, run);
+    ExitCode::SUCCESS
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.as_slice() {
@@ -71,9 +112,10 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
+        [cmd, path, rest @ ..] if cmd == "view" => view(std::path::Path::new(path), rest),
         _ => {
             eprintln!(
-                "usage: deskgym-datasets inspect <bundle.skn>\n(exports: python -m deskgym.datasets export)"
+                "usage: deskgym-datasets inspect <bundle.skn>\n       deskgym-datasets view <bundle.skn> [--listen 127.0.0.1:8070]\n(exports: python -m deskgym.datasets export)"
             );
             ExitCode::from(64)
         }

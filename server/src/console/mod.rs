@@ -213,18 +213,10 @@ impl From<crate::pool::PoolError> for Refusal {
 
 /// True when the request names a loopback host (any port).
 fn loopback_host(headers: &HeaderMap) -> bool {
-    let Some(host) = headers.get(header::HOST).and_then(|h| h.to_str().ok()) else {
-        return false;
-    };
-    // `[::1]:port`, `127.0.0.1:port`, `localhost:port`, or any of them without a port.
-    let name = match host.strip_prefix('[') {
-        Some(v6) => v6.split(']').next().unwrap_or(""),
-        None => host.rsplit_once(':').map_or(host, |(h, _)| h),
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
+    headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(deskgym_datasets::viewer::loopback_host)
 }
 
 /// A cookie's value from the request's `Cookie` headers.
@@ -243,9 +235,8 @@ const FLEET_HTML: &str = include_str!("assets/fleet.html");
 const ENV_HTML: &str = include_str!("assets/env.html");
 const LOGIN_HTML: &str = include_str!("assets/login.html");
 const CONSOLE_JS: &str = include_str!("assets/console.js");
-const CONSOLE_CSS: &str = include_str!("assets/console.css");
-const REPLAY_HTML: &str = include_str!("assets/replay.html");
-const REPLAY_JS: &str = include_str!("assets/replay.js");
+// The replay page, its script and the stylesheet are the offline viewer's too.
+use deskgym_datasets::viewer::{CONSOLE_CSS, REPLAY_HTML, REPLAY_JS};
 
 /// A page: the same headers for every page, so none is framed by another site or
 /// runs a script from elsewhere.
