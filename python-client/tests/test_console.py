@@ -485,3 +485,33 @@ def test_demonstrations_recorded_in_the_page_solve_replay_and_export(
     out_dir = deskgym.datasets.export(bundle, tmp_path / "lerobot", fmt="lerobot")
     info = json.loads((out_dir / "meta" / "info.json").read_text())
     assert info["total_episodes"] == 2
+
+
+def test_env_page_lists_the_tree_and_outlines_a_hovered_element(console: ConsoleServer, browser: Any) -> None:
+    with one_env(console, "click-button", (640, 480), seed=5) as (client, env, instruction):
+        label = instruction.split('"')[1]
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        page.goto(f"{console.url}/env/{env}")
+        page.wait_for_function("() => window.deskgymLive && window.deskgymLive.frames > 0")
+        # The page shows the tree the agent reads (it never reads one in the agent's place).
+        client.step(env, deskgym.to_proto({"verb": "noop"}), tree=pb.TreeRequest(enabled=True))
+        item = page.locator("#tree li", has_text=f'push button "{label}"')
+        item.wait_for()
+        assert "as last read" in (page.text_content("#tree-note") or "")
+        tree = client.observe(env, tree=pb.TreeRequest(enabled=True)).tree
+        b = next(e.bounds for e in tree.elements if e.name == label)
+        item.hover()
+        # The outline is drawn on the overlay along the element's bounds.
+        page.wait_for_function("""([x, y]) => {
+            const o = document.getElementById('overlay');
+            const p = o.getContext('2d').getImageData(x, y, 1, 1).data;
+            return p[3] > 0 && p[0] > 150 && p[2] > 50;
+        }""", arg=[b.x + 1, b.y + b.height // 2])
+        # Taking the env over reads its tree, and the person's actions bring theirs.
+        before = http(f"{console.url}/api/envs/{env}/tree")[1]["tree"]["revision"]
+        page.click("#takeover")
+        page.wait_for_selector("#release:not([hidden])")
+        taken = http(f"{console.url}/api/envs/{env}/tree")[1]["tree"]["revision"]
+        assert taken > before
+        page.click("#release")
+        page.close()

@@ -37,7 +37,10 @@ pub(super) async fn login(
 /// `POST /api/envs/{id}/takeover`: the caller drives the env until they release it (or
 /// their lease runs out); its agent's calls answer FAILED_PRECONDITION `human_control`
 /// meanwhile. Calling again renews the lease.
-pub(super) async fn take_over(EnvOf { who, env: e }: EnvOf<true>) -> Result<Response, Refusal> {
+pub(super) async fn take_over(
+    State(c): State<Console>,
+    EnvOf { who, env: e }: EnvOf<true>,
+) -> Result<Response, Refusal> {
     let id = &e.id;
     match e.control.take(&who.name) {
         Err(other) => Err(Refusal(
@@ -47,6 +50,9 @@ pub(super) async fn take_over(EnvOf { who, env: e }: EnvOf<true>) -> Result<Resp
         Ok(fresh) => {
             if fresh {
                 note(&e, "takeover", &who.name);
+                // The tree beside the screen, read now, inside this call: the person
+                // acts on what they see, and no read of the console's outlives a call.
+                let _ = c.read_tree(&e).await;
             }
             Ok(axum::Json(json!({
                 "held_by": &*who.name,
@@ -180,6 +186,11 @@ pub(super) async fn act(
         action: Some(action.to_pb()),
         // The page watches the live view; the reply needs no pixels (raw skips the encode).
         encoding: pb::ImageEncoding::RawRgb as i32,
+        // The tree after the action, for the page's tree (a person's pace allows it).
+        tree: Some(pb::TreeRequest {
+            enabled: true,
+            ..Default::default()
+        }),
         ..Default::default()
     };
     let r = c.calls.start_human_step(item, &who)?.finish().await?;
@@ -192,4 +203,27 @@ pub(super) async fn act(
         "frame_hash": r.observation.map(|o| o.frame_hash),
     }))
     .into_response())
+}
+
+impl Console {
+    /// Reads the env's tree in a call of the console's own (an Observe), for the person
+    /// who holds it; the page gets it through [`crate::env::Env`]'s kept tree.
+    async fn read_tree(&self, e: &std::sync::Arc<crate::env::Env>) -> Result<(), Refusal> {
+        let tree = pb::TreeRequest {
+            enabled: true,
+            ..Default::default()
+        };
+        let opts = self
+            .calls
+            .opts("", pb::ImageEncoding::RawRgb as i32, &[], &[], Some(&tree))
+            .map_err(crate::pool::PoolError::from)?;
+        let job = self.mgr.on_env(
+            e,
+            crate::env::Call::Observe,
+            self.mgr.op_timeout(),
+            move |env, cache| env.observe(cache, &opts),
+        )?;
+        job.finish().await?;
+        Ok(())
+    }
 }

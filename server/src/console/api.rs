@@ -236,3 +236,21 @@ pub(super) async fn feed(EnvOf { env: e, .. }: EnvOf<false>) -> Result<Response,
 fn event(json: &str) -> Bytes {
     Bytes::from(format!("data: {json}\n\n"))
 }
+
+/// `GET /api/envs/{id}/tree`: the last accessibility tree read on the env while the
+/// console watched: by its agent, or with the person's own take-over and actions. The
+/// console never reads one in a call of its own, so it never holds an env's flight
+/// when its agent (or, after a release, the agent again) calls.
+pub(super) async fn tree(EnvOf { env: e, .. }: EnvOf<false>) -> Result<Response, Refusal> {
+    match e.control.last_tree() {
+        Some(t) => Ok(axum::Json(json!({ "tree": *t })).into_response()),
+        None => Err(Refusal(
+            axum::http::StatusCode::NOT_FOUND,
+            format!(
+                "no tree of env {} yet: none was read while you watched (take it over, or \
+                 wait for its agent to read one)",
+                e.id
+            ),
+        )),
+    }
+}

@@ -147,6 +147,7 @@ pub(crate) async fn serve(
         .route("/api/envs/{id}/thumb.jpg", get(api::thumb))
         .route("/api/envs/{id}/live", get(api::live))
         .route("/api/envs/{id}/feed", get(api::feed))
+        .route("/api/envs/{id}/tree", get(api::tree))
         .route("/api/envs/{id}/takeover", post(act::take_over))
         .route("/api/envs/{id}/release", post(act::release))
         .route("/api/envs/{id}/act", post(act::act))

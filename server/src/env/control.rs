@@ -47,6 +47,8 @@ pub(crate) struct Control {
     hold: Mutex<Option<Hold>>,
     feed: broadcast::Sender<Arc<str>>,
     summary: Mutex<Summary>,
+    /// The elements of the last tree read on the env while a console watched it.
+    tree: Mutex<Option<Arc<serde_json::Value>>>,
 }
 
 impl Default for Control {
@@ -58,6 +60,7 @@ impl Default for Control {
                 state: "idle",
                 ..Summary::default()
             }),
+            tree: Mutex::new(None),
         }
     }
 }
@@ -115,6 +118,20 @@ impl Control {
         lock(&self.summary).clone()
     }
 
+    /// Keeps the elements of a tree just read, for the console (only while one
+    /// watches: the agent's path pays nothing otherwise).
+    pub(crate) fn saw_tree(&self, tree: &deskgym_proto::v1::AccessibilityTree) {
+        if self.feed.receiver_count() == 0 || tree.elements.is_empty() {
+            return;
+        }
+        *lock(&self.tree) = Some(Arc::new(tree_json(tree)));
+    }
+
+    /// The last tree [`Self::saw_tree`] kept.
+    pub(crate) fn last_tree(&self) -> Option<Arc<serde_json::Value>> {
+        lock(&self.tree).clone()
+    }
+
     /// Updates the summary, and sends `entry` (built only when someone watches).
     pub(crate) fn tell(
         &self,
@@ -126,6 +143,22 @@ impl Control {
             let _ = self.feed.send(Arc::from(entry().to_string()));
         }
     }
+}
+
+/// A tree as the console lists it: each element's ref, role, name, depth and bounds.
+fn tree_json(tree: &deskgym_proto::v1::AccessibilityTree) -> serde_json::Value {
+    let elements: Vec<_> = tree
+        .elements
+        .iter()
+        .map(|e| {
+            let b = e.bounds.unwrap_or_default();
+            serde_json::json!({
+                "ref": e.r#ref, "role": e.role, "name": e.name, "depth": e.depth,
+                "bounds": [b.x, b.y, b.width, b.height],
+            })
+        })
+        .collect();
+    serde_json::json!({ "revision": tree.revision, "elements": elements })
 }
 
 #[cfg(test)]

@@ -105,7 +105,10 @@ impl Env {
         s.refs.clear();
         if let (Some(t), Some(d)) = (&opts.tree, s.desktop.as_mut()) {
             match Self::read_tree(d, &mut s.refs, t) {
-                Ok(tree) => observation.tree = Some(tree),
+                Ok(tree) => {
+                    self.control.saw_tree(&tree);
+                    observation.tree = Some(tree)
+                }
                 Err(e) => {
                     self.on_error(s, &e);
                     return Err(e);
@@ -302,7 +305,10 @@ impl Env {
         )?;
         if let Some(t) = &opts.tree {
             match Self::read_tree(d, &mut s.refs, t) {
-                Ok(tree) => observation.tree = Some(tree),
+                Ok(tree) => {
+                    self.control.saw_tree(&tree);
+                    observation.tree = Some(tree)
+                }
                 Err(e) => {
                     self.on_error(s, &e);
                     return Err(e);

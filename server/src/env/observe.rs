@@ -324,7 +324,10 @@ impl Env {
                         .as_mut()
                         .ok_or(EnvError::Bug("desktop vanished"))?;
                     match Self::read_tree(d, &mut s.refs, t) {
-                        Ok(tree) => obs.tree = Some(tree),
+                        Ok(tree) => {
+                            self.control.saw_tree(&tree);
+                            obs.tree = Some(tree)
+                        }
                         Err(e) => {
                             self.on_error(s, &e);
                             return Err(e);

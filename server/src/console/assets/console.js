@@ -122,6 +122,7 @@ async function envPage() {
   const ctx = screen.getContext("2d"), octx = overlay.getContext("2d");
   let env, holding = false, geometry = null; // geometry: {screen:[w,h], source:[x,y,w,h]}
   const marks = []; // recent actions drawn over the screen: {at, draw}
+  let outlined = null; // the tree element hovered: its bounds on the screen
 
   try { env = await api(`/api/envs/${encodeURIComponent(id)}`); } catch (e) { showError(e); return; }
   $("title").textContent = `${env.id} · ${env.task} · ${env.profile}`;
@@ -197,6 +198,12 @@ async function envPage() {
     const now = performance.now();
     while (marks.length && now - marks[0].at > 1500) marks.shift();
     for (const m of marks) m.draw(1 - (now - m.at) / 1500);
+    if (outlined) {
+      const [x, y, w, h] = outlined;
+      const [x0, y0] = toCanvas(x, y), [x1, y1] = toCanvas(x + w, y + h);
+      octx.strokeStyle = "#d81b60"; octx.lineWidth = 3;
+      octx.strokeRect(x0, y0, x1 - x0, y1 - y0);
+    }
     requestAnimationFrame(paintMarks);
   })();
 
@@ -228,10 +235,28 @@ async function envPage() {
     }
     if (item) { log.append(item); log.scrollTop = log.scrollHeight; }
   }
+  // The tree beside the screen: the last one read while you watched (its agent's, or
+  // with your take-over and actions). Hovering an element outlines it on the screen.
+  let treeTimer = null;
+  async function loadTree() {
+    const r = await fetch(`/api/envs/${encodeURIComponent(id)}/tree`);
+    const data = await r.json().catch(() => ({}));
+    if (!r.ok || !data.tree) { $("tree-note").textContent = data.error ? "(none yet)" : ""; return; }
+    $("tree-note").textContent = holding ? "(as you left it)" : "(as last read)";
+    $("tree").replaceChildren(...data.tree.elements.map((e) => {
+      const li = el("li", { "data-ref": e.ref, style: `padding-left: ${e.depth * 12}px` },
+        `${e.role}${e.name ? ` "${e.name}"` : ""}`);
+      li.addEventListener("mouseenter", () => { outlined = e.bounds; });
+      li.addEventListener("mouseleave", () => { outlined = null; });
+      return li;
+    }));
+  }
+  const treeSoon = () => { clearTimeout(treeTimer); treeTimer = setTimeout(() => loadTree().catch(() => {}), 200); };
+  treeSoon();
   const feed = new EventSource(`/api/envs/${encodeURIComponent(id)}/feed`);
   feed.onmessage = (m) => {
     const e = JSON.parse(m.data);
-    if (e.kind === "hello") { setHeld(e.env.held_by); status(e.env); } else logEntry(e);
+    if (e.kind === "hello") { setHeld(e.env.held_by); status(e.env); } else { logEntry(e); treeSoon(); }
   };
 
   // Live frames: a streamed body of [u32 len][JSON][u32 len][JPEG] records.
@@ -296,10 +321,10 @@ async function envPage() {
 
   // Take-over: the person's input becomes deskgym actions.
   async function act(a) {
-    try { await api(`/api/envs/${encodeURIComponent(id)}/act`, a); showError(null); } catch (e) { showError(e); }
+    try { await api(`/api/envs/${encodeURIComponent(id)}/act`, a); showError(null); treeSoon(); } catch (e) { showError(e); }
   }
   $("takeover").onclick = async () => {
-    try { const r = await api(`/api/envs/${encodeURIComponent(id)}/takeover`, {}); setHeld(r.held_by); showError(null); } catch (e) { showError(e); }
+    try { const r = await api(`/api/envs/${encodeURIComponent(id)}/takeover`, {}); setHeld(r.held_by); showError(null); treeSoon(); } catch (e) { showError(e); }
   };
   $("next-episode").onclick = async () => {
     try { await api(`/api/envs/${encodeURIComponent(id)}/reset`, {}); showError(null); screen.focus(); } catch (e) { showError(e); }
