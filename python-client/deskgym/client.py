@@ -514,14 +514,21 @@ class Client:
         scope: str = "screen",
         window: int | None = None,
         jpeg_quality: int = 0,
+        codec: str = "jpeg",
     ) -> Iterator[pb.ScreencastFrame]:
         """The env's screen as it changes (ACI's screencast): JPEG frames (``.jpeg``,
         ``.pointer``, ``.display``, ``.seq``, ``.dropped``) at most ``fps`` a second,
-        without stepping or recording the env. Stops when the iterator is closed (or
-        garbage-collected); a viewer that falls behind loses frames, never the env's pace."""
+        without stepping or recording the env. ``codec="h264"``: H.264 access units
+        instead (``.h264``, ``.keyframe``, ``.codec``; the first is a keyframe). Stops
+        when the iterator is closed (or garbage-collected); a viewer that falls behind
+        loses frames (H.264: up to the next keyframe), never the env's pace."""
+        codecs = {"jpeg": pb.SCREENCAST_CODEC_JPEG, "h264": pb.SCREENCAST_CODEC_H264}
+        if codec not in codecs:
+            raise DeskgymError("INVALID_ARGUMENT", f"codec {codec!r} is not one of {sorted(codecs)}")
         o = observe_spec(scope, window, max_long_edge, jpeg_quality)
         req = pb.ScreencastRequest(env_id=env_id, scope=o.scope, window=o.window, fps=fps,
-                                   max_long_edge=o.max_long_edge, jpeg_quality=o.jpeg_quality)
+                                   max_long_edge=o.max_long_edge, jpeg_quality=o.jpeg_quality,
+                                   codec=codecs[codec])
         call = self._stub.Screencast(req, metadata=self._metadata)
         try:
             yield from call

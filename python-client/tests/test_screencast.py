@@ -5,6 +5,8 @@ caches anything of the env's; the server bounds how many stream at once."""
 from __future__ import annotations
 
 import io
+import pathlib
+import subprocess
 from collections.abc import Iterator
 
 import numpy as np
@@ -122,3 +124,43 @@ def test_screencasts_beyond_the_servers_bound_are_refused_until_one_closes(one_v
     finally:
         c.release(pool)
         c.close()
+
+
+def decode_h264(units: list[bytes], width: int, height: int, tmp: pathlib.Path) -> np.ndarray:
+    """The last picture of an Annex B stream, decoded by GStreamer's OpenH264 decoder."""
+    src, out = tmp / "stream.h264", tmp / "out.rgb"
+    src.write_bytes(b"".join(units))
+    subprocess.run(["gst-launch-1.0", "-q", "filesrc", f"location={src}", "!", "h264parse", "!", "openh264dec",
+                    "!", "videoconvert", "!", "video/x-raw,format=RGB", "!", "filesink", f"location={out}"],
+                   check=True, timeout=60)
+    raw = np.frombuffer(out.read_bytes(), dtype=np.uint8)
+    return raw[-width * height * 3:].reshape(height, width, 3)
+
+
+def test_h264_frames_start_at_a_keyframe_and_decode_to_the_screen(client: deskgym.Client, tmp_path: pathlib.Path) -> None:
+    pool = client.create_pool("click-target", 1, screen=(320, 240))
+    try:
+        env = pool.env_ids[0]
+        client.reset(env, seed=1)
+        frames = client.watch(env, fps=20, codec="h264")
+        first = next(frames)
+        assert first.keyframe and first.codec.startswith("avc1.") and first.h264 and not first.jpeg
+        assert (first.width, first.height) == (320, 240)
+        r = client.reset(env, seed=2, encoding="png")
+        changed = next(frames)
+        assert not changed.keyframe and changed.frame_hash == r.observation.frame_hash
+        # What a viewer decodes is what the env shows (lossy, close).
+        shown = decode_h264([first.h264, changed.h264], 320, 240, tmp_path)
+        png = np.asarray(Image.open(io.BytesIO(r.observation.frame)).convert("RGB"))
+        assert np.abs(shown.astype(float) - png).mean() < 6
+        # A viewer joining the running stream starts at a keyframe of the screen now.
+        late = client.watch(env, fps=20, codec="h264")
+        joined = next(late)
+        assert joined.keyframe and joined.frame_hash == r.observation.frame_hash
+        late.close()
+        frames.close()
+        with pytest.raises(DeskgymError) as e:
+            next(client.watch(env, codec="vp9"))
+        assert e.value.code == "INVALID_ARGUMENT"
+    finally:
+        client.release(pool)

@@ -5,6 +5,7 @@
 //! the console share the server's slots (`--max-screencasts`).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,7 @@ use crate::convert;
 use crate::env::{Env, Shape};
 use crate::pool::PoolError;
 use crate::sync::lock;
+use deskgym_datasets::video::LiveEncoder;
 
 /// A viewer's frames (or why its stream ended).
 pub(crate) type Viewer = mpsc::Receiver<Result<pb::ScreencastFrame, Status>>;
@@ -25,8 +27,8 @@ const QUEUE: usize = 2;
 /// A frame is sent this often even on a still screen, so a viewer knows it is live.
 const KEEP_ALIVE: Duration = Duration::from_secs(5);
 
-/// What makes two screencasts the same stream: env, shape, fps.
-type Key = (String, Shape, u64);
+/// What makes two screencasts the same stream: env, shape, fps, H.264 (or JPEG).
+type Key = (String, Shape, u64, bool);
 
 /// A producing screencast's frames (or its end), shared by its viewers.
 type Shared = broadcast::Sender<Result<Arc<pb::ScreencastFrame>, Status>>;
@@ -34,13 +36,23 @@ type Shared = broadcast::Sender<Result<Arc<pb::ScreencastFrame>, Status>>;
 /// The frame a producer sent last: what a viewer that joins late sees first.
 type Latest = Arc<Mutex<Option<Arc<pb::ScreencastFrame>>>>;
 
+/// Set by an H.264 viewer that needs a keyframe (it joined late, or fell behind): the
+/// producer's next frame is one, made at once even on a still screen.
+type WantKey = Arc<AtomicBool>;
+
+/// A producer's frame, if the screen changed, and the key of what it saw.
+type Made = Result<(crate::env::WatchKey, Option<pb::ScreencastFrame>), Status>;
+
+/// A producing stream as its viewers find it.
+type Entry = (Shared, Latest, WantKey);
+
 /// Screencasts: the slots (`Limits::max_screencasts` viewers) and the producers, one
 /// per distinct stream.
 #[derive(Debug, Clone)]
 pub(crate) struct Screencasts {
     slots: Arc<Semaphore>,
     max: u32,
-    producers: Arc<Mutex<HashMap<Key, (Shared, Latest)>>>,
+    producers: Arc<Mutex<HashMap<Key, Entry>>>,
     closing: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -59,9 +71,15 @@ impl Screencasts {
         }
     }
 
-    /// A new viewer of `env` shaped as `shape` at `fps` (validated by the caller), or
-    /// RESOURCE_EXHAUSTED when every slot is taken.
-    pub(crate) fn open(&self, env: Arc<Env>, shape: Shape, fps: f64) -> Result<Viewer, Status> {
+    /// A new viewer of `env` shaped as `shape` at `fps` (validated by the caller), in
+    /// H.264 when `h264` (else JPEG), or RESOURCE_EXHAUSTED when every slot is taken.
+    pub(crate) fn open(
+        &self,
+        env: Arc<Env>,
+        shape: Shape,
+        fps: f64,
+        h264: bool,
+    ) -> Result<Viewer, Status> {
         let permit = self.slots.clone().try_acquire_owned().map_err(|_| {
             Status::resource_exhausted(format!(
                 "this server streams at most max_screencasts={} screencasts at once (the \
@@ -70,26 +88,36 @@ impl Screencasts {
                 self.max
             ))
         })?;
-        let key: Key = (env.id.clone(), shape, fps.to_bits());
-        let (mut shared, latest) = {
+        let key: Key = (env.id.clone(), shape, fps.to_bits(), h264);
+        let (mut shared, latest, want_key) = {
             let mut producers = lock(&self.producers);
             match producers.get(&key) {
-                Some((tx, latest)) => (tx.subscribe(), lock(latest).clone()),
+                Some((tx, latest, want_key)) => {
+                    // An H.264 stream is joined at a keyframe, asked for now; a JPEG
+                    // one at its latest frame.
+                    if h264 {
+                        want_key.store(true, Ordering::Release);
+                    }
+                    let latest = if h264 { None } else { lock(latest).clone() };
+                    (tx.subscribe(), latest, want_key.clone())
+                }
                 None => {
                     let (tx, rx) = broadcast::channel(QUEUE);
-                    let latest = Latest::default();
-                    producers.insert(key.clone(), (tx.clone(), latest.clone()));
+                    let (latest, want_key) = (Latest::default(), WantKey::default());
+                    producers.insert(key.clone(), (tx.clone(), latest.clone(), want_key.clone()));
                     let p = Producer {
                         env,
                         shape,
                         fps,
                         tx,
                         latest,
+                        want_key: want_key.clone(),
                         registry: self.producers.clone(),
                         key,
+                        encoder: None,
                     };
                     tokio::spawn(p.run(self.closing.clone()));
-                    (rx, None)
+                    (rx, None, want_key)
                 }
             }
         };
@@ -97,6 +125,8 @@ impl Screencasts {
         tokio::spawn(async move {
             let _permit = permit;
             let mut dropped = 0u64;
+            // An H.264 viewer decodes from a keyframe: until one comes, it skips.
+            let mut need_key = h264;
             // A viewer that joins a running stream starts from its latest frame.
             let mut next_seq = 0u64;
             if let Some(f) = latest {
@@ -120,6 +150,10 @@ impl Screencasts {
                     // This viewer was behind: the frames it missed are dropped.
                     Err(broadcast::error::RecvError::Lagged(n)) => {
                         dropped += n;
+                        if h264 {
+                            need_key = true;
+                            want_key.store(true, Ordering::Release);
+                        }
                         continue;
                     }
                     Err(broadcast::error::RecvError::Closed) => return,
@@ -127,6 +161,11 @@ impl Screencasts {
                 if frame.seq < next_seq {
                     continue; // already sent as the latest frame
                 }
+                if need_key && !frame.keyframe {
+                    dropped += 1;
+                    continue;
+                }
+                need_key = false;
                 next_seq = frame.seq + 1;
                 let mine = pb::ScreencastFrame {
                     dropped,
@@ -150,16 +189,20 @@ struct Producer {
     fps: f64,
     tx: Shared,
     latest: Latest,
-    registry: Arc<Mutex<HashMap<Key, (Shared, Latest)>>>,
+    want_key: WantKey,
+    registry: Arc<Mutex<HashMap<Key, Entry>>>,
     key: Key,
+    /// The H.264 stream's encoder (made for the first frame's size, and again when
+    /// the size changes); `None` for JPEG.
+    encoder: Option<LiveEncoder>,
 }
 
 impl Producer {
     /// Removes this producer from the registry (if the entry is still its own).
-    fn leave(&self, producers: &mut HashMap<Key, (Shared, Latest)>) {
+    fn leave(&self, producers: &mut HashMap<Key, Entry>) {
         if producers
             .get(&self.key)
-            .is_some_and(|(t, _)| t.same_channel(&self.tx))
+            .is_some_and(|(t, _, _)| t.same_channel(&self.tx))
         {
             producers.remove(&self.key);
         }
@@ -171,7 +214,7 @@ impl Producer {
         let _ = self.tx.send(Err(why));
     }
 
-    async fn run(self, mut closing: tokio::sync::watch::Receiver<bool>) {
+    async fn run(mut self, mut closing: tokio::sync::watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / self.fps));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
         let mut seq = 0u64;
@@ -192,21 +235,42 @@ impl Producer {
                     return self.leave(&mut producers);
                 }
             }
-            let known = if sent.elapsed() >= KEEP_ALIVE {
+            let key_wanted = self.want_key.swap(false, Ordering::AcqRel);
+            let known = if sent.elapsed() >= KEEP_ALIVE || key_wanted {
                 None
             } else {
                 last
             };
             let (e, shape) = (self.env.clone(), self.shape);
-            let shot = tokio::task::spawn_blocking(move || e.watch(&shape, known)).await;
-            let (k, obs) = match shot {
-                Ok(Ok(v)) => v,
-                Ok(Err(err)) => return self.end(Status::from(PoolError::from(err))),
-                Err(_) => return self.end(Status::internal("a screencast capture panicked")),
+            let made = if self.key.3 {
+                let encoder = self.encoder.take();
+                let shot = tokio::task::spawn_blocking(move || {
+                    h264_frame(&e, &shape, known, encoder, key_wanted)
+                })
+                .await;
+                match shot {
+                    Ok((encoder, r)) => {
+                        self.encoder = encoder;
+                        r
+                    }
+                    Err(_) => Err(Status::internal("a screencast capture panicked")),
+                }
+            } else {
+                let shot = tokio::task::spawn_blocking(move || e.watch(&shape, known)).await;
+                match shot {
+                    Ok(Ok((k, obs))) => Ok((k, obs.map(jpeg_frame))),
+                    Ok(Err(err)) => Err(Status::from(PoolError::from(err))),
+                    Err(_) => Err(Status::internal("a screencast capture panicked")),
+                }
+            };
+            let (k, f) = match made {
+                Ok(v) => v,
+                Err(status) => return self.end(status),
             };
             last = Some(k);
-            let Some(o) = obs else { continue };
-            let f = Arc::new(frame(o, seq));
+            let Some(mut f) = f else { continue };
+            f.seq = seq;
+            let f = Arc::new(f);
             *lock(&self.latest) = Some(f.clone());
             let _ = self.tx.send(Ok(f));
             seq += 1;
@@ -215,11 +279,10 @@ impl Producer {
     }
 }
 
-/// A viewer's frame from a watched observation.
-fn frame(o: crate::env::Obs, seq: u64) -> pb::ScreencastFrame {
+/// A viewer's frame from a watched observation (its pixels JPEG, or none yet).
+fn jpeg_frame(o: crate::env::Obs) -> pb::ScreencastFrame {
     let o = convert::observation(o);
     pb::ScreencastFrame {
-        seq,
         jpeg: o.frame.to_vec(),
         width: o.width,
         height: o.height,
@@ -228,6 +291,66 @@ fn frame(o: crate::env::Obs, seq: u64) -> pb::ScreencastFrame {
         frame_pointer: o.frame_pointer,
         display: o.display,
         captured_unix_ms: deskgym_datasets::writer::now_ms() as i64,
-        dropped: 0,
+        ..Default::default()
     }
+}
+
+/// Blocking: the env's pixels (if changed since `known`) as an H.264 access unit, a
+/// keyframe when `key` or the stream is new; the encoder goes back to the producer.
+fn h264_frame(
+    e: &Env,
+    shape: &Shape,
+    known: Option<crate::env::WatchKey>,
+    encoder: Option<LiveEncoder>,
+    key: bool,
+) -> (Option<LiveEncoder>, Made) {
+    let (k, pixels) = match e.watch_pixels(shape, known) {
+        Ok(v) => v,
+        Err(err) => return (encoder, Err(Status::from(PoolError::from(err)))),
+    };
+    let Some((cut, geometry, pointer)) = pixels else {
+        return (encoder, Ok((k, None)));
+    };
+    let even = (cut.width & !1, cut.height & !1);
+    let (mut enc, fresh) = match encoder {
+        Some(enc) if enc.size() == even => (enc, false),
+        _ => {
+            let started = deskgym_datasets::video::encoder()
+                .and_then(|choice| LiveEncoder::start(cut.width, cut.height, &choice.element));
+            match started {
+                Ok(enc) => (enc, true),
+                Err(err) => {
+                    return (
+                        None,
+                        Err(Status::failed_precondition(format!(
+                            "H.264 screencasts need an encoder: {err} (or ask for JPEG)"
+                        ))),
+                    );
+                }
+            }
+        }
+    };
+    let au = match enc.push(&cut.rgb, key || fresh) {
+        Ok(au) => au,
+        Err(err) => {
+            return (
+                None,
+                Err(Status::internal(format!("the H.264 encoder failed: {err}"))),
+            );
+        }
+    };
+    let meta = crate::env::Obs::meta(
+        pb::ImageEncoding::Unspecified,
+        (even.0, even.1, cut.hash),
+        pointer,
+        deskgym_worker::SettleReport::default(),
+        geometry,
+    );
+    let f = pb::ScreencastFrame {
+        h264: au.data,
+        keyframe: au.keyframe,
+        codec: enc.codec().unwrap_or_default().to_string(),
+        ..jpeg_frame(meta)
+    };
+    (Some(enc), Ok((k, Some(f))))
 }

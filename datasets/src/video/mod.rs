@@ -29,9 +29,11 @@ pub enum VideoError {
 }
 
 mod i420;
+mod live;
 mod probe;
 
 pub use i420::rgb_to_i420;
+pub use live::{AccessUnit, LiveEncoder, codec_string};
 use probe::element_settings;
 pub use probe::{ENCODERS, EncoderChoice, encoder};
 

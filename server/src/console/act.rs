@@ -52,7 +52,9 @@ pub(super) async fn take_over(
                 note(&e, "takeover", &who.name);
                 // The tree beside the screen, read now, inside this call: the person
                 // acts on what they see, and no read of the console's outlives a call.
-                let _ = c.read_tree(&e).await;
+                if let Err(Refusal(_, why)) = c.read_tree(&e).await {
+                    tracing::info!(env = %e.id, %why, "no tree at take-over");
+                }
             }
             Ok(axum::Json(json!({
                 "held_by": &*who.name,

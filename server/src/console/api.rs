@@ -120,6 +120,8 @@ pub(super) struct LiveQuery {
     fps: Option<f64>,
     /// Long edge at most this (0 or absent: full size).
     max_long_edge: Option<u32>,
+    /// `jpeg` (the default) or `h264`.
+    codec: Option<String>,
 }
 
 /// `GET /api/envs/{id}/live`: the screen as it changes, one record per frame: a
@@ -141,7 +143,17 @@ pub(super) async fn live(
         max_long_edge: q.max_long_edge.unwrap_or(0),
         jpeg_quality: 0,
     };
-    let mut frames = c.screencasts.open(e, shape, fps)?;
+    let h264 = match q.codec.as_deref() {
+        None | Some("jpeg") => false,
+        Some("h264") => true,
+        Some(other) => {
+            return Err(tonic::Status::invalid_argument(format!(
+                "codec {other:?} is not jpeg or h264"
+            ))
+            .into());
+        }
+    };
+    let mut frames = c.screencasts.open(e, shape, fps, h264)?;
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(1);
     tokio::spawn(async move {
         // Ends when the viewer hangs up (the body, and `rx`, dropped) or the stream does.
@@ -189,10 +201,13 @@ fn record(f: &pb::ScreencastFrame) -> Bytes {
             .map(|r| [r.x, r.y, r.width, r.height]),
         "captured_unix_ms": f.captured_unix_ms,
         "dropped": f.dropped,
+        "codec": if f.h264.is_empty() { "jpeg" } else { &f.codec },
+        "keyframe": f.keyframe,
     })
     .to_string();
-    let mut out = Vec::with_capacity(8 + head.len() + f.jpeg.len());
-    for part in [head.as_bytes(), &f.jpeg[..]] {
+    let pixels = if f.h264.is_empty() { &f.jpeg } else { &f.h264 };
+    let mut out = Vec::with_capacity(8 + head.len() + pixels.len());
+    for part in [head.as_bytes(), &pixels[..]] {
         out.extend_from_slice(&u32::try_from(part.len()).unwrap_or(u32::MAX).to_be_bytes());
         out.extend_from_slice(part);
     }

@@ -406,6 +406,32 @@ impl Env {
         shape: &Shape,
         last: Option<WatchKey>,
     ) -> Result<(WatchKey, Option<Obs>), EnvError> {
+        let (key, cut) = self.watch_pixels(shape, last)?;
+        let Some((cut, geometry, pointer)) = cut else {
+            return Ok((key, None));
+        };
+        let quality = match shape.jpeg_quality {
+            0 => crate::encode::JPEG_QUALITY,
+            q => q,
+        };
+        let dims = (cut.width, cut.height, cut.hash);
+        let jpeg = crate::encode::encode_with(cut, pb::ImageEncoding::Jpeg, quality)?;
+        let settle = SettleReport::default();
+        let obs = Obs {
+            frame: Bytes::from(jpeg),
+            ..Obs::meta(pb::ImageEncoding::Jpeg, dims, pointer, settle, geometry)
+        };
+        Ok((key, Some(obs)))
+    }
+
+    /// Blocking: [`Self::watch`]'s pixels before any encoding (an H.264 screencast
+    /// encodes them itself): the shaped frame, where it comes from, and the pointer;
+    /// `None` when nothing changed since `last`.
+    pub(crate) fn watch_pixels(
+        &self,
+        shape: &Shape,
+        last: Option<WatchKey>,
+    ) -> Result<(WatchKey, Option<Watched>), EnvError> {
         let (full, geometry, pointer) = {
             let mut s = lock(&self.state);
             let d = s.desktop.as_mut().ok_or_else(|| EnvError::NoDesktop {
@@ -425,18 +451,7 @@ impl Env {
             .crop(x as i32, y as i32, w, h)
             .ok_or(EnvError::Bug("a source rectangle off its frame"))?
             .downscale(shape.max_long_edge);
-        let quality = match shape.jpeg_quality {
-            0 => crate::encode::JPEG_QUALITY,
-            q => q,
-        };
-        let dims = (cut.width, cut.height, cut.hash);
-        let jpeg = crate::encode::encode_with(cut, pb::ImageEncoding::Jpeg, quality)?;
-        let settle = SettleReport::default();
-        let obs = Obs {
-            frame: Bytes::from(jpeg),
-            ..Obs::meta(pb::ImageEncoding::Jpeg, dims, pointer, settle, geometry)
-        };
-        Ok((key, Some(obs)))
+        Ok((key, Some((cut, geometry, pointer))))
     }
 
     /// Captures the screen (the one place a test can make a capture fail).
@@ -449,9 +464,12 @@ impl Env {
     }
 }
 
+/// A watched frame: the shaped pixels, where they come from, and the pointer.
+pub(crate) type Watched = (Frame, Geometry, Point);
+
 impl Obs {
     /// An observation's description without its pixels (empty until set).
-    fn meta(
+    pub(crate) fn meta(
         encoding: pb::ImageEncoding,
         (width, height, hash): (u32, u32, u128),
         pointer: Point,

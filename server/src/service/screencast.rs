@@ -22,7 +22,18 @@ impl DeskgymService {
             );
         }
         let shape = convert::shape("", r.scope, r.window, r.max_long_edge, r.jpeg_quality)?;
-        let rx = self.screencasts.open(env, shape, fps)?;
+        let h264 = match pb::ScreencastCodec::try_from(r.codec) {
+            Ok(pb::ScreencastCodec::H264) => true,
+            Ok(_) => false,
+            Err(_) => {
+                return Err(Invalid::new(
+                    "codec",
+                    format!("{} is not a ScreencastCodec (JPEG 1, H264 2)", r.codec),
+                )
+                .into());
+            }
+        };
+        let rx = self.screencasts.open(env, shape, fps, h264)?;
         Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(
             rx,
         )))

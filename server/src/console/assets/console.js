@@ -113,7 +113,7 @@ async function fleetPage() {
 // ---- env --------------------------------------------------------------------------
 
 // What the live view has shown, for people and for the console's tests and benches.
-const live = { frames: 0, bytes: 0, seq: -1, hash: "", width: 0, height: 0, latencies: [], painted: [] };
+const live = { frames: 0, bytes: 0, seq: -1, hash: "", codec: "", width: 0, height: 0, latencies: [], painted: [] };
 window.deskgymLive = live;
 
 async function envPage() {
@@ -259,18 +259,50 @@ async function envPage() {
     if (e.kind === "hello") { setHeld(e.env.held_by); status(e.env); } else { logEntry(e); treeSoon(); }
   };
 
-  // Live frames: a streamed body of [u32 len][JSON][u32 len][JPEG] records.
+  // Live frames: a streamed body of [u32 len][JSON][u32 len][pixels] records, the
+  // pixels H.264 (decoded with WebCodecs) where the browser can, else JPEG. `?codec=`
+  // on the page's URL picks one.
+  async function pickCodec() {
+    const asked = new URLSearchParams(location.search).get("codec");
+    if (asked) return asked;
+    if (!window.VideoDecoder) return "jpeg";
+    try {
+      const s = await VideoDecoder.isConfigSupported({ codec: "avc1.42E01F", optimizeForLatency: true });
+      return s.supported ? "h264" : "jpeg";
+    } catch (_) { return "jpeg"; }
+  }
+  const shown = (head, w, h) => {
+    geometry = head.source ? { screen: head.screen, source: head.source } : null;
+    live.frames += 1; live.seq = head.seq; live.hash = head.frame_hash;
+    live.width = w; live.height = h; live.codec = head.codec;
+    requestAnimationFrame(() => {
+      const ms = Date.now() - head.captured_unix_ms;
+      live.latencies.push(ms);
+      if (live.latencies.length > 1000) live.latencies.shift();
+      live.painted.push({ seq: head.seq, hash: head.frame_hash, at: Date.now() });
+      if (live.painted.length > 100) live.painted.shift();
+    });
+  };
+  const fit = (w, h) => {
+    if (screen.width !== w || screen.height !== h) {
+      screen.width = overlay.width = w;
+      screen.height = overlay.height = h;
+    }
+  };
   async function watch() {
+    const codec = await pickCodec();
     for (;;) {
+      let decoder = null, decoding = "";
+      const pending = []; // heads of access units sent to the decoder, in order
       try {
-        const r = await fetch(`/api/envs/${encodeURIComponent(id)}/live?fps=30`, { cache: "no-store" });
+        const r = await fetch(`/api/envs/${encodeURIComponent(id)}/live?fps=30&codec=${codec}`, { cache: "no-store" });
         if (!r.ok) {
           const err = await r.json().catch(() => ({}));
           $("live").textContent = `live view unavailable: ${err.error || r.statusText}`;
           await new Promise((ok) => setTimeout(ok, 3000));
           continue;
         }
-        $("live").textContent = "live";
+        $("live").textContent = `live (${codec === "h264" ? "H.264" : "JPEG"})`;
         const reader = r.body.getReader();
         let buf = new Uint8Array(0);
         const need = async (n) => {
@@ -291,27 +323,37 @@ async function envPage() {
         };
         for (;;) {
           const head = JSON.parse(new TextDecoder().decode(await take()));
-          const jpeg = await take();
-          const bmp = await createImageBitmap(new Blob([jpeg], { type: "image/jpeg" }));
-          geometry = head.source ? { screen: head.screen, source: head.source } : null;
-          if (screen.width !== bmp.width || screen.height !== bmp.height) {
-            screen.width = overlay.width = bmp.width;
-            screen.height = overlay.height = bmp.height;
+          const pixels = await take();
+          live.bytes += 8 + pixels.length + JSON.stringify(head).length;
+          if (head.codec === "jpeg") {
+            const bmp = await createImageBitmap(new Blob([pixels], { type: "image/jpeg" }));
+            fit(bmp.width, bmp.height);
+            ctx.drawImage(bmp, 0, 0);
+            bmp.close();
+            shown(head, head.width, head.height);
+            continue;
           }
-          ctx.drawImage(bmp, 0, 0);
-          bmp.close();
-          live.frames += 1; live.seq = head.seq; live.hash = head.frame_hash;
-          live.bytes += 8 + jpeg.length + JSON.stringify(head).length;
-          live.width = head.width; live.height = head.height;
-          requestAnimationFrame(() => {
-            const ms = Date.now() - head.captured_unix_ms;
-            live.latencies.push(ms);
-            if (live.latencies.length > 1000) live.latencies.shift();
-            live.painted.push({ seq: head.seq, hash: head.frame_hash, at: Date.now() });
-            if (live.painted.length > 100) live.painted.shift();
-          });
+          if (!decoder || decoder.state === "closed" || decoding !== head.codec) {
+            if (!head.keyframe) continue; // the server starts each viewer at a keyframe
+            if (decoder && decoder.state !== "closed") decoder.close();
+            decoder = new VideoDecoder({
+              output: (frame) => {
+                const h = pending.shift();
+                fit(frame.displayWidth, frame.displayHeight);
+                ctx.drawImage(frame, 0, 0);
+                frame.close();
+                if (h) shown(h, h.width, h.height);
+              },
+              error: (e) => { $("live").textContent = `decoder: ${e.message}`; },
+            });
+            decoder.configure({ codec: head.codec, optimizeForLatency: true });
+            decoding = head.codec;
+          }
+          pending.push(head);
+          decoder.decode(new EncodedVideoChunk({ type: head.keyframe ? "key" : "delta", timestamp: head.seq * 33333, data: pixels }));
         }
       } catch (e) {
+        if (decoder && decoder.state !== "closed") decoder.close();
         $("live").textContent = `reconnecting (${e.message})`;
         await new Promise((ok) => setTimeout(ok, 1000));
       }
