@@ -425,7 +425,7 @@ def test_replay_page_scrubbed_to_step_k_shows_frame_k(console: ConsoleServer, br
 
 def test_demonstrations_recorded_in_the_page_solve_replay_and_export(
         console: ConsoleServer, browser: Any, tmp_path: pathlib.Path) -> None:
-    """A person records two demonstrations of a bundled task through the pages: each
+    """A person records five demonstrations of a bundled task through the pages: each
     solves it (reward 1, actor human in the bundle), the run replays to the same frame
     hashes on a fresh env, and exports to LeRobot like any run."""
     import pyarrow.parquet as pq
@@ -460,20 +460,21 @@ def test_demonstrations_recorded_in_the_page_solve_replay_and_export(
         page.wait_for_function(f"() => document.querySelector('#status').innerText.includes('episode {episode} · step 1 · done')")
 
     solve(1)
-    page.click("#next-episode")
-    solve(2)
+    for episode in range(2, 6):
+        page.click("#next-episode")
+        solve(episode)
     page.click("#finish")
     page.wait_for_url("**/replay?run=*")
     run = page.url.split("run=", 1)[1]
     page.wait_for_selector("tr[data-episode]")
-    assert page.locator("tr[data-episode]").count() == 2
+    assert page.locator("tr[data-episode]").count() == 5
     shot(page, "console-demos.png")
     page.close()
 
     bundle = pathlib.Path(console_data(console)) / f"{run}.skn"
     episodes = pq.read_table(bundle / "episodes").to_pylist()
     steps = pq.read_table(bundle / "steps").to_pylist()
-    assert [(e["success"], e["episode_return"]) for e in episodes] == [(True, 1.0), (True, 1.0)]
+    assert [(e["success"], e["episode_return"]) for e in episodes] == [(True, 1.0)] * 5
     assert {s["actor"] for s in steps} == {"human"}
     # Each demonstration replays to its recorded frames on a fresh env.
     pool = client.create_pool("click-button", 1, screen=(1280, 720))
@@ -491,7 +492,7 @@ def test_demonstrations_recorded_in_the_page_solve_replay_and_export(
         client.release(pool)
     out_dir = deskgym.datasets.export(bundle, tmp_path / "lerobot", fmt="lerobot")
     info = json.loads((out_dir / "meta" / "info.json").read_text())
-    assert info["total_episodes"] == 2
+    assert info["total_episodes"] == 5
 
 
 def test_env_page_lists_the_tree_and_outlines_a_hovered_element(console: ConsoleServer, browser: Any) -> None:

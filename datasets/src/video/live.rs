@@ -40,7 +40,8 @@ impl LiveEncoder {
             "x264enc" => "x264enc speed-preset=ultrafast tune=zerolatency key-int-max=60 \
                           threads=1 trellis=false"
                 .to_string(),
-            "nvh264enc" => "nvh264enc gop-size=60 zerolatency=true bframes=0".to_string(),
+            // Its default has no B-frames (the recording settings, with a 2 s GOP).
+            "nvh264enc" => "nvh264enc gop-size=60 zerolatency=true".to_string(),
             other => other.to_string(),
         };
         let pipeline = pipeline(&format!(
