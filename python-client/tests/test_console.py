@@ -269,8 +269,11 @@ def test_another_principal_sees_none_of_your_pools(tmp_path: pathlib.Path, brows
             assert code == 404, (path, code)
         code, _ = http(f"{s.url}/api/envs/{env}/takeover", "POST", {}, {**bob, "x-deskgym-console": "1"})
         assert code == 404
-        # A wrong token is refused, and alice sees her pool.
+        # A wrong token is refused (at login too, and one a cookie cannot hold is not
+        # kept in one), and alice sees her pool.
         assert http(f"{s.url}/api/fleet", headers={"authorization": "Bearer nope"})[0] == 401
+        assert http(f"{s.url}/api/login", "POST", {"token": "nope"}, {"x-deskgym-console": "1"})[0] == 401
+        assert http(f"{s.url}/api/login", "POST", {"token": "a;b"}, {"x-deskgym-console": "1"})[0] == 400
         code, fleet = http(f"{s.url}/api/fleet", headers={"authorization": "Bearer alice-secret"})
         assert code == 200 and [p["id"] for p in fleet["pools"]] == [pool.pool_id]
         page.close()

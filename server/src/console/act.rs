@@ -17,6 +17,19 @@ pub(super) async fn login(
     axum::Json(body): axum::Json<serde_json::Value>,
 ) -> Result<Response, Refusal> {
     let token = body.get("token").and_then(|t| t.as_str()).unwrap_or("");
+    // A cookie value holds no `;`, `,`, quote, backslash or space: such a token (never
+    // echoed) logs in through the Authorization header instead.
+    if !token
+        .bytes()
+        .all(|b| b.is_ascii_graphic() && !b";,\"\\".contains(&b))
+    {
+        return Err(Refusal(
+            StatusCode::BAD_REQUEST,
+            "this token cannot be kept in a cookie (it holds a space, `;`, `,`, a quote or a \
+             backslash); send it as `authorization: Bearer <token>` instead"
+                .into(),
+        ));
+    }
     let mut h = headers.clone();
     h.insert(
         header::AUTHORIZATION,
@@ -25,7 +38,7 @@ pub(super) async fn login(
             .map_err(|_| Refusal(StatusCode::BAD_REQUEST, "a token is printable ASCII".into()))?,
     );
     let who = c.who_acting(&h)?;
-    // Tokens are printable and never hold `;`: the cookie carries it as it is.
+    // Checked above: the cookie carries the token as it is.
     let cookie = format!("{COOKIE}={token}; HttpOnly; SameSite=Strict; Path=/");
     Ok((
         [(header::SET_COOKIE, cookie)],
