@@ -32,10 +32,31 @@ impl Sandbox {
     ) -> Result<(Reply, BufReader<UnixStream>)> {
         let mut line = serde_json::to_vec(req).map_err(std::io::Error::other)?;
         line.push(b'\n');
-        conn.write_all(&line)?;
-        conn.write_all(body)?;
+        let sent = conn.write_all(&line).and_then(|()| conn.write_all(body));
         let mut conn = BufReader::new(conn);
-        let reply = read_line(&mut conn)?;
+        if let Err(e) = sent {
+            // The agent took the connection and closed it unread: it refused the
+            // request (it says why first when it can, Busy; at its process limit it may
+            // not even manage that).
+            if !hung_up(&e) {
+                return Err(e.into());
+            }
+            let why = read_line(&mut conn)
+                .ok()
+                .and_then(|l| match serde_json::from_str(&l) {
+                    Ok(Reply::Busy { message }) => Some(message),
+                    _ => None,
+                });
+            return Err(DesktopError::Limit(why.unwrap_or_else(refused)));
+        }
+        let reply = match read_line(&mut conn) {
+            // On a Unix socket a reset (not an end of file) means the agent closed it
+            // with our request unread: nothing ran, the refusal is safe to retry.
+            Err(DesktopError::Io(e)) if hung_up(&e) => {
+                return Err(DesktopError::Limit(refused()));
+            }
+            r => r?,
+        };
         let reply: Reply = serde_json::from_str(&reply)
             .map_err(|e| DesktopError::App(format!("the sandbox agent answered {reply:?}: {e}")))?;
         if let Reply::Busy { message } = reply {
@@ -362,6 +383,21 @@ fn untrusted(what: &str) -> DesktopError {
 }
 
 /// Reads the reply line (bounded: an agent cannot make the worker buffer without end).
+/// The peer closed the connection under us.
+fn hung_up(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+    )
+}
+
+/// Why a request the agent dropped unanswered failed.
+fn refused() -> String {
+    "the desktop's agent closed the connection without taking the request: the desktop \
+     is likely at its process limit; retry once its processes are gone"
+        .to_string()
+}
+
 fn read_line(conn: &mut BufReader<UnixStream>) -> Result<String> {
     let mut line = Vec::with_capacity(256);
     conn.by_ref()
@@ -385,7 +421,9 @@ mod tests {
     use std::process::Command;
     use std::sync::Arc;
 
-    /// A sandbox whose "agent" is this test: it answers `reply` to one request.
+    /// A sandbox whose "agent" is this test: it answers `reply` to one request (an
+    /// empty reply: it hangs up at once, the request unread, as an agent at its
+    /// process limit does).
     fn impostor(tag: &str, reply: &'static str) -> Sandbox {
         let dir =
             std::env::temp_dir().join(format!("deskgym-impostor-{tag}-{}", std::process::id()));
@@ -397,6 +435,9 @@ mod tests {
         let uid = unsafe { libc::getuid() };
         std::thread::spawn(move || {
             if let Ok((mut c, _)) = listener.accept() {
+                if reply.is_empty() {
+                    return drop(c);
+                }
                 let mut line = String::new();
                 let _ = BufReader::new(c.try_clone().unwrap()).read_line(&mut line);
                 let _ = c.write_all(reply.as_bytes());
@@ -449,5 +490,24 @@ mod tests {
         assert!(e.to_string().contains("more file data"), "{e}");
         let sb = impostor("garbage", "not json\n");
         assert!(sb.exec(&spec, &[], &mut |_, _| {}).is_err());
+    }
+
+    /// An agent that hangs up on a request it never read refused it: a limit (safe to
+    /// retry), not an internal error.
+    #[test]
+    fn a_request_the_agent_hangs_up_on_is_a_limit() {
+        let spec = ExecSpec {
+            argv: vec!["true".into()],
+            timeout_ms: 1000,
+            max_output: 1024,
+            ..Default::default()
+        };
+        let sb = impostor("hangup", "");
+        // A large stdin: the hang-up meets the write (EPIPE) or the read (reset).
+        let e = sb
+            .exec(&spec, &vec![b'x'; 4 << 20], &mut |_, _| {})
+            .unwrap_err();
+        assert!(matches!(e, DesktopError::Limit(_)), "{e:?}");
+        assert!(e.to_string().contains("process limit"), "{e}");
     }
 }
