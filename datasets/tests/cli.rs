@@ -1,9 +1,10 @@
 //! The `deskgym-datasets inspect` binary on a real bundle, a corrupt one and a foreign dir.
 
 use std::process::Command;
-use std::time::Duration;
 
-use deskgym_datasets::{Overflow, Record, Recorder, RecorderConfig, StepRow};
+use deskgym_datasets::{Record, StepRow};
+
+mod common;
 
 fn inspect(path: &std::path::Path) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_deskgym-datasets"))
@@ -15,25 +16,8 @@ fn inspect(path: &std::path::Path) -> std::process::Output {
 
 #[test]
 fn inspect_reads_good_bundles_and_rejects_bad_ones() {
-    let d = std::env::temp_dir().join(format!("deskgym-cli-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    let (d, r) = common::recorder("cli", 1 << 20);
     let bundle = d.join("run.skn");
-    let r = Recorder::start(RecorderConfig {
-        dir: bundle.clone(),
-        run_id: "run".into(),
-        task: "click-target".into(),
-        width: 4,
-        height: 2,
-        server_version: "test".into(),
-        roll_bytes: 1 << 20,
-        roll_every: Duration::from_secs(60),
-        channel_capacity: 8,
-        overflow: Overflow::Block,
-        video_fps: None,
-        video_variable_rate: false,
-    })
-    .unwrap();
     for i in 0..3 {
         r.send(Record::Step(StepRow {
             episode_id: "e/1".into(),

@@ -1,35 +1,16 @@
 //! A bundle written by the recorder, read back for a replay: episodes, steps in order
 //! with their actors, frames by hash (PNG, pixel for pixel), across chunks.
 
-use std::time::Duration;
+mod common;
 
 use deskgym_datasets::replay::Bundle;
-use deskgym_datasets::{
-    Actor, EpisodeRow, FrameRecord, Overflow, Record, Recorder, RecorderConfig, StepRow,
-};
+use deskgym_datasets::{Actor, EpisodeRow, FrameRecord, Record, StepRow};
 
 #[test]
 fn a_recorded_episode_reads_back_in_order_with_its_frames() {
-    let d = std::env::temp_dir().join(format!("deskgym-replay-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
+    // Every record rolls a chunk: the reader must follow frames across chunks.
+    let (d, r) = common::recorder("replay", 1);
     let bundle = d.join("run.skn");
-    let r = Recorder::start(RecorderConfig {
-        dir: bundle.clone(),
-        run_id: "run".into(),
-        task: "click-target".into(),
-        width: 4,
-        height: 2,
-        server_version: "test".into(),
-        // Every record rolls a chunk: the reader must follow frames across chunks.
-        roll_bytes: 1,
-        roll_every: Duration::from_secs(60),
-        channel_capacity: 64,
-        overflow: Overflow::Block,
-        video_fps: None,
-        video_variable_rate: false,
-    })
-    .unwrap();
     let rgb = |v: u8| bytes::Bytes::from(vec![v; 4 * 2 * 3]);
     let hash = |v: u8| format!("{v:032x}");
     for v in 0..4u8 {

@@ -63,6 +63,8 @@ fn error(status: &'static str, why: impl std::fmt::Display) -> Reply {
 
 fn answer(stream: TcpStream, bundle: &Bundle, run: &str) -> std::io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    // A reader that stops reading holds its thread no longer than this.
+    stream.set_write_timeout(Some(Duration::from_secs(30)))?;
     let mut reader = BufReader::new(std::io::Read::take(stream.try_clone()?, MAX_HEAD));
     let mut line = String::new();
     reader.read_line(&mut line)?;
