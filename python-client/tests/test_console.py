@@ -293,6 +293,10 @@ def test_other_sites_cannot_act_or_read(console: ConsoleServer) -> None:
         # A DNS-rebinding page reaches the port under its own host name: refused.
         code, body = http(f"{console.url}/api/fleet", headers={"host": "evil.example:80"})
         assert code == 403 and "loopback" in body["error"]
+        # Bad live-view knobs are clear errors.
+        for query, word in (("codec=vp9", "codec"), ("fps=0", "fps"), ("fps=NaN", "fps")):
+            code, body = http(f"{console.url}/api/envs/{env}/live?{query}")
+            assert code == 400 and word in body["error"], (query, code, body)
         # Bad actions are clear errors.
         http(f"{console.url}/api/envs/{env}/takeover", "POST", {}, {"x-deskgym-console": "1"})
         code, body = http(f"{console.url}/api/envs/{env}/act", "POST", {"verb": "fly"}, {"x-deskgym-console": "1"})

@@ -162,5 +162,12 @@ def test_h264_frames_start_at_a_keyframe_and_decode_to_the_screen(client: deskgy
         with pytest.raises(DeskgymError) as e:
             next(client.watch(env, codec="vp9"))
         assert e.value.code == "INVALID_ARGUMENT"
+        # The server itself refuses a codec outside the enum, naming the field.
+        import grpc
+
+        from deskgym.v1 import deskgym_pb2 as pb
+        with pytest.raises(grpc.RpcError) as raw:
+            next(iter(client._stub.Screencast(pb.ScreencastRequest(env_id=env, codec=99))))
+        assert raw.value.code() == grpc.StatusCode.INVALID_ARGUMENT and "codec" in raw.value.details()
     finally:
         client.release(pool)
