@@ -16,6 +16,7 @@ from deskgym.errors import DeskgymError
 from deskgym.execution import ExecResult as ExecResult  # re-exported: deskgym.client.ExecResult
 from deskgym.execution import exec_request, exec_result
 from deskgym.frames import FrameCache, decode
+from deskgym.ring import FrameRing
 from deskgym.v1 import deskgym_pb2 as pb
 from deskgym.v1 import deskgym_pb2_grpc as pb_grpc
 
@@ -67,6 +68,11 @@ _T = TypeVar("_T")
 
 #: How many recently held hashes travel in a batch's shared ``if_none_match``.
 RECENT_HASHES = 32
+
+#: How a client receives frames: ``auto`` (shared memory when connected to the server's
+#: unix socket, else bytes), ``shm`` (shared memory or an error), ``bytes`` (always in
+#: the reply, as a remote client).
+FRAME_MODES = ("auto", "shm", "bytes")
 
 
 @dataclass(frozen=True)
@@ -169,9 +175,11 @@ class _Leases:
                 pass
 
 
-def _finalize(leases: _Leases, channel: grpc.Channel) -> None:
+def _finalize(leases: _Leases, channel: grpc.Channel, ring: FrameRing | None = None) -> None:
     leases.close_all()
     channel.close()
+    if ring is not None:
+        ring.close()
 
 
 
@@ -258,13 +266,29 @@ class Client:
         timeout: float = 120.0,
         frame_cache_bytes: int = 256 << 20,
         lease_ttl_s: float | None = DEFAULT_LEASE_TTL_S,
+        frames: str = "auto",
     ) -> None:
         """``lease_ttl_s``: pools this client creates are closed by the server once this
         client has not renewed them for that long (it renews from a background thread
         while alive); ``None`` leaves only the server's idle timeout. ``address``:
-        ``host:port``; default ``$DESKGYM_ADDRESS``, else :data:`DEFAULT_ADDRESS`."""
+        ``host:port`` or ``unix:PATH``; default ``$DESKGYM_ADDRESS``, else
+        :data:`DEFAULT_ADDRESS`. ``frames`` (see :data:`FRAME_MODES`): on a ``unix:``
+        address frames arrive through shared memory by default, as read-only arrays that
+        never change while held."""
         address = resolve_address(address)
+        if frames not in FRAME_MODES:
+            raise DeskgymError("INVALID_ARGUMENT", f"frames {frames!r} is not one of {', '.join(FRAME_MODES)}", "frames")
+        if frames == "shm" and not address.startswith("unix:"):
+            raise DeskgymError(
+                "INVALID_ARGUMENT",
+                f"frames='shm' needs the server's unix socket (address 'unix:PATH'), not {address!r}",
+                "frames",
+            )
         self.address = address
+        self.frame_mode = "bytes" if not address.startswith("unix:") else frames
+        #: The shared-memory ring frames arrive in (made at the first call that returns one).
+        self.ring: FrameRing | None = None
+        self._ring_lock = threading.Lock()
         #: Decoded frames by (hash, encoding), shared by every env of this client.
         self.frames = FrameCache(frame_cache_bytes)
         self.timeout = timeout
@@ -278,6 +302,9 @@ class Client:
                 # again within a second, not after gRPC's default backoff of up to 2 min.
                 ("grpc.initial_reconnect_backoff_ms", 100),
                 ("grpc.max_reconnect_backoff_ms", 1000),
+                # gRPC names a unix peer by its path, which is no valid HTTP/2 :authority
+                # (the server answers PROTOCOL_ERROR).
+                *([("grpc.default_authority", "localhost")] if address.startswith("unix:") else []),
             ],
         )
         # The generated stub is untyped; replies are checked in `_call`.
@@ -293,6 +320,32 @@ class Client:
         self._max_file_bytes: int | None = None
         # At interpreter exit or when collected: close what is still held.
         self._finalizer = weakref.finalize(self, _finalize, self._leases, self._channel)
+
+    def frame_ring(self) -> int:
+        """The id of the ring this client's frames go into (0: bytes in the reply). The
+        first call attaches one; with ``frames="auto"`` a server that cannot (an older
+        one, or a failure) leaves this client on bytes."""
+        ring = self.ring
+        if ring is not None and ring.pid == os.getpid() and ring.alive():
+            return ring.ring
+        if self.frame_mode == "bytes":
+            return 0
+        with self._ring_lock:
+            if self.ring is not None and self.ring.pid == os.getpid() and self.ring.alive():
+                return self.ring.ring
+            # A forked child must not share its parent's slots, and a restarted server
+            # holds no ring: attach (again).
+            try:
+                attached = self._call(self._stub.AttachFrames, pb.AttachFramesRequest(), pb.AttachFramesResponse)
+                self.ring = FrameRing(self.address.removeprefix("unix:"), attached)
+            except DeskgymError:
+                if self.frame_mode == "shm":
+                    raise
+                self.frame_mode = "bytes"
+                return 0
+            self._finalizer.detach()
+            self._finalizer = weakref.finalize(self, _finalize, self._leases, self._channel, self.ring)
+            return self.ring.ring
 
     def _call(self, method: Callable[..., Any], request: Any, reply: type[_T]) -> _T:
         """Calls ``method``; the reply is checked to be a ``reply`` (the generated gRPC
@@ -620,7 +673,8 @@ class Client:
         tree: pb.TreeRequest | None = None,
     ) -> pb.ResetResponse:
         """Starts a new episode on one env (``tree``: also read the accessibility tree)."""
-        req = pb.ResetRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree)
+        req = pb.ResetRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree,
+                              frame_ring=self.frame_ring())
         if seed is not None:
             req.seed = seed
         return self._call(self._stub.Reset, req, pb.ResetResponse)
@@ -642,7 +696,7 @@ class Client:
             observe = observe_spec(**observe)
         req = pb.StepRequest(
             env_id=env_id, action=action, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree,
-            observe=observe,
+            observe=observe, frame_ring=self.frame_ring(),
         )
         return self._call(self._stub.Step, req, pb.StepResult)
 
@@ -651,6 +705,11 @@ class Client:
     ) -> pb.StepBatchResponse:
         """Steps several envs (and resets others) in one call; per-item status inside."""
         req = pb.StepBatchRequest(items=list(items), resets=list(resets), if_none_match=list(if_none_match))
+        ring = self.frame_ring()
+        for it in req.items:
+            it.frame_ring = ring
+        for r in req.resets:
+            r.frame_ring = ring
         return self._call(self._stub.StepBatch, req, pb.StepBatchResponse)
 
     def observe(
@@ -664,7 +723,7 @@ class Client:
         """Captures the screen without acting (``tree``: and reads the accessibility tree);
         ``settle_ms`` (at most 1000) first waits for the screen to be quiet that long."""
         req = pb.ObserveRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree,
-                                settle_ms=settle_ms)
+                                settle_ms=settle_ms, frame_ring=self.frame_ring())
         return self._call(self._stub.Observe, req, pb.Observation)
 
     def get_frames(self, hashes: Sequence[str], encoding: str | None = None) -> list[pb.Observation]:
@@ -707,7 +766,8 @@ class Client:
     # -- the client-side frame cache -------------------------------------------------
 
     def hold(self, obs: pb.Observation) -> None:
-        """Remembers the pixels an observation carries (no-op for ``not_modified``)."""
+        """Remembers the pixels an observation carries (no-op for ``not_modified``, and
+        for frames in the ring: the ring remembers those while they are alive)."""
         if not obs.not_modified and obs.frame:
             self.frames.put((obs.frame_hash, obs.encoding), decode(obs), len(obs.frame))
 
@@ -718,10 +778,16 @@ class Client:
         frame meanwhile, it is fetched with GetFrames.
         """
         key = (obs.frame_hash, obs.encoding)
+        if obs.HasField("slot"):
+            if self.ring is None:
+                raise DeskgymError("INTERNAL", "a frame in a ring this client did not attach")
+            return self.ring.frame(obs), False
         if not obs.not_modified:
             self.hold(obs)
             return decode(obs), False
         frame = self.frames.get(key)
+        if frame is None and self.ring is not None:
+            frame = self.ring.find(key)
         if frame is None:
             enc = {v: k for k, v in ENCODINGS.items() if k != "raw"}[obs.encoding]
             fetched = self.get_frames([obs.frame_hash], encoding=enc)[0]

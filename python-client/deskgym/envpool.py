@@ -153,6 +153,7 @@ class DeskgymEnvPool:
         self._pending[i] = True
         self._tag += 1
         stream, _ = self._where[i]
+        msg.frame_ring = stream.client.frame_ring()
         stream.requests.put(pb.StepStreamRequest(tag=self._tag, **{kind: msg}))
 
     def _lose(self, stream: _Stream, e: DeskgymError) -> None:

@@ -47,11 +47,11 @@ def server_binary() -> str:
 class Server:
     """A deskgym-server child process listening on 127.0.0.1:<free port>."""
 
-    def __init__(self, *args: str) -> None:
+    def __init__(self, *args: str, listen: str = "127.0.0.1:0") -> None:
         # The fast tier (`DESKGYM_TEST_BACKEND=fake pytest -m logic`): in-memory desktops.
         backend = ["--backend", BACKEND] if BACKEND != "real" else []
         self.proc = subprocess.Popen(
-            [server_binary(), "--listen", "127.0.0.1:0", *backend, *args],
+            [server_binary(), "--listen", listen, *backend, *args],
             stdout=subprocess.PIPE,
             text=True,
         )

@@ -12,6 +12,7 @@ use crate::convert;
 use crate::env::{Call, ObsOptions};
 use crate::frame_cache::parse_hashes;
 use crate::pool::{EnvJob, PoolError, PoolManager};
+use crate::ring::{Ring, Rings};
 use crate::spec::Invalid;
 use deskgym_datasets::Actor;
 
@@ -19,12 +20,37 @@ use deskgym_datasets::Actor;
 #[derive(Debug, Clone)]
 pub(crate) struct Calls {
     mgr: Arc<PoolManager>,
+    /// Frame rings requests may name (`frame_ring`).
+    rings: Arc<Rings>,
 }
 
 impl Calls {
-    /// Calls on `mgr`'s envs.
+    /// Calls on `mgr`'s envs, with no frame rings.
     pub(crate) fn new(mgr: Arc<PoolManager>) -> Self {
-        Self { mgr }
+        Self::with_rings(mgr, Arc::new(Rings::new(false)))
+    }
+
+    /// Calls on `mgr`'s envs whose frames may go into `rings`.
+    pub(crate) fn with_rings(mgr: Arc<PoolManager>, rings: Arc<Rings>) -> Self {
+        Self { mgr, rings }
+    }
+
+    /// The rings requests may name.
+    pub(crate) fn rings(&self) -> &Arc<Rings> {
+        &self.rings
+    }
+
+    /// The ring a request names in `field` (0: none), which must be the env owner's.
+    pub(crate) fn ring(
+        &self,
+        id: u64,
+        env: &crate::env::Env,
+        field: &str,
+    ) -> Result<Option<Arc<Ring>>, Invalid> {
+        if id == 0 {
+            return Ok(None);
+        }
+        self.rings.get(id, &env.pool.owner, field).map(Some)
     }
 
     /// What an observation should carry: the encoding, the frames the caller holds
@@ -132,10 +158,14 @@ impl Calls {
                 o.jpeg_quality,
             )?;
         }
+        let ring = self.ring(item.frame_ring, &env, &format!("{field}frame_ring"))?;
         self.mgr
             .on_env(&env, Call::Step, self.mgr.op_timeout(), move |e, cache| {
-                e.step(cache, &action, &opts, item.autoreset)
-                    .map(convert::step_result)
+                let mut r = convert::step_result(e.step(cache, &action, &opts, item.autoreset)?);
+                if let Some(ring) = &ring {
+                    crate::ring::deliver_step(ring, &mut r);
+                }
+                Ok(r)
             })
     }
 
@@ -175,9 +205,14 @@ impl Calls {
             shared,
             r.tree.as_ref(),
         )?;
+        let ring = self.ring(r.frame_ring, &env, &format!("{field}frame_ring"))?;
         self.mgr
             .on_env(&env, Call::Reset, self.mgr.op_timeout(), move |e, cache| {
-                e.reset(cache, r.seed, &opts).map(convert::reset_response)
+                let mut out = convert::reset_response(e.reset(cache, r.seed, &opts)?);
+                if let (Some(ring), Some(o)) = (&ring, out.observation.as_mut()) {
+                    ring.deliver(o);
+                }
+                Ok(out)
             })
     }
     /// One of `who`'s envs, whose pool was granted `capability`.

@@ -17,8 +17,101 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, TcpStream, UnixListener, UnixStream};
 use tokio::time::{Instant, Sleep};
+
+/// What every HTTP/2 client sends first ("PRI * HTTP/2.0..."): a unix connection that
+/// opens with another byte speaks a side protocol and goes to the caller's channel.
+const HTTP2_FIRST_BYTE: u8 = b'P';
+
+/// Where the server takes gRPC connections.
+#[derive(Debug)]
+pub enum Listener {
+    /// A TCP address.
+    Tcp(TcpListener),
+    /// A unix socket: clients on this host, who may also collect frame rings on it.
+    Unix(UnixListener),
+}
+
+impl From<TcpListener> for Listener {
+    fn from(l: TcpListener) -> Self {
+        Self::Tcp(l)
+    }
+}
+
+impl From<UnixListener> for Listener {
+    fn from(l: UnixListener) -> Self {
+        Self::Unix(l)
+    }
+}
+
+/// Where a connection comes from, for the per-peer cap: an IP address, or this host's
+/// unix socket (one peer for all).
+type Peer = Option<IpAddr>;
+
+/// A connection of either kind.
+pub(crate) enum Stream {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+macro_rules! either {
+    ($self:ident, $s:ident => $e:expr) => {
+        match $self.get_mut() {
+            Stream::Tcp($s) => {
+                let $s = Pin::new($s);
+                $e
+            }
+            Stream::Unix($s) => {
+                let $s = Pin::new($s);
+                $e
+            }
+        }
+    };
+}
+
+impl AsyncRead for Stream {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        either!(self, s => s.poll_read(cx, buf))
+    }
+}
+
+impl AsyncWrite for Stream {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        either!(self, s => s.poll_write(cx, buf))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        either!(self, s => s.poll_flush(cx))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        either!(self, s => s.poll_shutdown(cx))
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        either!(self, s => s.poll_write_vectored(cx, bufs))
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        match self {
+            Stream::Tcp(s) => s.is_write_vectored(),
+            Stream::Unix(s) => s.is_write_vectored(),
+        }
+    }
+}
 
 /// The budgets.
 #[derive(Clone, Copy, Debug)]
@@ -59,7 +152,7 @@ impl Shared {
 }
 
 struct Entry {
-    peer: IpAddr,
+    peer: Peer,
     opened_ms: u64,
     shared: Arc<Shared>,
 }
@@ -78,7 +171,7 @@ impl Registry {
     }
 
     /// Makes room for one more connection from `peer`: false when none can be made.
-    fn admit(&self, open: &mut HashMap<u64, Entry>, peer: IpAddr) -> bool {
+    fn admit(&self, open: &mut HashMap<u64, Entry>, peer: Peer) -> bool {
         let from_peer = open.values().filter(|e| e.peer == peer).count();
         let (full, same_peer) = if from_peer >= self.limits.max_per_peer {
             (true, true)
@@ -108,9 +201,9 @@ impl Registry {
     }
 }
 
-/// A TCP connection under the budgets: reads fail once it is evicted or idle too long.
+/// A connection under the budgets: reads fail once it is evicted or idle too long.
 pub(crate) struct Guarded {
-    inner: TcpStream,
+    inner: Stream,
     id: u64,
     shared: Arc<Shared>,
     registry: Arc<Registry>,
@@ -215,16 +308,25 @@ impl tonic::transport::server::Connected for Guarded {
     type ConnectInfo = tonic::transport::server::TcpConnectInfo;
 
     fn connect_info(&self) -> Self::ConnectInfo {
-        self.inner.connect_info()
+        match &self.inner {
+            Stream::Tcp(s) => s.connect_info(),
+            // No addresses: a unix peer is this host.
+            Stream::Unix(_) => tonic::transport::server::TcpConnectInfo {
+                local_addr: None,
+                remote_addr: None,
+            },
+        }
     }
 }
 
 /// Accepts connections on `listener` under `limits`, as a stream for tonic's
 /// `serve_with_incoming`. Accept errors (out of descriptors) pause briefly instead of
-/// spinning.
+/// spinning. On a unix socket a connection that does not open as HTTP/2 does (a
+/// client collecting its frame ring) is handed to `side` instead.
 pub(crate) fn incoming(
-    listener: TcpListener,
+    listener: Listener,
     limits: ConnLimits,
+    side: tokio::sync::mpsc::Sender<UnixStream>,
 ) -> impl tokio_stream::Stream<Item = io::Result<Guarded>> {
     let registry = Arc::new(Registry {
         limits,
@@ -238,10 +340,10 @@ pub(crate) fn incoming(
             // The listener closes when the server stops serving (the stream is dropped),
             // not at the next connection after that.
             let accepted = tokio::select! {
-                a = listener.accept() => a,
+                a = accept(&listener) => a,
                 () = tx.closed() => return,
             };
-            let (stream, addr) = match accepted {
+            let (stream, peer) = match accepted {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::warn!(error = %e, "accept failed; pausing");
@@ -249,43 +351,107 @@ pub(crate) fn incoming(
                     continue;
                 }
             };
-            // Step replies are small (PNG, not_modified) or large (raw frames): without
-            // NODELAY a small reply waits for the client's delayed ACK (tens of ms).
-            let _ = stream.set_nodelay(true);
-            let guarded = {
-                let mut open = registry.open.lock().unwrap_or_else(|p| p.into_inner());
-                if !registry.admit(&mut open, addr.ip()) {
-                    tracing::debug!(peer = %addr.ip(), "connection refused: at the cap");
+            let Stream::Unix(unix) = stream else {
+                let Some(g) = registry.clone().guard(stream, peer) else {
                     continue;
+                };
+                if tx.send(Ok(g)).await.is_err() {
+                    return;
                 }
-                let id = registry.next.fetch_add(1, Ordering::Relaxed);
-                let shared = Arc::new(Shared {
-                    last_read_ms: AtomicU64::new(0),
-                    killed: AtomicBool::new(false),
-                    waker: Mutex::new(None),
-                });
-                let opened_ms = registry.now_ms();
-                open.insert(
-                    id,
-                    Entry {
-                        peer: addr.ip(),
-                        opened_ms,
-                        shared: shared.clone(),
-                    },
-                );
-                Guarded {
-                    inner: stream,
-                    id,
-                    shared,
-                    registry: registry.clone(),
-                    opened_ms,
-                    idle: Box::pin(tokio::time::sleep(limits.idle)),
-                }
+                continue;
             };
-            if tx.send(Ok(guarded)).await.is_err() {
-                return;
-            }
+            // Which protocol a unix peer speaks is known at its first byte: read it
+            // off the accept loop, so a silent peer holds up no one.
+            let (registry, tx, side) = (registry.clone(), tx.clone(), side.clone());
+            tokio::spawn(async move {
+                let first = tokio::time::timeout(limits.idle, peek_byte(&unix)).await;
+                match first {
+                    Ok(Ok(Some(b))) if b != HTTP2_FIRST_BYTE => {
+                        let _ = side.send(unix).await;
+                    }
+                    Ok(Ok(Some(_))) => {
+                        if let Some(g) = registry.guard(Stream::Unix(unix), peer) {
+                            let _ = tx.send(Ok(g)).await;
+                        }
+                    }
+                    _ => {}
+                }
+            });
         }
     });
     tokio_stream::wrappers::ReceiverStream::new(rx)
+}
+
+async fn accept(listener: &Listener) -> io::Result<(Stream, Peer)> {
+    match listener {
+        Listener::Tcp(l) => {
+            let (s, addr) = l.accept().await?;
+            // Step replies are small (PNG, not_modified) or large (raw frames): without
+            // NODELAY a small reply waits for the client's delayed ACK (tens of ms).
+            let _ = s.set_nodelay(true);
+            Ok((Stream::Tcp(s), Some(addr.ip())))
+        }
+        Listener::Unix(l) => Ok((Stream::Unix(l.accept().await?.0), None)),
+    }
+}
+
+/// The first byte a peer sent, left unread; `None` when it closed first.
+async fn peek_byte(s: &UnixStream) -> io::Result<Option<u8>> {
+    use std::os::fd::AsRawFd as _;
+    loop {
+        s.readable().await?;
+        let mut b = [0u8; 1];
+        let r = s.try_io(tokio::io::Interest::READABLE, || {
+            // SAFETY: reads at most one byte into `b`.
+            let n = unsafe { libc::recv(s.as_raw_fd(), b.as_mut_ptr().cast(), 1, libc::MSG_PEEK) };
+            if n < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(n)
+            }
+        });
+        match r {
+            Ok(0) => return Ok(None),
+            Ok(_) => return Ok(Some(b[0])),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+impl Registry {
+    /// Admits `stream` under the budgets (evicting the longest idle at a cap), or
+    /// `None` when no room can be made.
+    fn guard(self: Arc<Self>, stream: Stream, peer: Peer) -> Option<Guarded> {
+        let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.admit(&mut open, peer) {
+            tracing::debug!(?peer, "connection refused: at the cap");
+            return None;
+        }
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let shared = Arc::new(Shared {
+            last_read_ms: AtomicU64::new(0),
+            killed: AtomicBool::new(false),
+            waker: Mutex::new(None),
+        });
+        let opened_ms = self.now_ms();
+        open.insert(
+            id,
+            Entry {
+                peer,
+                opened_ms,
+                shared: shared.clone(),
+            },
+        );
+        drop(open);
+        let idle = Box::pin(tokio::time::sleep(self.limits.idle));
+        Some(Guarded {
+            inner: stream,
+            id,
+            shared,
+            registry: self,
+            opened_ms,
+            idle,
+        })
+    }
 }

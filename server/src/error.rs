@@ -14,6 +14,7 @@ use crate::auth::AuthError;
 use crate::env::EnvError;
 use crate::pool::PoolError;
 use crate::record::RecordingError;
+use crate::ring::RingError;
 use crate::spec::{Invalid, SpecError};
 
 impl Invalid {
@@ -204,6 +205,27 @@ impl From<PoolError> for Status {
                     ErrorDetails::with_error_info("human_control", "deskgym", meta),
                 ))
             }
+            e => counted(Status::new(e.code(), e.to_string())),
+        }
+    }
+}
+
+impl RingError {
+    /// The code a client acts on.
+    pub(crate) fn code(&self) -> Code {
+        match self {
+            Self::Invalid(_) => Code::InvalidArgument,
+            Self::NoSocket => Code::FailedPrecondition,
+            Self::Limit { .. } => Code::ResourceExhausted,
+            Self::Io(_) => Code::Internal,
+        }
+    }
+}
+
+impl From<RingError> for Status {
+    fn from(e: RingError) -> Self {
+        match e {
+            RingError::Invalid(i) => i.into(),
             e => counted(Status::new(e.code(), e.to_string())),
         }
     }

@@ -46,6 +46,7 @@ mod metrics_http;
 mod pool;
 mod profiles;
 mod record;
+mod ring;
 mod service;
 mod spec;
 mod sync;
@@ -61,7 +62,7 @@ use tokio::net::TcpListener;
 use tonic_health::ServingStatus;
 
 pub use config::{BackendKind, Limits, PrincipalSpec, ServerConfig, parse_token_file};
-pub use conn::ConnLimits;
+pub use conn::{ConnLimits, Listener};
 pub use env::episode_seed;
 use pool::PoolManager;
 use service::DeskgymService;
@@ -122,7 +123,7 @@ pub enum RunError {
 ///
 /// Start order: step pool → pool manager → health → gRPC. Stop order is the reverse.
 pub async fn run(
-    listener: TcpListener,
+    listener: impl Into<Listener>,
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
@@ -140,14 +141,24 @@ pub struct Listeners {
 
 /// [`run`], also serving the [`Listeners`] given.
 pub async fn run_with(
-    listener: TcpListener,
+    listener: impl Into<Listener>,
     extra: Listeners,
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
-    let addr = listener.local_addr()?;
+    let listener = listener.into();
+    // What the log calls the address; a unix socket is this host only.
+    let (addr, tcp) = match &listener {
+        Listener::Tcp(l) => (l.local_addr()?.to_string(), Some(l.local_addr()?)),
+        Listener::Unix(l) => {
+            let path = l.local_addr()?;
+            let path = path.as_pathname().map(|p| p.display().to_string());
+            (format!("unix:{}", path.unwrap_or_default()), None)
+        }
+    };
+    let rings = Arc::new(ring::Rings::new(matches!(listener, Listener::Unix(_))));
     for a in [
-        Some(addr),
+        tcp,
         extra.console.as_ref().and_then(|c| c.local_addr().ok()),
     ]
     .into_iter()
@@ -262,9 +273,14 @@ pub async fn run_with(
             closing_rx.clone(),
         ))
     });
-    let svc = DeskgymServer::new(DeskgymService::new(mgr.clone(), closing_rx, screencasts))
-        .max_decoding_message_size(MAX_REQUEST_BYTES)
-        .max_encoding_message_size(usize::MAX);
+    let svc = DeskgymServer::new(DeskgymService::new(
+        mgr.clone(),
+        closing_rx,
+        screencasts,
+        rings.clone(),
+    ))
+    .max_decoding_message_size(MAX_REQUEST_BYTES)
+    .max_encoding_message_size(usize::MAX);
     let svc = tonic::service::interceptor::InterceptedService::new(svc, move |r| auth.check(r));
     tracing::info!(%addr, auth = auth_required, principals = config.principals.len(),
         max_envs = config.limits.max_envs, "serving");
@@ -280,7 +296,17 @@ pub async fn run_with(
         .max(16);
     connections.max_total = connections.max_total.min(cap);
     connections.max_per_peer = connections.max_per_peer.min(connections.max_total);
-    let incoming = conn::incoming(listener, connections);
+    // Unix connections that are not gRPC collect frame rings.
+    let (side, mut handoffs) = tokio::sync::mpsc::channel(16);
+    let handoff = {
+        let rings = rings.clone();
+        tokio::spawn(async move {
+            while let Some(stream) = handoffs.recv().await {
+                tokio::spawn(ring::serve_handoff(stream, rings.clone()));
+            }
+        })
+    };
+    let incoming = conn::incoming(listener, connections, side);
     let health_down = health.clone();
     let result = tonic::transport::Server::builder()
         // Live clients answer pings, so only a silent peer goes idle (see `conn`).
@@ -304,6 +330,7 @@ pub async fn run_with(
         })
         .await;
     housekeeping.abort();
+    handoff.abort();
     if let Some(m) = metrics {
         m.abort();
     }

@@ -19,7 +19,9 @@ enum Backend {
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Args {
-    /// Address to listen on. Non-loopback addresses require --token-file.
+    /// Address to listen on: host:port (non-loopback addresses require --token-file), or
+    /// unix:PATH, a socket only this user may open, where clients on this host also
+    /// receive their frames through shared memory.
     #[arg(long, default_value = "127.0.0.1:50051")]
     listen: String,
     /// File holding the bearer token clients must send (`authorization: Bearer <token>`),
@@ -203,18 +205,33 @@ async fn main() -> anyhow::Result<()> {
     // Install the signal handlers before announcing the address, so a SIGTERM that
     // follows the announcement at once still drains and cleans up.
     let shutdown = shutdown_signal()?;
-    let listener = tokio::net::TcpListener::bind(&args.listen)
-        .await
-        .with_context(|| format!("binding {}", args.listen))?;
-    let addr = listener.local_addr()?;
-    // Refuse before announcing: scripts take the announcement as "up".
-    if !addr.ip().is_loopback() && config.principals.is_empty() {
-        return Err(deskgym_server::RunError::InsecureBind(addr).into());
-    }
+    let (listener, socket) = match args.listen.strip_prefix("unix:") {
+        Some(path) => {
+            let path = std::path::PathBuf::from(path);
+            (bind_unix(&path)?.into(), Some(path))
+        }
+        None => {
+            let l = tokio::net::TcpListener::bind(&args.listen)
+                .await
+                .with_context(|| format!("binding {}", args.listen))?;
+            let addr = l.local_addr()?;
+            // Refuse before announcing: scripts take the announcement as "up".
+            if !addr.ip().is_loopback() && config.principals.is_empty() {
+                return Err(deskgym_server::RunError::InsecureBind(addr).into());
+            }
+            (deskgym_server::Listener::Tcp(l), None)
+        }
+    };
     let metrics = bind_extra(args.metrics_listen.as_deref(), "metrics", &config).await?;
     let console = bind_extra(args.console_listen.as_deref(), "console", &config).await?;
     // Scripts that pass port 0 read the real address from this line.
-    println!("deskgym-server listening on {}", listener.local_addr()?);
+    match (&listener, &socket) {
+        (deskgym_server::Listener::Tcp(l), _) => {
+            println!("deskgym-server listening on {}", l.local_addr()?)
+        }
+        (_, Some(path)) => println!("deskgym-server listening on unix:{}", path.display()),
+        _ => {}
+    }
     if let Some(m) = &metrics {
         println!(
             "deskgym-server metrics on http://{}/metrics",
@@ -225,8 +242,35 @@ async fn main() -> anyhow::Result<()> {
         println!("deskgym-server console on http://{}/", c.local_addr()?);
     }
     let extra = deskgym_server::Listeners { metrics, console };
-    deskgym_server::run_with(listener, extra, config, shutdown).await?;
+    let served = deskgym_server::run_with(listener, extra, config, shutdown).await;
+    if let Some(path) = socket {
+        let _ = std::fs::remove_file(path);
+    }
+    served?;
     Ok(())
+}
+
+/// Binds a unix socket at `path`, readable and writable by this user only. A socket
+/// file left by a server that is gone is replaced; one a live server answers on is not.
+fn bind_unix(path: &std::path::Path) -> anyhow::Result<tokio::net::UnixListener> {
+    use std::os::unix::fs::{FileTypeExt as _, PermissionsExt as _};
+    if let Ok(meta) = std::fs::symlink_metadata(path) {
+        if !meta.file_type().is_socket() {
+            anyhow::bail!(
+                "--listen {}: the path exists and is not a socket",
+                path.display()
+            );
+        }
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            anyhow::bail!("--listen {}: another server listens there", path.display());
+        }
+        std::fs::remove_file(path).with_context(|| format!("removing {}", path.display()))?;
+    }
+    let l = tokio::net::UnixListener::bind(path)
+        .with_context(|| format!("binding unix:{}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .with_context(|| format!("restricting {}", path.display()))?;
+    Ok(l)
 }
 
 /// Binds `--metrics-listen` or `--console-listen` when given, refusing a non-loopback

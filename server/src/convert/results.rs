@@ -31,6 +31,8 @@ pub(crate) fn observation(o: Obs) -> pb::Observation {
         tree: o.tree,
         frame_pointer: frame_point(o.geometry, (o.width, o.height), o.pointer),
         display: Some(geometry(o.geometry, o.width, o.height)),
+        // Set by the caller's frame ring, after the step (`ring::deliver`).
+        slot: None,
     }
 }
 

@@ -53,9 +53,10 @@ impl DeskgymService {
         mgr: Arc<PoolManager>,
         closing: tokio::sync::watch::Receiver<bool>,
         screencasts: crate::watch::Screencasts,
+        rings: Arc<crate::ring::Rings>,
     ) -> Self {
         Self {
-            calls: Calls::new(mgr.clone()),
+            calls: Calls::with_rings(mgr.clone(), rings),
             screencasts,
             mgr,
             closing,
@@ -187,11 +188,18 @@ impl Deskgym for DeskgymService {
             .into());
         }
         opts.settle_ms = req.settle_ms;
+        let ring = self.calls.ring(req.frame_ring, &env, "frame_ring")?;
         let job = self.mgr.on_env(
             &env,
             Call::Observe,
             self.mgr.op_timeout(),
-            move |e, cache| e.observe(cache, &opts).map(convert::observation),
+            move |e, cache| {
+                let mut o = convert::observation(e.observe(cache, &opts)?);
+                if let Some(ring) = &ring {
+                    ring.deliver(&mut o);
+                }
+                Ok(o)
+            },
         )?;
         Ok(Response::new(job.finish().await?))
     }
@@ -419,6 +427,15 @@ impl Deskgym for DeskgymService {
         let mgr = self.mgr.clone();
         PoolManager::join(self.mgr.spawn(move || mgr.delete_recording(&who, &run))).await?;
         Ok(Response::new(pb::DeleteRecordingResponse {}))
+    }
+
+    async fn attach_frames(
+        &self,
+        req: Request<pb::AttachFramesRequest>,
+    ) -> Result<Response<pb::AttachFramesResponse>, Status> {
+        let who = principal(&req)?;
+        let ring = self.calls.rings().attach(&who.name, req.get_ref())?;
+        Ok(Response::new(ring))
     }
 
     type TunnelStream = crate::tunnel::Outbound;
