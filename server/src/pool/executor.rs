@@ -3,6 +3,53 @@
 
 use super::*;
 
+/// A job for a [`Workers`] thread.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A fixed set of named threads running blocking jobs in the order they come. An idle
+/// thread sleeps in the kernel: a work-stealing pool's idle workers spin and yield
+/// first, and with dozens of threads (steps block on X round trips, so there are many)
+/// that spinning took a fifth of a 2-core host's CPU from the desktops it serves.
+pub(crate) struct Workers {
+    tx: std::sync::mpsc::Sender<Job>,
+}
+
+impl Workers {
+    /// Starts `n` threads named `deskgym-step-<i>`; they end when this is dropped.
+    pub(crate) fn new(n: usize) -> std::io::Result<Self> {
+        let (tx, rx) = std::sync::mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        for i in 0..n.max(1) {
+            let rx = rx.clone();
+            std::thread::Builder::new()
+                .name(format!("deskgym-step-{i}"))
+                .spawn(move || {
+                    loop {
+                        // One idle thread waits on the queue; the others on its lock.
+                        let job = rx.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        match job {
+                            Ok(job) => job(),
+                            Err(_) => return,
+                        }
+                    }
+                })?;
+        }
+        Ok(Self { tx })
+    }
+
+    fn spawn(&self, job: impl FnOnce() + Send + 'static) {
+        // Sending fails only once every thread is gone, which never happens while `self`
+        // lives (a job's panic is caught in `run_job`).
+        let _ = self.tx.send(Box::new(job));
+    }
+}
+
+impl std::fmt::Debug for Workers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Workers")
+    }
+}
+
 /// A job on one env, started by [`PoolManager::on_env`]: it holds the env's flight
 /// until it ends, and is awaited with the env's deadline.
 pub(crate) struct EnvJob<T> {

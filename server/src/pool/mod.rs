@@ -52,7 +52,7 @@ pub(crate) struct PoolManager {
     limits: Limits,
     /// What starts desktops (real Xvfb desktops, or a fake in unit tests).
     backend: Arc<dyn Backend>,
-    executor: rayon::ThreadPool,
+    executor: executor::Workers,
     /// Blocking jobs admitted and not finished (bounded by `limits.max_queued_ops`).
     queued: Arc<AtomicUsize>,
     /// The fleet frame cache, shared by every pool.
@@ -127,11 +127,7 @@ impl PoolManager {
         record: RecordSettings,
         backend: Arc<dyn Backend>,
     ) -> std::io::Result<Self> {
-        let executor = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads.max(1))
-            .thread_name(|i| format!("deskgym-step-{i}"))
-            .build()
-            .map_err(std::io::Error::other)?;
+        let executor = executor::Workers::new(threads)?;
         Ok(Self {
             backend,
             queued: Arc::default(),
