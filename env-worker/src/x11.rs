@@ -54,6 +54,11 @@ pub struct XSession {
     /// Keycodes pressed by `KeyDown` and not released yet.
     held_keys: Vec<u8>,
     bgrx: Vec<u8>,
+    /// The hash of the pixels the last capture left in the SHM segment (or `bgrx`), and
+    /// their length: while XDamage reports nothing, the screen still shows them.
+    captured: Option<(u128, usize)>,
+    /// XDamage reported drawing since the last capture.
+    damaged: bool,
 }
 
 // SAFETY: the raw SHM pointer is owned exclusively by this session and only touched
@@ -141,6 +146,8 @@ impl XSession {
             held: Vec::new(),
             held_keys: Vec::new(),
             bgrx: Vec::new(),
+            captured: None,
+            damaged: true,
         };
         s.shm = s.attach_shm();
         s.sync()?;
@@ -574,20 +581,11 @@ impl XSession {
         let mut last_change = start;
         let mut events = 0u32;
         loop {
-            let mut saw = false;
-            while let Some(ev) = self.conn.poll_for_event().map_err(|e| self.conn_err(e))? {
-                if let Event::DamageNotify(_) = ev {
-                    saw = true;
-                    events += 1;
-                }
-            }
+            let seen = self.take_damage()?;
+            events += seen;
             let now = Instant::now();
-            if saw {
+            if seen > 0 {
                 last_change = now;
-                self.conn
-                    .damage_subtract(self.damage, x11rb::NONE, x11rb::NONE)
-                    .map_err(|e| self.conn_err(e))?;
-                self.conn.flush().map_err(|e| self.conn_err(e))?;
             }
             let waited = now - start;
             let report = |quiesced| SettleReport {
@@ -607,6 +605,25 @@ impl XSession {
         }
     }
 
+    /// Reads the damage notifications received so far and re-arms the damage object
+    /// after any: how many there were (each marks the screen as changed).
+    fn take_damage(&mut self) -> Result<u32> {
+        let mut seen = 0;
+        while let Some(ev) = self.conn.poll_for_event().map_err(|e| self.conn_err(e))? {
+            if let Event::DamageNotify(_) = ev {
+                seen += 1;
+            }
+        }
+        if seen > 0 {
+            self.damaged = true;
+            self.conn
+                .damage_subtract(self.damage, x11rb::NONE, x11rb::NONE)
+                .map_err(|e| self.conn_err(e))?;
+            self.conn.flush().map_err(|e| self.conn_err(e))?;
+        }
+        Ok(seen)
+    }
+
     fn wait_readable(&self, timeout: Duration) -> Result<()> {
         let fd = self.conn.stream().as_raw_fd();
         let mut pfd = libc::pollfd {
@@ -624,42 +641,81 @@ impl XSession {
     }
 
     /// Captures the root window as RGB (no cursor: X servers leave it out of images).
+    ///
+    /// While XDamage has reported no drawing since the last capture, the screen still
+    /// shows what that capture read: its pixels are converted again from the buffer
+    /// they are still in, under the same hash, without asking the X server for them
+    /// (a step that changes nothing skips the image transfer and the hash). Drawing the
+    /// server did before this call sent its notification before any later reply, so it
+    /// is seen here; drawing after the last notification read is at most as recent as
+    /// a capture a moment earlier.
     pub fn capture(&mut self) -> Result<Frame> {
         let (w, h) = (self.width, self.height);
+        self.take_damage()?;
+        let reuse = match self.captured {
+            Some((hash, len)) if !self.damaged => Some((hash, len)),
+            _ => None,
+        };
         let mut rgb = Vec::new();
         if let Some(shm) = &self.shm {
-            let reply = self
-                .conn
-                .shm_get_image(
-                    self.root,
-                    0,
-                    0,
-                    w,
-                    h,
-                    !0,
-                    ImageFormat::Z_PIXMAP.into(),
-                    shm.seg,
-                    0,
-                )
-                .map_err(|e| self.conn_err(e))?
-                .reply()
-                .map_err(|e| self.reply_err(e))?;
-            let len = (reply.size as usize).min(shm.size);
+            let len = match reuse {
+                Some((_, len)) => len,
+                None => {
+                    // Drawing from here on is reported after this capture: seen next time.
+                    self.damaged = false;
+                    let reply = self
+                        .conn
+                        .shm_get_image(
+                            self.root,
+                            0,
+                            0,
+                            w,
+                            h,
+                            !0,
+                            ImageFormat::Z_PIXMAP.into(),
+                            shm.seg,
+                            0,
+                        )
+                        .map_err(|e| self.conn_err(e))?
+                        .reply()
+                        .map_err(|e| self.reply_err(e))?;
+                    (reply.size as usize).min(shm.size)
+                }
+            };
             // SAFETY: the segment is `shm.size` bytes, mapped for the session's lifetime,
-            // and the server finished writing before it sent the reply.
+            // and the server finished writing before it sent the reply; nothing else
+            // writes it between captures.
             let px = unsafe { std::slice::from_raw_parts(shm.addr, len) };
             bgrx_to_rgb(px, &mut rgb);
+            self.captured = Some((0, len));
         } else {
-            let reply = self
-                .conn
-                .get_image(ImageFormat::Z_PIXMAP, self.root, 0, 0, w, h, !0)
-                .map_err(|e| self.conn_err(e))?
-                .reply()
-                .map_err(|e| self.reply_err(e))?;
-            self.bgrx = reply.data;
+            if reuse.is_none() {
+                self.damaged = false;
+                let reply = self
+                    .conn
+                    .get_image(ImageFormat::Z_PIXMAP, self.root, 0, 0, w, h, !0)
+                    .map_err(|e| self.conn_err(e))?
+                    .reply()
+                    .map_err(|e| self.reply_err(e))?;
+                self.bgrx = reply.data;
+            }
             bgrx_to_rgb(&self.bgrx, &mut rgb);
+            self.captured = Some((0, self.bgrx.len()));
         }
-        Ok(Frame::from_rgb(u32::from(w), u32::from(h), rgb))
+        let frame = match reuse {
+            Some((hash, _)) => Frame {
+                width: u32::from(w),
+                height: u32::from(h),
+                rgb,
+                hash,
+            },
+            None => Frame::from_rgb(u32::from(w), u32::from(h), rgb),
+        };
+        // The hash goes with the pixels now in the buffer.
+        if let Some(c) = self.captured.as_mut() {
+            c.0 = frame.hash;
+        }
+        Ok(frame)
     }
 }
 
