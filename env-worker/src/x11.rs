@@ -645,17 +645,22 @@ impl XSession {
     /// While XDamage has reported no drawing since the last capture, the screen still
     /// shows what that capture read: its pixels are converted again from the buffer
     /// they are still in, under the same hash, without asking the X server for them
-    /// (a step that changes nothing skips the image transfer and the hash). Drawing the
-    /// server did before this call sent its notification before any later reply, so it
-    /// is seen here; drawing after the last notification read is at most as recent as
-    /// a capture a moment earlier.
+    /// (a step that changes nothing skips the image transfer and the hash). A round
+    /// trip first makes that exact: the server sends a drawing's notification before
+    /// the reply to any later request.
     pub fn capture(&mut self) -> Result<Frame> {
         let (w, h) = (self.width, self.height);
         self.take_damage()?;
-        let reuse = match self.captured {
-            Some((hash, len)) if !self.damaged => Some((hash, len)),
-            _ => None,
-        };
+        let mut reuse = self.captured.filter(|_| !self.damaged);
+        if reuse.is_some() {
+            // One round trip: the notification of any drawing the server did before it
+            // is read by its reply, so reusing is exact as of this moment.
+            self.sync()?;
+            self.take_damage()?;
+            if self.damaged {
+                reuse = None;
+            }
+        }
         let mut rgb = Vec::new();
         if let Some(shm) = &self.shm {
             let len = match reuse {

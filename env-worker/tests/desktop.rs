@@ -160,3 +160,63 @@ fn settle_reports_quiet_window() {
     let out = d.step(&Action::Noop).unwrap();
     assert!(out.settle.quiesced);
 }
+
+/// A capture that reuses the last one's pixels (XDamage saw no drawing) equals a
+/// fresh one, and drawing by another client, with no step and no settle in between, is
+/// in the very next capture.
+#[test]
+fn an_unchanged_screen_is_reused_and_drawing_by_another_client_is_seen_at_once() {
+    use x11rb::connection::Connection as _;
+    use x11rb::protocol::xproto::{ConnectionExt as _, CreateWindowAux, WindowClass};
+    const MAGENTA: u32 = 0xff00ff;
+    let mut d = desktop("click-button", 320, 240);
+    d.reset(3).unwrap();
+    let first = d.capture().unwrap();
+    let again = d.capture().unwrap();
+    assert_eq!((again.hash, &again.rgb), (first.hash, &first.rgb));
+    assert!(first.find_color(MAGENTA).is_none());
+    let (conn, screen) = x11rb::connect(Some(&format!(":{}", d.display()))).unwrap();
+    let root = conn.setup().roots[screen].root;
+    let sync = |c: &x11rb::rust_connection::RustConnection| {
+        c.get_input_focus().unwrap().reply().unwrap();
+    };
+    for round in 0..20i16 {
+        let win = conn.generate_id().unwrap();
+        let aux = CreateWindowAux::new()
+            .background_pixel(MAGENTA)
+            .override_redirect(1);
+        let x = 10 + round * 8;
+        conn.create_window(
+            0,
+            win,
+            root,
+            x,
+            10,
+            30,
+            30,
+            0,
+            WindowClass::INPUT_OUTPUT,
+            0,
+            &aux,
+        )
+        .unwrap();
+        conn.map_window(win).unwrap();
+        // Drawn by the X server before this returns; the desktop's own session learns
+        // of it only through XDamage.
+        sync(&conn);
+        let seen = d.capture().unwrap();
+        let at = seen.find_color(MAGENTA);
+        assert_eq!(
+            at,
+            Some((i32::from(x) + 14, 24)),
+            "round {round}: the new window is missing"
+        );
+        conn.destroy_window(win).unwrap();
+        sync(&conn);
+        let gone = d.capture().unwrap();
+        assert!(
+            gone.find_color(MAGENTA).is_none(),
+            "round {round}: a destroyed window stays"
+        );
+    }
+}
