@@ -9,7 +9,11 @@ Starts two servers of the same binary with default settings: one on a unix socke
     transport from the copies;
 (b) ``make_vec`` at 16 envs, 640x480, random clicks, default settings: env-steps/s.
 
+With ``--baseline-server`` (a build of an earlier commit) that server's TCP path runs
+in the same rounds too, as "today's path" before a change.
+
     python benches/shm_bench.py [--server target/release/deskgym-server] [--steps 300]
+                                [--baseline-server /tmp/base-target/release/deskgym-server]
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
@@ -99,12 +103,17 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=300)
     p.add_argument("--seconds", type=float, default=8.0)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--baseline-server", help="an earlier build, measured over TCP in the same rounds")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as d, server(a.server, f"unix:{d}/deskgym.sock") as unix, \
-            server(a.server, "127.0.0.1:0") as tcp:
+            server(a.server, "127.0.0.1:0") as tcp, \
+            (server(a.baseline_server, "127.0.0.1:0") if a.baseline_server else nullcontext()) as base:
         rows: dict[str, list[float]] = {}
         # Rounds alternate the paths so a noisy neighbour hurts each alike.
         for _ in range(a.rounds):
+            if base:
+                rows.setdefault("single bytes (tcp, baseline)", []).append(single(base, "bytes", a.steps))
+                rows.setdefault("vec16 bytes (tcp, baseline)", []).append(vector(base, "bytes", a.seconds))
             rows.setdefault("single shm (unix)", []).append(single(unix, "shm", a.steps))
             rows.setdefault("single bytes (unix)", []).append(single(unix, "bytes", a.steps))
             rows.setdefault("single bytes (tcp)", []).append(single(tcp, "bytes", a.steps))
@@ -121,6 +130,11 @@ def main() -> None:
         print(f"make_vec 16 @640x480: shm {med['vec16 shm (unix)']:.0f} env-steps/s, bytes over tcp "
               f"{med['vec16 bytes (tcp)']:.0f} -> {med['vec16 shm (unix)'] / med['vec16 bytes (tcp)']:.2f}x; "
               f"bytes over unix {med['vec16 bytes (unix)']:.0f}")
+        if base:
+            print(f"vs the baseline server over tcp: single {med['single bytes (tcp, baseline)']:.2f} ms -> "
+                  f"{med['single bytes (tcp, baseline)'] / med['single shm (unix)']:.1f}x; make_vec 16 "
+                  f"{med['vec16 bytes (tcp, baseline)']:.0f} env-steps/s -> "
+                  f"{med['vec16 shm (unix)'] / med['vec16 bytes (tcp, baseline)']:.2f}x")
 
 
 if __name__ == "__main__":
