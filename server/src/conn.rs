@@ -23,6 +23,8 @@ use tokio::time::{Instant, Sleep};
 /// What every HTTP/2 client sends first ("PRI * HTTP/2.0..."): a unix connection that
 /// opens with another byte speaks a side protocol and goes to the caller's channel.
 const HTTP2_FIRST_BYTE: u8 = b'P';
+/// How long a unix peer may take to send its first byte.
+const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Where the server takes gRPC connections.
 #[derive(Debug)]
@@ -364,7 +366,9 @@ pub(crate) fn incoming(
             // off the accept loop, so a silent peer holds up no one.
             let (registry, tx, side) = (registry.clone(), tx.clone(), side.clone());
             tokio::spawn(async move {
-                let first = tokio::time::timeout(limits.idle, peek_byte(&unix)).await;
+                // A gRPC client sends its preface at once; a side peer its ticket.
+                let wait = limits.idle.min(FIRST_BYTE_TIMEOUT);
+                let first = tokio::time::timeout(wait, peek_byte(&unix)).await;
                 match first {
                     Ok(Ok(Some(b))) if b != HTTP2_FIRST_BYTE => {
                         let _ = side.send(unix).await;

@@ -188,10 +188,13 @@ async fn main() -> anyhow::Result<()> {
             })
             .or_else(deskgym_server::find_miniwob),
         allow_capabilities: args.allow_capabilities,
-        // Sandboxes never see the token file (the data dir is masked by `run`).
+        // Sandboxes never see the token file (the data dir is masked by `run`), nor the
+        // unix socket, wherever an operator put it.
         sandbox_hide: args
             .token_file
             .iter()
+            .cloned()
+            .chain(args.listen.strip_prefix("unix:").map(Into::into))
             .filter_map(|p| std::path::absolute(p).ok())
             .collect(),
         record_queue: args.record_queue.max(1),

@@ -32,8 +32,10 @@ pub(crate) const MAX_SLOTS: u32 = 1024;
 pub(crate) const DEFAULT_SLOT_BYTES: u64 = 1280 * 720 * 3;
 /// Most bytes per slot.
 pub(crate) const MAX_SLOT_BYTES: u64 = 64 << 20;
-/// Most bytes in one ring (address space; memory is committed only where written).
-pub(crate) const MAX_RING_BYTES: u64 = 8 << 30;
+/// Most bytes of rings one principal holds at once. Memory is committed only for
+/// slots the server writes, but a client that never releases a slot gets every slot
+/// written in time: this bounds what a tenant can make the server hold.
+pub(crate) const MAX_RING_BYTES: u64 = 2 << 30;
 /// Most rings one principal holds at once.
 pub(crate) const MAX_RINGS_PER_PRINCIPAL: usize = 8;
 /// How long a ticket waits to be redeemed before its ring is dropped.
@@ -57,14 +59,19 @@ pub(crate) enum RingError {
          --listen unix:PATH and connect to that path"
     )]
     NoSocket,
-    /// The principal holds its most rings.
+    /// The principal holds its most rings, or its most ring bytes.
     #[error(
-        "{who} holds {MAX_RINGS_PER_PRINCIPAL} frame rings already: close a client (its \
-         ring goes with its connection) before attaching another"
+        "{who} holds {held} frame rings of {bytes} bytes in all; with this one it would pass \
+         {MAX_RINGS_PER_PRINCIPAL} rings or {MAX_RING_BYTES} bytes: close a client (its \
+         ring goes with its connection) or ask for fewer slots"
     )]
     Limit {
         /// The principal.
         who: String,
+        /// Rings it holds.
+        held: usize,
+        /// Their bytes.
+        bytes: u64,
     },
     /// The kernel refused the memory.
     #[error("making the frame ring: {0}")]
@@ -200,7 +207,7 @@ impl Ring {
         let size = header + u64::from(slots) * slot_bytes;
         if size > MAX_RING_BYTES {
             let msg = format!(
-                "slots x slot_bytes is {size} bytes, over {MAX_RING_BYTES} (8 GiB): ask for fewer"
+                "slots x slot_bytes is {size} bytes, over {MAX_RING_BYTES} (2 GiB): ask for fewer"
             );
             return Err(Invalid::new("slot_bytes", msg).into());
         }
@@ -351,19 +358,20 @@ impl Rings {
             return Err(RingError::NoSocket);
         }
         self.sweep();
-        if self
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let ring = Arc::new(Ring::new(id, owner.clone(), r.slots, r.slot_bytes)?);
+        let (held, bytes) = self
             .lock()
             .values()
             .filter(|e| e.ring.owner == *owner)
-            .count()
-            >= MAX_RINGS_PER_PRINCIPAL
-        {
+            .fold((0, 0u64), |(n, b), e| (n + 1, b + e.ring.map.len as u64));
+        if held >= MAX_RINGS_PER_PRINCIPAL || bytes + ring.map.len as u64 > MAX_RING_BYTES {
             return Err(RingError::Limit {
                 who: owner.to_string(),
+                held,
+                bytes,
             });
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        let ring = Arc::new(Ring::new(id, owner.clone(), r.slots, r.slot_bytes)?);
         let ticket = ticket()?;
         let mut out = ring.layout();
         out.ticket = ticket.clone();
@@ -598,7 +606,7 @@ mod tests {
         let e = Ring::new(1, Arc::from("me"), 0, MAX_SLOT_BYTES + 1).unwrap_err();
         assert!(e.to_string().contains("slot_bytes"), "{e}");
         let e = Ring::new(1, Arc::from("me"), MAX_SLOTS, MAX_SLOT_BYTES).unwrap_err();
-        assert!(e.to_string().contains("8 GiB"), "{e}");
+        assert!(e.to_string().contains("2 GiB"), "{e}");
     }
 
     #[test]
@@ -639,6 +647,16 @@ mod tests {
                 .attach(&me, &pb::AttachFramesRequest::default())
                 .is_ok()
         );
+        // Bytes are bounded per principal too, not only per ring.
+        let big = pb::AttachFramesRequest {
+            slots: 1000,
+            slot_bytes: 1 << 20,
+        };
+        let you: Arc<str> = Arc::from("you");
+        rings.attach(&you, &big).unwrap();
+        rings.attach(&you, &big).unwrap();
+        let e = rings.attach(&you, &big).unwrap_err();
+        assert!(matches!(e, RingError::Limit { held: 2, .. }), "{e}");
         let off = Rings::new(false);
         assert!(matches!(
             off.attach(&me, &pb::AttachFramesRequest::default()),
