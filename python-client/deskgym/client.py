@@ -6,12 +6,14 @@ import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import grpc
 
+from deskgym.cancel import Cancel as Cancel  # re-exported: deskgym.client.Cancel
+from deskgym.cancel import cancellable as cancellable
+from deskgym.cancel import current as _current_cancel
 from deskgym.errors import DeskgymError
 from deskgym.execution import ExecResult as ExecResult  # re-exported: deskgym.client.ExecResult
 from deskgym.execution import exec_request, exec_result
@@ -183,52 +185,6 @@ def _finalize(leases: _Leases, channel: grpc.Channel, ring: FrameRing | None = N
 
 
 
-_cancel_scope = threading.local()
-
-
-class Cancel:
-    """Cancels the deskgym calls made under :func:`cancellable` from another thread: the
-    RPC in flight ends with CANCELLED (the server skips it if it had not started; an
-    input already sent to the desktop stays sent), and later ones fail at once."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._flight: set[Any] = set()
-        self.cancelled = False
-
-    def cancel(self) -> None:
-        with self._lock:
-            self.cancelled = True
-            flight = list(self._flight)
-        for f in flight:
-            f.cancel()
-
-    def run(self, future: Any) -> Any:
-        """Waits for a gRPC call future, unless cancelled."""
-        with self._lock:
-            if self.cancelled:
-                future.cancel()
-            self._flight.add(future)
-        try:
-            return future.result()
-        except grpc.FutureCancelledError:
-            raise DeskgymError("CANCELLED", "the call was cancelled") from None
-        finally:
-            with self._lock:
-                self._flight.discard(future)
-
-
-@contextmanager
-def cancellable(token: Cancel) -> Iterator[None]:
-    """Makes this thread's deskgym calls cancellable through ``token``."""
-    previous = getattr(_cancel_scope, "token", None)
-    _cancel_scope.token = token
-    try:
-        yield
-    finally:
-        _cancel_scope.token = previous
-
-
 _SCOPES = {
     "screen": pb.SCREENSHOT_SCOPE_SCREEN,
     "active_window": pb.SCREENSHOT_SCOPE_ACTIVE_WINDOW,
@@ -351,7 +307,7 @@ class Client:
         """Calls ``method``; the reply is checked to be a ``reply`` (the generated gRPC
         stubs are untyped), failures raise :class:`DeskgymError`. Inside
         :func:`cancellable`, the call ends when its token is cancelled."""
-        token: Cancel | None = getattr(_cancel_scope, "token", None)
+        token = _current_cancel()
         try:
             if token is None:
                 r = method(request, timeout=self.timeout, metadata=self._metadata)
