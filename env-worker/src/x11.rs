@@ -661,13 +661,16 @@ impl XSession {
                 reuse = None;
             }
         }
+        if reuse.is_none() {
+            // Drawing from here on is reported after this capture: seen next time.
+            self.damaged = false;
+        }
         let mut rgb = Vec::new();
-        if let Some(shm) = &self.shm {
+        // How many bytes of the buffer hold the pixels (kept for the next reuse).
+        let len = if let Some(shm) = &self.shm {
             let len = match reuse {
                 Some((_, len)) => len,
                 None => {
-                    // Drawing from here on is reported after this capture: seen next time.
-                    self.damaged = false;
                     let reply = self
                         .conn
                         .shm_get_image(
@@ -692,10 +695,9 @@ impl XSession {
             // writes it between captures.
             let px = unsafe { std::slice::from_raw_parts(shm.addr, len) };
             bgrx_to_rgb(px, &mut rgb);
-            self.captured = Some((0, len));
+            len
         } else {
             if reuse.is_none() {
-                self.damaged = false;
                 let reply = self
                     .conn
                     .get_image(ImageFormat::Z_PIXMAP, self.root, 0, 0, w, h, !0)
@@ -705,8 +707,8 @@ impl XSession {
                 self.bgrx = reply.data;
             }
             bgrx_to_rgb(&self.bgrx, &mut rgb);
-            self.captured = Some((0, self.bgrx.len()));
-        }
+            self.bgrx.len()
+        };
         let frame = match reuse {
             Some((hash, _)) => Frame {
                 width: u32::from(w),
@@ -716,10 +718,7 @@ impl XSession {
             },
             None => Frame::from_rgb(u32::from(w), u32::from(h), rgb),
         };
-        // The hash goes with the pixels now in the buffer.
-        if let Some(c) = self.captured.as_mut() {
-            c.0 = frame.hash;
-        }
+        self.captured = Some((frame.hash, len));
         Ok(frame)
     }
 }
