@@ -96,7 +96,12 @@ fn episode(c: &mut Criterion) {
         })
     });
     let mut v = VideoStream::start(W, H, 10, &enc).expect("start");
-    g.bench_function("one encoder per env, constant rate", |b| {
+    v.encode_repeats();
+    g.bench_function("one encoder per env, constant rate, repeats encoded", |b| {
+        b.iter(|| record(&mut v))
+    });
+    let mut v = VideoStream::start(W, H, 10, &enc).expect("start");
+    g.bench_function("one encoder per env, constant rate, repeats written", |b| {
         b.iter(|| record(&mut v))
     });
     let mut v = VideoStream::start(W, H, 10, &enc).expect("start");

@@ -31,6 +31,7 @@ pub enum VideoError {
 mod i420;
 mod live;
 mod probe;
+mod skip;
 
 pub use i420::rgb_to_i420;
 pub use live::{AccessUnit, LiveEncoder, codec_string};
@@ -49,9 +50,10 @@ pub use probe::{ENCODERS, EncoderChoice, encoder};
 ///
 /// Constant frame rate: every slot holds a picture, so step `i` of an episode is the
 /// `i`-th frame at `i / fps` seconds in its file (LeRobot and other frame-index readers
-/// need exactly that). Consecutive identical frames (same hash) are not converted
-/// again: the previous I420 picture is pushed once more, which the encoder turns into
-/// an all-skip P-frame of a few dozen bytes.
+/// need exactly that). A frame identical to the previous one (same hash) is neither
+/// converted nor encoded: an all-skip P picture written here ([`skip`]) goes to the
+/// muxer in its slot. Streams that cannot take one exactly (an encoder other than
+/// x264enc's settings here) get the previous picture pushed through the encoder again.
 pub struct VideoStream {
     pipeline: gst::Pipeline,
     src: gst_app::AppSrc,
@@ -78,6 +80,10 @@ pub struct VideoStream {
     /// One picture per slot (true, the default) or repeats elided (the previous
     /// picture shown longer: cheaper, but readers that map frame index to time break).
     constant_rate: bool,
+    /// The stream as muxed, for repeats written without the encoder: `None` until the
+    /// encoder's first frame says whether its stream can take them (then `Some`), and
+    /// `Some(None)` when it cannot.
+    skip: Option<Option<skip::Stream>>,
 }
 
 /// `appsrc ! mp4mux ! filesink`: writes one episode's encoded frames to a file.
@@ -106,6 +112,12 @@ struct EpisodeFile {
     /// The latest encoded frame, held back until its duration is known (the next
     /// frame's time, or the episode's end).
     held: Option<gst::Buffer>,
+    /// Repeats waiting for the encoder's frames before them: (encoder frames out
+    /// before it, slot).
+    repeats: std::collections::VecDeque<(u64, u64)>,
+    /// The rebased (pts, dts) of the episode's first frame: a slot's times are its
+    /// offset from the episode's start plus these.
+    first: (gst::ClockTime, gst::ClockTime),
 }
 
 /// Frames appsrc may queue before `push` blocks: the writer thread (and through its
@@ -191,6 +203,7 @@ impl VideoStream {
             spare: None,
             last_picture: None,
             constant_rate: true,
+            skip: None,
         })
     }
 
@@ -225,6 +238,8 @@ impl VideoStream {
             muxed: 0,
             base: None,
             held: None,
+            repeats: Default::default(),
+            first: Default::default(),
         });
         Ok(())
     }
@@ -235,22 +250,40 @@ impl VideoStream {
         self.constant_rate = on;
     }
 
+    /// Pushes repeated frames through the encoder even where the stream could take
+    /// written ones (the path before them; benchmarks compare the two).
+    #[doc(hidden)]
+    pub fn encode_repeats(&mut self) {
+        self.skip = Some(None);
+    }
+
     /// Appends the next frame (packed RGB) to the current episode. A frame whose hash
-    /// equals the previous one pushes the previous picture again (constant rate) or
-    /// only extends it (variable rate).
+    /// equals the previous one is a written skip picture (constant rate; the previous
+    /// picture pushed again where the stream cannot take one) or only extends the
+    /// previous picture (variable rate).
     pub fn push(&mut self, rgb: Bytes, hash: &str) -> Result<(), VideoError> {
         let ep = self
             .episode
             .as_mut()
             .ok_or_else(|| VideoError::Pipeline("push outside an episode".into()))?;
         let slot = ep.start + ep.frames;
-        if ep.last.as_deref() == Some(hash) && !self.constant_rate {
+        let repeat = ep.last.as_deref() == Some(hash);
+        if repeat && !self.constant_rate {
             ep.frames += 1;
             return Ok(());
         }
-        if ep.last.as_deref() == Some(hash)
-            && let Some(picture) = &self.last_picture
-        {
+        if repeat && self.skip.is_none() {
+            // Whether the stream takes written repeats is known from its first frame:
+            // wait for it once.
+            self.forward(true)?;
+        }
+        let ep = self.episode.as_mut().expect("checked above");
+        if repeat && matches!(self.skip, Some(Some(_))) {
+            ep.frames += 1;
+            ep.repeats.push_back((self.pushed, slot));
+            return self.forward(false);
+        }
+        if repeat && let Some(picture) = &self.last_picture {
             ep.frames += 1;
             let mut again = picture.copy();
             {
@@ -336,9 +369,7 @@ impl VideoStream {
     }
 
     fn slot_time(&self, slot: u64) -> gst::ClockTime {
-        gst::ClockTime::SECOND
-            .mul_div_floor(slot, u64::from(self.fps))
-            .unwrap_or_default()
+        slot_time(self.fps, slot)
     }
 
     /// Pushes one picture (packed RGB) into the encoder at time slot `slot`.
@@ -367,8 +398,13 @@ impl VideoStream {
                 .map_err(|e| VideoError::Pipeline(e.to_string()))?;
             rgb_to_i420(&rgb, self.width, &self.info, &mut map);
         }
-        // A deep copy (about a tenth of the conversion's cost): the pooled buffer goes
-        // back to the pool once encoded.
+        // Kept for repeats only where they cannot be written. A deep copy (about a
+        // tenth of the conversion's cost): the pooled buffer goes back to the pool
+        // once encoded.
+        if matches!(self.skip, Some(Some(_))) {
+            self.last_picture = None;
+            return self.push_picture(buffer);
+        }
         self.last_picture = Some(
             buffer
                 .copy_deep()
@@ -387,9 +423,14 @@ impl VideoStream {
     }
 
     /// Moves encoded frames to the current episode's muxer: those ready now, or
-    /// (`drain`) every picture pushed so far, waiting for the encoder.
+    /// (`drain`) every picture pushed so far, waiting for the encoder; written repeats
+    /// go in between, each after the frame before it.
     fn forward(&mut self, drain: bool) -> Result<(), VideoError> {
-        while self.out < self.pushed {
+        loop {
+            self.mux_repeats()?;
+            if self.out >= self.pushed {
+                return Ok(());
+            }
             let wait = if drain { STUCK } else { gst::ClockTime::ZERO };
             let Some(sample) = self.sink.try_pull_sample(wait) else {
                 if !drain {
@@ -404,31 +445,79 @@ impl VideoStream {
             else {
                 continue;
             };
-            let b = buffer.make_mut();
             if ep.muxed == 0 {
-                if b.flags().contains(gst::BufferFlags::DELTA_UNIT) {
+                if buffer.flags().contains(gst::BufferFlags::DELTA_UNIT) {
                     return Err(VideoError::Pipeline(
                         "the encoder ignored the keyframe request at an episode start".into(),
                     ));
                 }
-                ep.base = b.dts().or(b.pts());
+                ep.base = buffer.dts().or(buffer.pts());
                 ep.mux.src.set_caps(sample.caps_owned().as_ref());
+                let avcc = sample
+                    .caps()
+                    .and_then(|c| c.structure(0))
+                    .and_then(|s| s.get::<gst::Buffer>("codec_data").ok());
+                let avcc = avcc.as_ref().and_then(|b| b.map_readable().ok());
+                if !matches!(self.skip, Some(None)) {
+                    self.skip = Some(avcc.and_then(|m| skip::Stream::from_avcc(&m)));
+                }
+            }
+            if let Some(Some(stream)) = self.skip.as_mut() {
+                let renumbered = {
+                    let map = buffer
+                        .map_readable()
+                        .map_err(|e| VideoError::Pipeline(e.to_string()))?;
+                    stream.pass(&map)
+                };
+                if let Some(au) = renumbered {
+                    let mut new = gst::Buffer::from_mut_slice(au);
+                    let b = new.get_mut().expect("just made");
+                    b.set_pts(buffer.pts());
+                    b.set_dts(buffer.dts());
+                    b.set_flags(buffer.flags());
+                    buffer = new;
+                }
             }
             let base = ep.base.unwrap_or_default();
+            let b = buffer.make_mut();
             b.set_pts(b.pts().map(|t| t.saturating_sub(base)));
             b.set_dts(b.dts().map(|t| t.saturating_sub(base)));
-            ep.muxed += 1;
-            if let Some(mut prev) = ep.held.replace(buffer) {
-                let next = ep.held.as_ref().and_then(|b| b.pts());
-                let p = prev.make_mut();
-                if let (Some(next), Some(pts)) = (next, p.pts()) {
-                    p.set_duration(next.saturating_sub(pts));
-                }
-                ep.mux.push(prev)?;
+            if ep.muxed == 0 {
+                ep.first = (b.pts().unwrap_or_default(), b.dts().unwrap_or_default());
             }
+            ep.mux_frame(buffer)?;
+        }
+    }
+
+    /// Muxes the written repeats whose preceding frames are muxed.
+    fn mux_repeats(&mut self) -> Result<(), VideoError> {
+        let (Some(ep), Some(Some(stream))) = (self.episode.as_mut(), self.skip.as_mut()) else {
+            return Ok(());
+        };
+        while let Some(&(after, slot)) = ep.repeats.front()
+            && after <= self.out
+        {
+            ep.repeats.pop_front();
+            let au = stream.repeat().ok_or_else(|| {
+                VideoError::Pipeline("a repeated frame after a non-reference picture".into())
+            })?;
+            let since = slot_time(self.fps, slot) - slot_time(self.fps, ep.start);
+            let mut buffer = gst::Buffer::from_mut_slice(au);
+            let b = buffer.get_mut().expect("just made");
+            b.set_pts(since + ep.first.0);
+            b.set_dts(since + ep.first.1);
+            b.set_flags(gst::BufferFlags::DELTA_UNIT);
+            ep.mux_frame(buffer)?;
         }
         Ok(())
     }
+}
+
+/// Start of time slot `slot` at `fps`.
+fn slot_time(fps: u32, slot: u64) -> gst::ClockTime {
+    gst::ClockTime::SECOND
+        .mul_div_floor(slot, u64::from(fps))
+        .unwrap_or_default()
 }
 
 impl Muxer {
@@ -455,6 +544,21 @@ impl Muxer {
 }
 
 impl EpisodeFile {
+    /// Gives the muxer the frame held back, now that `buffer`'s time ends it, and
+    /// holds `buffer`.
+    fn mux_frame(&mut self, buffer: gst::Buffer) -> Result<(), VideoError> {
+        self.muxed += 1;
+        let next = buffer.pts();
+        if let Some(mut prev) = self.held.replace(buffer) {
+            let p = prev.make_mut();
+            if let (Some(next), Some(pts)) = (next, p.pts()) {
+                p.set_duration(next.saturating_sub(pts));
+            }
+            self.mux.push(prev)?;
+        }
+        Ok(())
+    }
+
     /// Ends the muxer's stream, waits for it to write the file, fsyncs, renames.
     /// Returns the muxer, reset for the next episode.
     fn finish(self) -> Result<Muxer, VideoError> {
@@ -504,23 +608,30 @@ impl Drop for VideoStream {
 mod tests {
     use super::*;
 
-    /// (pts, duration, keyframe) of every sample in an MP4, read back by qtdemux.
-    fn samples(path: &Path) -> Vec<(gst::ClockTime, gst::ClockTime, bool)> {
-        let p = pipeline(&format!(
-            "filesrc location={} ! qtdemux ! appsink name=sink sync=false",
-            path.display()
-        ))
-        .unwrap();
+    /// Runs `desc` (ending in `appsink name=sink`) to its end, mapping every sample.
+    pub(super) fn pull_all<T>(desc: &str, mut f: impl FnMut(&gst::Sample) -> T) -> Vec<T> {
+        let p = pipeline(desc).unwrap();
         let sink: gst_app::AppSink = by_name(&p, "sink").unwrap();
         p.set_state(gst::State::Playing).unwrap();
         let mut out = Vec::new();
         while let Ok(s) = sink.pull_sample() {
-            let b = s.buffer().unwrap();
-            let key = !b.flags().contains(gst::BufferFlags::DELTA_UNIT);
-            out.push((b.pts().unwrap(), b.duration().unwrap(), key));
+            out.push(f(&s));
         }
         p.set_state(gst::State::Null).unwrap();
         out
+    }
+
+    /// (pts, duration, keyframe) of every sample in an MP4, read back by qtdemux.
+    fn samples(path: &Path) -> Vec<(gst::ClockTime, gst::ClockTime, bool)> {
+        let desc = format!(
+            "filesrc location={} ! qtdemux ! appsink name=sink sync=false",
+            path.display()
+        );
+        pull_all(&desc, |s| {
+            let b = s.buffer().unwrap();
+            let key = !b.flags().contains(gst::BufferFlags::DELTA_UNIT);
+            (b.pts().unwrap(), b.duration().unwrap(), key)
+        })
     }
 
     /// The first decoded picture's middle pixel (openh264dec decodes the baseline
