@@ -151,6 +151,33 @@ pub enum Action {
 }
 
 impl Action {
+    /// Whether a replay may send this key without waiting for the screen before the
+    /// next one: text without line breaks or tabs, and single keys that edit where the
+    /// focus is (a character, BackSpace, Delete, arrows, Home, End, space). Enter, Tab,
+    /// Escape, function keys and chords may run a command, move the focus or open a
+    /// window, so the replay waits after them.
+    pub fn replays_unsettled(&self) -> bool {
+        match self {
+            Action::TypeText(t) => !t.contains(['\n', '\r', '\t']),
+            Action::Key(k) => {
+                k.chars().count() == 1 && k != "+"
+                    || matches!(
+                        k.to_ascii_lowercase().as_str(),
+                        "backspace"
+                            | "delete"
+                            | "left"
+                            | "right"
+                            | "up"
+                            | "down"
+                            | "home"
+                            | "end"
+                            | "space"
+                    )
+            }
+            _ => false,
+        }
+    }
+
     /// The points this action touches, with the field name each came from.
     pub fn points(&self) -> Vec<(&'static str, Point)> {
         match self {
@@ -161,6 +188,45 @@ impl Action {
                 at.iter().map(|p| ("target", *p)).collect()
             }
             _ => vec![],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_keys_that_edit_in_place_replay_unsettled() {
+        let text = |t: &str| Action::TypeText(t.into());
+        let key = |k: &str| Action::Key(k.into());
+        for a in [
+            text("echo hi"),
+            key("a"),
+            key("BackSpace"),
+            key("left"),
+            key("space"),
+        ] {
+            assert!(a.replays_unsettled(), "{a:?}");
+        }
+        for a in [
+            text("ls\n"),
+            text("a\tb"),
+            key("Return"),
+            key("Tab"),
+            key("Escape"),
+            key("F2"),
+            key("ctrl+alt+t"),
+            key("+"),
+            Action::KeyDown("shift".into()),
+            Action::Click {
+                at: Point { x: 1, y: 1 },
+                button: Button::Left,
+                count: 1,
+            },
+            Action::Wait(10),
+        ] {
+            assert!(!a.replays_unsettled(), "{a:?}");
         }
     }
 }

@@ -2,6 +2,8 @@
 //! [`crate::runner::Runner`]: the bundled task app, or a profile's sandboxed session
 //! with no task, a declarative task or a web page), started and stopped together.
 
+use std::time::{Duration, Instant};
+
 use crate::Point;
 use crate::a11y::{Limits, Live, Tree};
 use crate::action::Action;
@@ -13,6 +15,14 @@ pub(crate) use crate::runner::{DesktopConfig, Outcome};
 use crate::windows::WindowInfo;
 use crate::x11::XSession;
 use crate::xvfb::Xvfb;
+
+/// How long a replay waits, after an action, for the screen the original showed.
+const PACE: Duration = Duration::from_secs(2);
+/// A screen still this long will not change by itself: a replay stops waiting for it.
+const PACE_QUIET: Duration = Duration::from_millis(250);
+/// Waits in a row that found another screen, after which a replay stops waiting (it
+/// has diverged; the caller finds out from its last frame).
+const PACE_MISSES: u32 = 3;
 
 /// A running desktop. Fields drop in declaration order: the family's part (app or
 /// sandbox), the clipboard owner, the X session, then Xvfb.
@@ -122,6 +132,86 @@ impl Desktop {
         self.check_alive()?;
         self.runner
             .step(ctx(&mut self.x, &self.xvfb, &self.config), action)
+    }
+
+    /// Replays `actions` after a reset whose outcome is `out`; returns the last
+    /// outcome and how many actions went without their settle.
+    ///
+    /// In a sandboxed session, after each settled action whose frame the original
+    /// showed (`seen[i]`, 0: unknown) the replay waits, at most [`PACE`], until the
+    /// screen shows that frame again: apps start and answer at their own speed, and an
+    /// agent acted on what it saw, so keys sent to a terminal that is still opening are
+    /// lost in a replay but were not in the original. A screen that stops drawing
+    /// without showing it ends the wait; after [`PACE_MISSES`] such waits in a row the
+    /// replay has diverged and stops waiting.
+    ///
+    /// With `fast`, a key in a run of keys ([`Action::replays_unsettled`]) is sent
+    /// without waiting for the screen (nor, in a scripted task, its check): the run's
+    /// last one waits for it all. Keys reach the focused window in order either way;
+    /// an app that reads input timing can still differ, so the caller compares the
+    /// final frame and replays without `fast` when it differs.
+    pub fn replay(
+        &mut self,
+        actions: &[Action],
+        seen: &[u128],
+        fast: bool,
+        mut out: Outcome,
+    ) -> Result<(Outcome, usize)> {
+        let mut unsettled = 0;
+        let mut misses = if self.runner.session_ref().is_some() {
+            0
+        } else {
+            PACE_MISSES
+        };
+        for (i, a) in actions.iter().enumerate() {
+            let in_run =
+                a.replays_unsettled() && actions.get(i + 1).is_some_and(Action::replays_unsettled);
+            if fast && in_run {
+                self.check_alive()?;
+                let cx = ctx(&mut self.x, &self.xvfb, &self.config);
+                if let Some(done) = self.runner.act_only(cx, a) {
+                    done?;
+                    unsettled += 1;
+                    continue;
+                }
+            }
+            out = self.step(a)?;
+            if misses < PACE_MISSES
+                && let Some(&want) = seen.get(i).filter(|h| **h != 0)
+            {
+                misses = if self.wait_for_frame(want, PACE)? {
+                    0
+                } else {
+                    misses + 1
+                };
+            }
+        }
+        Ok((out, unsettled))
+    }
+
+    /// Waits (at most `bound`) until the screen's hash is `want`; false when it was
+    /// not, or when the screen stayed still for [`PACE_QUIET`] without being it (a
+    /// screen that stopped drawing will not become it: the original showed a passing
+    /// state, or the replay differs).
+    fn wait_for_frame(&mut self, want: u128, bound: Duration) -> Result<bool> {
+        let deadline = Instant::now() + bound;
+        loop {
+            if self.x.capture()?.hash == want {
+                return Ok(true);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Ok(false);
+            }
+            let quiet = self.x.settle(crate::Settle {
+                policy: crate::SettlePolicy::Damage,
+                settle_ms: PACE_QUIET.as_millis() as u32,
+                settle_max_ms: left.as_millis() as u32,
+            })?;
+            if quiet.quiesced && quiet.damage_events == 0 {
+                return Ok(false);
+            }
+        }
     }
 
     /// The accessibility tree: AT-SPI in a sandboxed session, the page's elements in

@@ -414,3 +414,52 @@ def _exec_or_none(env, line: str):
     except deskgym.DeskgymError as e:
         assert e.code == "ABORTED", e
         return None
+
+
+def test_a_fork_after_typing_into_a_terminal_is_exact_and_sends_typed_keys_without_settles(
+    tmp_path: pathlib.Path,
+) -> None:
+    """A rebuild replays a run of typed keys without waiting for the screen between them
+    (only the run's last key waits): the replicas still show exactly the checkpoint's
+    terminal, and the server's counters say the keys went unsettled, not replayed twice."""
+    import urllib.request
+
+    from deskgym.v1 import deskgym_pb2 as pb
+
+    s = Server("--metrics-listen", "127.0.0.1:0", "--idle-timeout-s", "0", "--data-dir", str(tmp_path / "d"))
+    c = deskgym.Client(s.address)
+    try:
+        assert s.proc.stdout is not None
+        url = s.proc.stdout.readline().split()[-1]
+
+        def counters() -> tuple[float, float]:
+            text = urllib.request.urlopen(url, timeout=10).read().decode()
+            v = {ln.rsplit(" ", 1)[0]: float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln and ln[0] != "#"}
+            return v["deskgym_replay_unsettled_actions_total"], v["deskgym_replays_settled_again_total"]
+
+        pool = c.create_pool("blank", 1, screen=(800, 600), profile="desktop", capabilities=["launch_app"])
+        e = pool.env_ids[0]
+        c.reset(e, seed=0)
+        c.step(e, deskgym.to_proto({"verb": "launch_app", "app": "terminal"}))
+        c.step(e, deskgym.to_proto({"verb": "wait", "ms": 1000}))
+        typed = 0
+        for cmd in ("echo one-two", "printf '%s\\n' three", "ls -d /tm"):
+            for ch in cmd:
+                c.step(e, deskgym.to_proto({"verb": "type_text", "text": ch}))
+            typed += len(cmd)  # a run: the command's keys and a BackSpace, which waits
+            c.step(e, deskgym.to_proto({"verb": "key", "keys": "BackSpace"}))
+            c.step(e, deskgym.to_proto({"verb": "key", "keys": "Return"}))
+        last = c.step(e, deskgym.to_proto({"verb": "noop"}), encoding="png")
+        before = counters()
+        cp = c.save(e)
+        fork = c.fork(cp, 2, encoding="png")
+        after = counters()
+        assert [r.fidelity for r in fork.replicas] == [pb.FIDELITY_EXACT] * 2, fork.expected_hash
+        assert all(r.observation.frame_hash == last.observation.frame_hash for r in fork.replicas)
+        # Per replica: every key of each run but its last.
+        assert after[0] - before[0] == 2 * typed, (before, after)
+        assert after[1] == before[1], "no replica was replayed a second time"
+        c.close_pool(fork.pool_id)
+    finally:
+        c.close()
+        s.stop()

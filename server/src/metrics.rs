@@ -41,6 +41,10 @@ pub(crate) struct Metrics {
     latency_us: AtomicU64,
     resets: AtomicU64,
     errors: [AtomicU64; CODES.len()],
+    /// Actions a rebuild's replay sent without a settle, in rebuilds that kept it.
+    replay_unsettled: AtomicU64,
+    /// Rebuilds replayed again, every action settled, after a fast replay differed.
+    replays_settled_again: AtomicU64,
 }
 
 /// The counters of this process.
@@ -50,6 +54,8 @@ pub(crate) static METRICS: Metrics = Metrics {
     latency_us: AtomicU64::new(0),
     resets: AtomicU64::new(0),
     errors: [const { AtomicU64::new(0) }; CODES.len()],
+    replay_unsettled: AtomicU64::new(0),
+    replays_settled_again: AtomicU64::new(0),
 };
 
 impl Metrics {
@@ -69,6 +75,17 @@ impl Metrics {
     /// A reset that completed.
     pub(crate) fn reset(&self) {
         self.resets.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A rebuild's replay: actions sent without a settle (kept), or a fast replay
+    /// that differed and was done again, settled (`again`).
+    pub(crate) fn replay(&self, unsettled: usize, again: bool) {
+        if again {
+            self.replays_settled_again.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.replay_unsettled
+                .fetch_add(unsettled as u64, Ordering::Relaxed);
+        }
     }
 
     /// Steps, resets and error replies so far, and the steps' mean latency (ms).
@@ -144,6 +161,18 @@ pub(crate) fn render(m: &Metrics, g: &Gauges) -> String {
             "counter",
             "Resets completed.",
             n(&m.resets),
+        ),
+        (
+            "deskgym_replay_unsettled_actions_total",
+            "counter",
+            "Keys a rebuild (Restore, Fork) replayed without waiting for the screen.",
+            n(&m.replay_unsettled),
+        ),
+        (
+            "deskgym_replays_settled_again_total",
+            "counter",
+            "Rebuilds replayed again, every action settled, after the fast replay differed.",
+            n(&m.replays_settled_again),
         ),
         (
             "deskgym_frame_cache_hits_total",
@@ -228,12 +257,16 @@ mod tests {
             buckets: [const { AtomicU64::new(0) }; BUCKETS_MS.len() + 1],
             latency_us: AtomicU64::new(0),
             resets: AtomicU64::new(0),
+            replay_unsettled: AtomicU64::new(0),
+            replays_settled_again: AtomicU64::new(0),
             errors: [const { AtomicU64::new(0) }; CODES.len()],
         };
         m.step(Duration::from_micros(700));
         m.step(Duration::from_millis(3));
         m.step(Duration::from_secs(9));
         m.error(tonic::Code::Unavailable);
+        m.replay(12, false);
+        m.replay(30, true);
         let g = Gauges {
             envs: 3,
             max_envs: 64,
@@ -257,6 +290,8 @@ mod tests {
             "deskgym_errors_total{code=\"UNAVAILABLE\"} 1",
             "deskgym_errors_total{code=\"NOT_FOUND\"} 0",
             "deskgym_encoder_info{encoder=\"x264enc\"} 1",
+            "deskgym_replay_unsettled_actions_total 12",
+            "deskgym_replays_settled_again_total 1",
             "# TYPE deskgym_step_latency_seconds histogram",
         ] {
             assert!(text.lines().any(|l| l == line), "{line} missing in\n{text}");

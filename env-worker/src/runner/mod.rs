@@ -84,6 +84,12 @@ pub(crate) trait Runner: Send {
     fn reset(&mut self, cx: Ctx<'_>, seed: u64) -> Result<Outcome>;
     /// Performs one action, the screen settled, and says what the task makes of it.
     fn step(&mut self, cx: Ctx<'_>, action: &Action) -> Result<Outcome>;
+    /// Performs one action without waiting for the screen or asking the task, for a
+    /// replay that waits later; `None` where the family has no such shortcut (the
+    /// replay steps the action).
+    fn act_only(&mut self, _cx: Ctx<'_>, _action: &Action) -> Option<Result<()>> {
+        None
+    }
     /// Where the last action left the pointer.
     fn pointer(&self, x: &XSession) -> Point {
         x.pointer()

@@ -117,6 +117,10 @@ impl Runner for ScriptRunner {
         })
     }
 
+    fn act_only(&mut self, cx: Ctx<'_>, action: &Action) -> Option<Result<()>> {
+        Some(self.session.act(cx.x, action))
+    }
+
     fn session(&mut self) -> Option<&mut Session> {
         Some(&mut self.session)
     }

@@ -20,6 +20,11 @@ pub(crate) struct FakeBackend {
     pub(crate) fail_after: AtomicI64,
     /// Set on every desktop started: when true they report themselves dead.
     pub(crate) dead: Arc<AtomicBool>,
+    /// When true, a fast replay loses the first key it sends without a settle (as an
+    /// app that reads input timing would differ).
+    pub(crate) fast_replay_loses_a_key: Arc<AtomicBool>,
+    /// Replays done with every action settled, fast ones not counted.
+    pub(crate) settled_replays: Arc<AtomicU32>,
 }
 
 impl FakeBackend {
@@ -52,6 +57,8 @@ impl Backend for FakeBackend {
             episode: None,
             pointer: Point { x: 0, y: 0 },
             dead: self.dead.clone(),
+            lossy: self.fast_replay_loses_a_key.clone(),
+            settled_replays: self.settled_replays.clone(),
         }))
     }
 }
@@ -63,6 +70,8 @@ struct FakeDesktop {
     episode: Option<Episode>,
     pointer: Point,
     dead: Arc<AtomicBool>,
+    lossy: Arc<AtomicBool>,
+    settled_replays: Arc<AtomicU32>,
 }
 
 const FONT: FontMetrics = FontMetrics {
@@ -100,6 +109,32 @@ impl Desktop for FakeDesktop {
         let c = &self.config;
         self.episode = Episode::new(&c.task, seed, c.width, c.height);
         Ok(self.outcome())
+    }
+
+    fn replay(
+        &mut self,
+        actions: &[Action],
+        _seen: &[u128],
+        fast: bool,
+        mut out: Outcome,
+    ) -> WorkerResult<(Outcome, usize)> {
+        if !fast {
+            self.settled_replays.fetch_add(1, Ordering::AcqRel);
+        }
+        let mut unsettled = 0;
+        for (i, a) in actions.iter().enumerate() {
+            if fast
+                && a.replays_unsettled()
+                && actions.get(i + 1).is_some_and(Action::replays_unsettled)
+            {
+                unsettled += 1;
+                if unsettled == 1 && self.lossy.load(Ordering::Acquire) {
+                    continue;
+                }
+            }
+            out = self.step(a)?;
+        }
+        Ok((out, unsettled))
     }
 
     fn step(&mut self, action: &Action) -> WorkerResult<Outcome> {

@@ -17,6 +17,22 @@ pub(crate) trait Desktop: Send + std::fmt::Debug {
     fn reset(&mut self, seed: u64) -> WorkerResult<Outcome>;
     /// Performs one action and waits for the screen to be final.
     fn step(&mut self, action: &Action) -> WorkerResult<Outcome>;
+    /// Replays `actions` after a reset whose outcome is `out`: the last outcome and
+    /// how many actions went without a settle (`fast`: keys in a run; `seen`: the
+    /// frame each action left, to wait for; see `deskgym_worker::Desktop::replay`).
+    /// By default every action is a step.
+    fn replay(
+        &mut self,
+        actions: &[Action],
+        _seen: &[u128],
+        _fast: bool,
+        mut out: Outcome,
+    ) -> WorkerResult<(Outcome, usize)> {
+        for a in actions {
+            out = self.step(a)?;
+        }
+        Ok((out, 0))
+    }
     /// Captures the screen.
     fn capture(&mut self) -> WorkerResult<Frame>;
     /// Waits, without acting, until the screen has been quiet for `quiet_ms` (at most
@@ -87,6 +103,15 @@ impl Desktop for deskgym_worker::Desktop {
     }
     fn step(&mut self, action: &Action) -> WorkerResult<Outcome> {
         deskgym_worker::Desktop::step(self, action)
+    }
+    fn replay(
+        &mut self,
+        actions: &[Action],
+        seen: &[u128],
+        fast: bool,
+        out: Outcome,
+    ) -> WorkerResult<(Outcome, usize)> {
+        deskgym_worker::Desktop::replay(self, actions, seen, fast, out)
     }
     fn capture(&mut self) -> WorkerResult<Frame> {
         deskgym_worker::Desktop::capture(self)

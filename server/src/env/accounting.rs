@@ -51,6 +51,7 @@ mod tests {
             instruction: String::new(),
             ended: None,
             actions: Default::default(),
+            seen: Default::default(),
             frame_hash: None,
             log: Default::default(),
             recorded: false,

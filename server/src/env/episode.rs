@@ -77,6 +77,7 @@ impl Env {
             instruction: out.app.instruction,
             ended: None,
             actions: Arc::default(),
+            seen: Arc::default(),
             frame_hash: Some(frame.hash),
             log: self.new_log(s.episodes),
             recorded: false,
@@ -252,6 +253,7 @@ impl Env {
                 if applied {
                     ep.step_index += 1;
                     Arc::make_mut(&mut ep.actions).push(action.clone());
+                    Arc::make_mut(&mut ep.seen).push(0);
                     ep.frame_hash = None;
                 }
                 // The index this step has (applied) or would have had.
@@ -285,6 +287,7 @@ impl Env {
             }
         };
         Arc::make_mut(&mut ep.actions).push(action.clone());
+        Arc::make_mut(&mut ep.seen).push(frame.hash);
         ep.frame_hash = Some(frame.hash);
         let Advance {
             reward,

@@ -235,6 +235,9 @@ struct Episode {
     /// this state (the bundled tasks are deterministic). Shared with checkpoints (a
     /// Save copies nothing; the next step copies once).
     actions: Arc<Vec<Action>>,
+    /// The frame hash each action left (0 where its capture failed): a replay waits
+    /// for the same screen before the next action, as the agent did.
+    seen: Arc<Vec<u128>>,
     /// Hash of the last frame captured; `None` when an action was applied but the
     /// capture after it failed (Save captures afresh then).
     frame_hash: Option<u128>,

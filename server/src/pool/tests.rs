@@ -4,6 +4,7 @@ use std::sync::atomic::Ordering;
 
 use super::*;
 use crate::backend::fake::FakeBackend;
+use deskgym_worker::Action;
 
 fn manager(max_envs: u32) -> (Arc<PoolManager>, Arc<FakeBackend>) {
     let backend = Arc::new(FakeBackend::new());
@@ -141,6 +142,54 @@ async fn fork_is_all_or_nothing() {
     assert_eq!(e.code(), tonic::Code::Unavailable);
     assert_eq!(mgr.env_count(), 4);
     assert_eq!(lock(&mgr.pools).len(), 2);
+}
+
+/// A rebuild first replays keys typed in a run without settles; when that frame
+/// differs from the checkpoint's, it is replayed again, every action settled.
+#[tokio::test]
+async fn a_fast_replay_that_differs_is_done_again_settled() {
+    let (mgr, backend) = manager(4);
+    let who = Principal::local(mgr.limits());
+    let spec = mgr
+        .spec(&pb::CreatePoolRequest {
+            task: "type-word".into(),
+            ..req(1, 0)
+        })
+        .unwrap();
+    let p = mgr.create_pool(spec, 1, None, &who).await.unwrap();
+    let env = mgr.env(&p.env_ids[0], &who).unwrap();
+    env.reset(&mgr.cache, Some(5), &raw()).unwrap();
+    let (x, y) = deskgym_worker::Episode::new("type-word", 5, 320, 240)
+        .unwrap()
+        .hint()[0];
+    let focus = Action::Click {
+        at: deskgym_worker::Point { x, y },
+        button: deskgym_worker::Button::Left,
+        count: 1,
+    };
+    env.step(&mgr.cache, &focus.into(), &raw(), false).unwrap();
+    for key in ["a", "b", "c"] {
+        let typed = Action::TypeText(key.into());
+        env.step(&mgr.cache, &typed.into(), &raw(), false).unwrap();
+    }
+    let cp = mgr.save(&env.id, &who).await.unwrap();
+    let fork = mgr.fork(&cp.id, 1, 0, &who).await.unwrap();
+    assert!(fork.replicas[0].1.exact);
+    assert_eq!(
+        backend.settled_replays.load(Ordering::Acquire),
+        0,
+        "the fast replay stood"
+    );
+    backend
+        .fast_replay_loses_a_key
+        .store(true, Ordering::Release);
+    let fork = mgr.fork(&cp.id, 2, 0, &who).await.unwrap();
+    assert!(fork.replicas.iter().all(|(_, r)| r.exact));
+    assert_eq!(
+        backend.settled_replays.load(Ordering::Acquire),
+        2,
+        "each replica's lossy fast replay was done again, settled"
+    );
 }
 
 #[tokio::test(start_paused = true)]
