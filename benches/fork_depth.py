@@ -7,8 +7,9 @@ replay and compared with the checkpoint's frame), with each replica's fidelity.
 - ``tasks``: the bundled ``type-word`` task, a letter typed per step (every 8th step a
   click on the field), depths 10 / 100 / 1000.
 - ``desktop`` (``blank`` task, ``launch_app`` granted): the first step opens
-  gnome-terminal (``launch_app terminal``, which waits for its window), then one key a
-  step typing shell commands (``echo <n>`` and Enter), depths 10 / 100 / 300.
+  gnome-terminal (``launch_app terminal``, which waits for its window) and the second
+  waits a second, then one key a step typing shell commands (``echo <n>`` and Enter),
+  depths 10 / 100 / 300.
 - ``office`` (same, ``--office``): LibreOffice Writer, typing a paragraph.
 
     python benches/fork_depth.py --address 127.0.0.1:50051 [--profiles tasks,desktop]
@@ -48,7 +49,9 @@ def history(profile: str, depth: int) -> list[dict]:
                 acts.append({"verb": "type_text", "text": "abcdefgh"[i % 8]})
         return acts
     app = "writer" if profile == "office" else "terminal"
-    return [{"verb": "launch_app", "app": app}] + keys_for(depth - 1, profile == "office")
+    # As an agent would: open the app, give it a second, then type.
+    opened = [{"verb": "launch_app", "app": app}, {"verb": "wait", "ms": 1000}]
+    return opened + keys_for(depth - len(opened), profile == "office")
 
 
 def measure(c: deskgym.Client, profile: str, depth: int, n: int) -> tuple[float, list[str]]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -70,6 +71,9 @@ _T = TypeVar("_T")
 
 #: How many recently held hashes travel in a batch's shared ``if_none_match``.
 RECENT_HASHES = 32
+
+#: Seconds after a failed attach (``frames="auto"``) before a call tries again.
+RING_RETRY_S = 1.0
 
 #: How a client receives frames: ``auto`` (shared memory when connected to the server's
 #: unix socket, else bytes), ``shm`` (shared memory or an error), ``bytes`` (always in
@@ -245,6 +249,8 @@ class Client:
         #: The shared-memory ring frames arrive in (made at the first call that returns one).
         self.ring: FrameRing | None = None
         self._ring_lock = threading.Lock()
+        #: With ``frames="auto"``, when a failed attach may be tried again.
+        self._ring_retry_at = 0.0
         #: Decoded frames by (hash, encoding), shared by every env of this client.
         self.frames = FrameCache(frame_cache_bytes)
         self.timeout = timeout
@@ -279,12 +285,14 @@ class Client:
 
     def frame_ring(self) -> int:
         """The id of the ring this client's frames go into (0: bytes in the reply). The
-        first call attaches one; with ``frames="auto"`` a server that cannot (an older
-        one, or a failure) leaves this client on bytes."""
+        first call attaches one. With ``frames="auto"``, a server without rings (an older
+        one) leaves this client on bytes; any other failure (the server busy or
+        restarting, its ring bound reached) sends this call's frames as bytes and the
+        attach is tried again a second later."""
         ring = self.ring
         if ring is not None and ring.pid == os.getpid() and ring.alive():
             return ring.ring
-        if self.frame_mode == "bytes":
+        if self.frame_mode == "bytes" or time.monotonic() < self._ring_retry_at:
             return 0
         with self._ring_lock:
             if self.ring is not None and self.ring.pid == os.getpid() and self.ring.alive():
@@ -294,10 +302,13 @@ class Client:
             try:
                 attached = self._call(self._stub.AttachFrames, pb.AttachFramesRequest(), pb.AttachFramesResponse)
                 self.ring = FrameRing(self.address.removeprefix("unix:"), attached)
-            except DeskgymError:
+            except DeskgymError as e:
                 if self.frame_mode == "shm":
                     raise
-                self.frame_mode = "bytes"
+                if e.code == "UNIMPLEMENTED":
+                    self.frame_mode = "bytes"
+                else:
+                    self._ring_retry_at = time.monotonic() + RING_RETRY_S
                 return 0
             self._finalizer.detach()
             self._finalizer = weakref.finalize(self, _finalize, self._leases, self._channel, self.ring)

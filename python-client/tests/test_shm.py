@@ -7,6 +7,7 @@ import os
 import pathlib
 import signal
 import socket
+import time
 from collections.abc import Iterator
 
 import numpy as np
@@ -204,3 +205,30 @@ def test_a_closed_ring_is_attached_again_and_tcp_clients_get_bytes(
         assert e.value.code == "FAILED_PRECONDITION" and "--listen unix:" in str(e.value)
     finally:
         t.close()
+
+
+def test_a_client_past_the_ring_bound_gets_bytes_for_the_call_then_a_ring_again(
+    unix_server: tuple[Server, pathlib.Path],
+) -> None:
+    """A failed attach that may pass later (here: the principal's 8 rings all held) costs
+    one call its shared memory, not the client's lifetime."""
+    server, _ = unix_server
+    holders = [alice(server) for _ in range(8)]
+    c = alice(server)
+    try:
+        for h in holders:
+            assert h.frame_ring() != 0
+        pool = c.create_pool("click-target", 1, screen=(320, 240))
+        eid = pool.env_ids[0]
+        r = c.reset(eid, encoding="rgb")
+        assert not r.observation.HasField("slot") and len(r.observation.frame) == 320 * 240 * 3
+        assert c.frame_mode == "auto" and c.ring is None
+        holders.pop().close()
+        time.sleep(deskgym.client.RING_RETRY_S + 0.1)
+        s = c.step(eid, deskgym.to_proto(CLICK_EMPTY), encoding="rgb")
+        assert s.observation.HasField("slot") and c.ring is not None
+        assert np.array_equal(c.resolve(s.observation)[0], by_bytes(c, s.observation.frame_hash))
+    finally:
+        c.close()
+        for h in holders:
+            h.close()
