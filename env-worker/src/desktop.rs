@@ -19,7 +19,7 @@ use crate::xvfb::Xvfb;
 /// How long a replay waits, after an action, for the screen the original showed.
 const PACE: Duration = Duration::from_secs(2);
 /// A screen still this long will not change by itself: a replay stops waiting for it.
-const PACE_QUIET: Duration = Duration::from_millis(250);
+const PACE_QUIET: Duration = Duration::from_millis(600);
 /// Waits in a row that found another screen, after which a replay stops waiting (it
 /// has diverged; the caller finds out from its last frame).
 const PACE_MISSES: u32 = 3;
@@ -176,40 +176,51 @@ impl Desktop {
                 }
             }
             out = self.step(a)?;
-            if misses < PACE_MISSES
-                && let Some(&want) = seen.get(i).filter(|h| **h != 0)
-            {
-                misses = if self.wait_for_frame(want, PACE)? {
-                    0
-                } else {
-                    misses + 1
-                };
+            // The frame this action left, or the next one: a settle that ended early
+            // (a terminal echoing a key after the quiet window) recorded the state one
+            // step late.
+            let want = [seen.get(i), seen.get(i + 1)].map(|h| h.copied().unwrap_or(0));
+            if misses < PACE_MISSES && want[0] != 0 {
+                let t = Instant::now();
+                let matched = self.wait_for_frame(want, PACE)?;
+                tracing::debug!(
+                    step = i,
+                    ?a,
+                    matched,
+                    waited_ms = t.elapsed().as_millis() as u64,
+                    "replay paced"
+                );
+                misses = if matched { 0 } else { misses + 1 };
             }
         }
         Ok((out, unsettled))
     }
 
-    /// Waits (at most `bound`) until the screen's hash is `want`; false when it was
-    /// not, or when the screen stayed still for [`PACE_QUIET`] without being it (a
+    /// Waits (at most `bound`) until the screen's hash is one of `want` (0: none);
+    /// false when it was not, or when nothing was drawn for [`PACE_QUIET`] without the screen being it (a
     /// screen that stopped drawing will not become it: the original showed a passing
-    /// state, or the replay differs).
-    fn wait_for_frame(&mut self, want: u128, bound: Duration) -> Result<bool> {
-        let deadline = Instant::now() + bound;
+    /// state, or the replay differs). The screen is compared again after each burst of
+    /// drawing.
+    fn wait_for_frame(&mut self, want: [u128; 2], bound: Duration) -> Result<bool> {
+        let start = Instant::now();
+        let mut drawn = start;
         loop {
-            if self.x.capture()?.hash == want {
+            let hash = self.x.capture()?.hash;
+            if hash != 0 && want.contains(&hash) {
                 return Ok(true);
             }
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
+            let now = Instant::now();
+            let left = bound.saturating_sub(now - start);
+            if left.is_zero() || now - drawn >= PACE_QUIET {
                 return Ok(false);
             }
-            let quiet = self.x.settle(crate::Settle {
+            let burst = self.x.settle(crate::Settle {
                 policy: crate::SettlePolicy::Damage,
-                settle_ms: PACE_QUIET.as_millis() as u32,
-                settle_max_ms: left.as_millis() as u32,
+                settle_ms: 20,
+                settle_max_ms: left.as_millis().max(20) as u32,
             })?;
-            if quiet.quiesced && quiet.damage_events == 0 {
-                return Ok(false);
+            if burst.damage_events > 0 {
+                drawn = Instant::now();
             }
         }
     }

@@ -95,6 +95,18 @@ impl PoolManager {
                 e.restore(cache, &cp, &opts)
             })?);
         }
+        // The client learns the new pool's id (and renews its lease) only from the
+        // reply: until then the fork keeps it in use, however long the replays take.
+        let in_use = {
+            let pool = pool.clone();
+            tokio::spawn(async move {
+                loop {
+                    pool.touch();
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            })
+        };
+        let _stop = AbortOnDrop(in_use);
         let mut replicas = Vec::with_capacity(jobs.len());
         for (job, env_id) in jobs.into_iter().zip(&pool.env_ids) {
             match job.finish().await {
@@ -107,6 +119,7 @@ impl PoolManager {
         }
         tracing::info!(checkpoint = %cp.id, pool = %pool.id, n, from_spares,
             desktops_ms = t_desktops.as_millis() as u64, total_ms = t0.elapsed().as_millis() as u64, "forked");
+        pool.touch();
         // The source pool's spares are refilled by housekeeping shortly after: starting
         // servers here would compete with this reply and the replicas' first steps.
         Ok(Forked {
@@ -115,5 +128,14 @@ impl PoolManager {
             expected_hash: deskgym_worker::hash_hex(cp.frame_hash()),
             from_spares,
         })
+    }
+}
+
+/// Stops a background task when dropped (the fork returns, or fails).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
