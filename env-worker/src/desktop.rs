@@ -19,7 +19,9 @@ use crate::xvfb::Xvfb;
 /// How long a replay waits, after an action, for the screen the original showed.
 const PACE: Duration = Duration::from_secs(2);
 /// A screen still this long will not change by itself: a replay stops waiting for it.
-const PACE_QUIET: Duration = Duration::from_millis(600);
+const PACE_QUIET: Duration = Duration::from_millis(300);
+/// How many recorded frames from an action's own a replay accepts as caught up.
+const PACE_AHEAD: usize = 4;
 /// Waits in a row that found another screen, after which a replay stops waiting (it
 /// has diverged; the caller finds out from its last frame).
 const PACE_MISSES: u32 = 3;
@@ -137,19 +139,21 @@ impl Desktop {
     /// Replays `actions` after a reset whose outcome is `out`; returns the last
     /// outcome and how many actions went without their settle.
     ///
-    /// In a sandboxed session, after each settled action whose frame the original
-    /// showed (`seen[i]`, 0: unknown) the replay waits, at most [`PACE`], until the
-    /// screen shows that frame again: apps start and answer at their own speed, and an
-    /// agent acted on what it saw, so keys sent to a terminal that is still opening are
-    /// lost in a replay but were not in the original. A screen that stops drawing
-    /// without showing it ends the wait; after [`PACE_MISSES`] such waits in a row the
-    /// replay has diverged and stops waiting.
-    ///
     /// With `fast`, a key in a run of keys ([`Action::replays_unsettled`]) is sent
     /// without waiting for the screen (nor, in a scripted task, its check): the run's
     /// last one waits for it all. Keys reach the focused window in order either way;
-    /// an app that reads input timing can still differ, so the caller compares the
-    /// final frame and replays without `fast` when it differs.
+    /// an app that reads input timing, or one slower than in the original, can still
+    /// differ, so the caller compares the final frame and replays without `fast` when
+    /// it differs.
+    ///
+    /// Without `fast`, in a sandboxed session, after each settled action whose frame
+    /// the original showed (`seen[i]`, 0: unknown) the replay also waits, at most
+    /// [`PACE`], until the screen shows that frame (or one of the next few) again: apps
+    /// start and answer at their own speed, and an agent acted on what it saw, so keys
+    /// sent to a terminal still opening are lost in a replay but were not in the
+    /// original. A screen that draws nothing for [`PACE_QUIET`] without showing it
+    /// ends the wait; after [`PACE_MISSES`] such waits in a row the replay has diverged
+    /// and stops waiting.
     pub fn replay(
         &mut self,
         actions: &[Action],
@@ -158,7 +162,7 @@ impl Desktop {
         mut out: Outcome,
     ) -> Result<(Outcome, usize)> {
         let mut unsettled = 0;
-        let mut misses = if self.runner.session_ref().is_some() {
+        let mut misses = if !fast && self.runner.session_ref().is_some() {
             0
         } else {
             PACE_MISSES
@@ -176,11 +180,15 @@ impl Desktop {
                 }
             }
             out = self.step(a)?;
-            // The frame this action left, or the next one: a settle that ended early
-            // (a terminal echoing a key after the quiet window) recorded the state one
-            // step late.
-            let want = [seen.get(i), seen.get(i + 1)].map(|h| h.copied().unwrap_or(0));
-            if misses < PACE_MISSES && want[0] != 0 {
+            // The frame this action left, or one of the next few: a settle that ended
+            // early (a terminal echoing keys after the quiet window) recorded states a
+            // step or more late. (After the last action the caller waits for a still
+            // screen itself.)
+            let want = &seen[i.min(seen.len())..(i + PACE_AHEAD).min(seen.len())];
+            if misses < PACE_MISSES
+                && want.first().is_some_and(|h| *h != 0)
+                && i + 1 < actions.len()
+            {
                 let t = Instant::now();
                 let matched = self.wait_for_frame(want, PACE)?;
                 tracing::debug!(
@@ -201,7 +209,7 @@ impl Desktop {
     /// screen that stopped drawing will not become it: the original showed a passing
     /// state, or the replay differs). The screen is compared again after each burst of
     /// drawing.
-    fn wait_for_frame(&mut self, want: [u128; 2], bound: Duration) -> Result<bool> {
+    fn wait_for_frame(&mut self, want: &[u128], bound: Duration) -> Result<bool> {
         let start = Instant::now();
         let mut drawn = start;
         loop {

@@ -45,6 +45,12 @@ impl Checkpoint {
     }
 }
 
+/// On a sandboxed desktop, how long the screen must be still (and the most to wait
+/// for it) before a checkpoint's frame or a rebuild's is taken: apps draw on their own
+/// time after a step's settle (a terminal echoes a key after the `damage` quiet
+/// window), so both frames are of the settled screen, not of one moment after a step.
+const STILL: (u32, u32) = (100, 1000);
+
 /// Approximate heap bytes of an action log.
 fn log_bytes(actions: &[Action]) -> u64 {
     let text: usize = actions
@@ -59,6 +65,14 @@ fn log_bytes(actions: &[Action]) -> u64 {
 }
 
 impl Env {
+    /// Waits for a sandboxed desktop's screen to be still ([`STILL`]).
+    fn still(&self, d: &mut Box<dyn Desktop>) -> Result<(), DesktopError> {
+        if self.pool.spec.profile.sandboxed() {
+            d.quiesce(STILL.0, STILL.1)?;
+        }
+        Ok(())
+    }
+
     /// Blocking: snapshots what is needed to rebuild the current state.
     pub(crate) fn save(&self, id: String) -> Result<Checkpoint, EnvError> {
         let _running = self.enter();
@@ -69,15 +83,20 @@ impl Env {
                 env: self.id.clone(),
             });
         }
-        // An action was applied but the capture after it failed: capture now, so the
-        // checkpoint's hash is of the screen its replay rebuilds.
-        if s.episode.as_ref().is_some_and(|e| e.frame_hash.is_none()) {
+        // An action was applied but the capture after it failed, or apps draw on their
+        // own time: capture now, so the checkpoint's hash is of the screen its replay
+        // rebuilds.
+        let sandboxed = self.pool.spec.profile.sandboxed();
+        if sandboxed || s.episode.as_ref().is_some_and(|e| e.frame_hash.is_none()) {
             let Some(d) = s.desktop.as_mut() else {
                 return Err(EnvError::NoDesktop {
                     env: self.id.clone(),
                 });
             };
-            let hash = d.check_alive().and_then(|()| self.capture(d));
+            let hash = d
+                .check_alive()
+                .and_then(|()| self.still(d))
+                .and_then(|()| self.capture(d));
             match hash {
                 Ok(f) => {
                     if let Some(ep) = s.episode.as_mut() {
@@ -141,14 +160,17 @@ impl Env {
             self.note_socket(Some(&**d));
             let (actions, seen) = (&cp.episode.actions, &cp.episode.seen);
             let (mut out, unsettled) = d.replay(actions, seen, true, out)?;
+            self.still(d)?;
             let mut frame = d.capture()?;
             let again = frame.hash != cp.frame_hash() && unsettled > 0;
             crate::metrics::METRICS.replay(unsettled, again);
             if again {
+                tracing::debug!(env = %self.id, unsettled, "the fast replay differed; replaying settled");
                 replayed = "settled";
                 let first = d.reset(seed)?;
                 self.note_socket(Some(&**d));
                 out = d.replay(actions, seen, false, first)?.0;
+                self.still(d)?;
                 frame = d.capture()?;
             }
             Ok::<_, EnvError>((out, frame, d.pointer(), d.display(), replayed))
