@@ -49,7 +49,7 @@ impl Checkpoint {
 /// for it) before a checkpoint's frame or a rebuild's is taken: apps draw on their own
 /// time after a step's settle (a terminal echoes a key after the `damage` quiet
 /// window), so both frames are of the settled screen, not of one moment after a step.
-const STILL: (u32, u32) = (100, 1000);
+const STILL: (u32, u32) = (400, 2000);
 
 /// Approximate heap bytes of an action log.
 fn log_bytes(actions: &[Action]) -> u64 {
