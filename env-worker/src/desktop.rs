@@ -205,10 +205,10 @@ impl Desktop {
     }
 
     /// Waits (at most `bound`) until the screen's hash is one of `want` (0: none);
-    /// false when it was not, or when nothing was drawn for [`PACE_QUIET`] without the screen being it (a
-    /// screen that stopped drawing will not become it: the original showed a passing
-    /// state, or the replay differs). The screen is compared again after each burst of
-    /// drawing.
+    /// false when it was not, or when nothing was drawn for [`PACE_QUIET`] without the
+    /// screen being it (a screen that stopped drawing will not become it: the original
+    /// showed a passing state, or the replay differs). The screen is compared again
+    /// after each burst of drawing.
     fn wait_for_frame(&mut self, want: &[u128], bound: Duration) -> Result<bool> {
         let start = Instant::now();
         let mut drawn = start;

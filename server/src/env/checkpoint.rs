@@ -152,9 +152,10 @@ impl Env {
         let seed = cp.episode.seed;
         let result = (|| {
             let d = self.live_desktop(s, true)?;
-            // Keys typed in a run first go without a settle between them; a frame
-            // that differs from the checkpoint's is rebuilt again, every action
-            // settled (the replay before this shortcut).
+            // Keys typed in a run first go without a settle between them. On a
+            // sandboxed desktop a frame that differs from the checkpoint's is rebuilt
+            // again, every action settled and paced to the screens the agent saw (apps
+            // there answer at their own speed); elsewhere only a shortcut can differ.
             let mut replayed = "fast";
             let out = d.reset(seed)?;
             self.note_socket(Some(&**d));
@@ -162,7 +163,8 @@ impl Env {
             let (mut out, unsettled) = d.replay(actions, seen, true, out)?;
             self.still(d)?;
             let mut frame = d.capture()?;
-            let again = frame.hash != cp.frame_hash() && unsettled > 0;
+            let sandboxed = self.pool.spec.profile.sandboxed();
+            let again = frame.hash != cp.frame_hash() && (unsettled > 0 || sandboxed);
             crate::metrics::METRICS.replay(unsettled, again);
             if again {
                 tracing::debug!(env = %self.id, unsettled, "the fast replay differed; replaying settled");
