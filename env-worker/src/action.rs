@@ -151,6 +151,14 @@ pub enum Action {
 }
 
 impl Action {
+    /// Whether a replay may send `actions[i]` without a settle: it and the next action
+    /// both [replay unsettled](Self::replays_unsettled) (a run's last key waits for
+    /// the run).
+    pub fn in_unsettled_run(actions: &[Action], i: usize) -> bool {
+        actions.get(i).is_some_and(Action::replays_unsettled)
+            && actions.get(i + 1).is_some_and(Action::replays_unsettled)
+    }
+
     /// Whether a replay may send this key without waiting for the screen before the
     /// next one: text without line breaks or tabs, and single keys that edit where the
     /// focus is (a character, BackSpace, Delete, arrows, Home, End, space). Enter, Tab,

@@ -168,9 +168,7 @@ impl Desktop {
             PACE_MISSES
         };
         for (i, a) in actions.iter().enumerate() {
-            let in_run =
-                a.replays_unsettled() && actions.get(i + 1).is_some_and(Action::replays_unsettled);
-            if fast && in_run {
+            if fast && Action::in_unsettled_run(actions, i) {
                 self.check_alive()?;
                 let cx = ctx(&mut self.x, &self.xvfb, &self.config);
                 if let Some(done) = self.runner.act_only(cx, a) {

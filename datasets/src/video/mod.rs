@@ -453,12 +453,14 @@ impl VideoStream {
                 }
                 ep.base = buffer.dts().or(buffer.pts());
                 ep.mux.src.set_caps(sample.caps_owned().as_ref());
-                let avcc = sample
-                    .caps()
-                    .and_then(|c| c.structure(0))
-                    .and_then(|s| s.get::<gst::Buffer>("codec_data").ok());
-                let avcc = avcc.as_ref().and_then(|b| b.map_readable().ok());
-                if !matches!(self.skip, Some(None)) {
+                // Once per encoder: its parameters do not change, and every episode
+                // starts at an IDR, where the renumbering starts over.
+                if self.skip.is_none() {
+                    let avcc = sample
+                        .caps()
+                        .and_then(|c| c.structure(0))
+                        .and_then(|s| s.get::<gst::Buffer>("codec_data").ok());
+                    let avcc = avcc.as_ref().and_then(|b| b.map_readable().ok());
                     self.skip = Some(avcc.and_then(|m| skip::Stream::from_avcc(&m)));
                 }
             }

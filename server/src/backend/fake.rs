@@ -123,10 +123,7 @@ impl Desktop for FakeDesktop {
         }
         let mut unsettled = 0;
         for (i, a) in actions.iter().enumerate() {
-            if fast
-                && a.replays_unsettled()
-                && actions.get(i + 1).is_some_and(Action::replays_unsettled)
-            {
+            if fast && Action::in_unsettled_run(actions, i) {
                 unsettled += 1;
                 if unsettled == 1 && self.lossy.load(Ordering::Acquire) {
                     continue;
