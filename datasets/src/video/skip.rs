@@ -160,7 +160,8 @@ fn sps(rbsp: &[u8]) -> Option<(u32, u32)> {
             return None; // scaling matrices (not worth parsing past)
         }
     }
-    let log2_max_frame_num = r.ue()? + 4;
+    // The standard's bound (0..=12): anything else is not a stream to write into.
+    let log2_max_frame_num = r.ue().filter(|v| *v <= 12)? + 4;
     if r.ue()? != 2 {
         return None; // the order count must follow frame_num
     }
@@ -173,7 +174,7 @@ fn sps(rbsp: &[u8]) -> Option<(u32, u32)> {
     if r.u(1)? != 1 {
         return None; // fields
     }
-    Some((log2_max_frame_num, width * height))
+    Some((log2_max_frame_num, width.checked_mul(height)?))
 }
 
 /// Parses a PPS RBSP: `(pps_id, deblocking_filter_control_present)`, or `None` for
