@@ -186,6 +186,20 @@ impl Action {
         }
     }
 
+    /// Whether the focused app answers this input by drawing (a typed character, an
+    /// edit, a command's output): typed text and keys, except a bare modifier, which
+    /// draws nothing anywhere.
+    pub fn answered_by_drawing(&self) -> bool {
+        match self {
+            Action::TypeText(_) => true,
+            Action::Key(k) => !matches!(
+                k.to_ascii_lowercase().as_str(),
+                "shift" | "ctrl" | "control" | "alt" | "super" | "meta" | "win" | "cmd"
+            ),
+            _ => false,
+        }
+    }
+
     /// The points this action touches, with the field name each came from.
     pub fn points(&self) -> Vec<(&'static str, Point)> {
         match self {

@@ -573,6 +573,15 @@ impl XSession {
     /// the app acknowledge its drawing, so one round trip (draining the damage it caused)
     /// is all that is left.
     pub fn settle(&mut self, settle: Settle) -> Result<SettleReport> {
+        self.settle_responding(settle, Duration::ZERO)
+    }
+
+    /// [`Self::settle`] after an input the app answers by drawing (a key): the quiet
+    /// window only counts once the screen changed, or once `respond` passed without a
+    /// change. An app that draws its answer from its next frame (a terminal echoing
+    /// through its shell: key, pty, shell, pty, frame clock) is often still silent
+    /// when a plain quiet window ends, and the step would show the screen before the key.
+    pub fn settle_responding(&mut self, settle: Settle, respond: Duration) -> Result<SettleReport> {
         let start = Instant::now();
         let (quiet, cap) = settle.window();
         // A round trip first: damage caused by everything processed so far is then
@@ -594,13 +603,18 @@ impl XSession {
                 quiesced,
                 damage_events: events,
             };
-            if now - last_change >= quiet {
+            // Until the app answered (or gave up answering), the quiet is not its own.
+            let waiting_answer = events == 0 && waited < respond;
+            if now - last_change >= quiet && !waiting_answer {
                 return Ok(report(true));
             }
             if waited >= cap {
                 return Ok(report(false));
             }
-            let until = (last_change + quiet).min(start + cap);
+            let mut until = (last_change + quiet).min(start + cap);
+            if waiting_answer {
+                until = until.max(start + respond.min(cap));
+            }
             self.wait_readable(until.saturating_duration_since(now))?;
         }
     }

@@ -62,6 +62,31 @@ def test_desktop_env_runs_a_real_terminal_typed_into_by_pixels(exec_server: Serv
         env.close()
 
 
+def test_a_key_step_shows_the_terminals_echo_of_that_key(exec_server: Server) -> None:
+    """A key's step observes the screen that answers it: gnome-terminal echoes through
+    its shell and draws from its next frame, after the `damage` settle's 10 ms quiet
+    window had ended (every one of 64 key steps showed the screen before its key)."""
+    c = deskgym.Client(exec_server.address)
+    try:
+        pool = c.create_pool("blank", 1, screen=(800, 600), profile="desktop", capabilities=["launch_app"])
+        e = pool.env_ids[0]
+        c.reset(e, seed=0)
+        c.step(e, deskgym.to_proto({"verb": "launch_app", "app": "terminal"}))
+        c.step(e, deskgym.to_proto({"verb": "wait", "ms": 1500}))
+        steps = [{"verb": "key", "keys": k} for k in ("e", "c", "h", "o", "space", "x", "BackSpace")]
+        steps += [{"verb": "type_text", "text": t} for t in (" one", " two-three")]
+        late = []
+        for a in steps:
+            s = c.step(e, deskgym.to_proto(a))
+            time.sleep(0.3)
+            later = c.step(e, deskgym.to_proto({"verb": "noop"}))
+            if s.observation.frame_hash != later.observation.frame_hash:
+                late.append(a)
+        assert late == [], f"the step showed the screen before its key for {late}"
+    finally:
+        c.close()
+
+
 @pytest.mark.spec("aci:3.4.exec-argv", "aci:3.4.exec-result", "aci:3.4.exec-timeout", "aci:3.4.exec-capability")
 def test_exec_results_and_errors(exec_server: Server) -> None:
     env = deskgym.make("blank", address=exec_server.address, profile="desktop", capabilities=["exec"], screen=(320, 240))

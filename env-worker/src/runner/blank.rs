@@ -34,7 +34,8 @@ impl Runner for BlankRunner {
 
     fn step(&mut self, cx: Ctx<'_>, action: &Action) -> Result<Outcome> {
         self.session.act(cx.x, action)?;
-        let settle = cx.x.settle(cx.settle)?;
+        let settle =
+            cx.x.settle_responding(cx.settle, cx.settle.answer_wait(action))?;
         Ok(Outcome {
             app: AppState::idle(),
             settle,
