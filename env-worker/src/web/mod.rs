@@ -89,8 +89,11 @@ impl Page {
             "--enable-gpu-benchmarking".into(),
             // Software compositing in the browser process (no GPU here; one process
             // less, ~12 MiB less per env), and no throttling of a window nobody looks
-            // at. (`--disable-frame-rate-limit` and `--disable-gpu-vsync` leave the
-            // frame clock at 60 Hz under Xvfb: measured, not used.)
+            // at. The page's frame clock stays at 60 Hz under Xvfb whatever the flags,
+            // but without the frame-rate limit the display draws a commit as soon as
+            // it arrives instead of at the next tick: the frame after an input is
+            // presented one period sooner (measured: 29 -> 16 ms after a click).
+            "--disable-frame-rate-limit".into(),
             "--disable-gpu".into(),
             "--in-process-gpu".into(),
             "--disable-background-timer-throttling".into(),
