@@ -17,7 +17,7 @@ OSWORLD=0
 
 # xvfb: the displays; xfonts-base: the task app's 10x20 font; python3-venv: .venv;
 # GStreamer: headers to build, plugins for per-episode H.264 video (x264enc is in
-# -ugly, h264parse/openh264enc/nvcodec in -bad, mp4mux in -good; -libav's FFmpeg decoder
+# -ugly, h264parse/openh264enc/nvcodec in -bad, qtdemux (tests read the MP4s back) in -good; -libav's FFmpeg decoder
 # checks, in the tests, that videos decode as Python readers decode them).
 PKGS=(xvfb xfonts-base python3-venv python3-pip pkg-config
       libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev gstreamer1.0-tools

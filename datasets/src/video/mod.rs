@@ -30,11 +30,13 @@ pub enum VideoError {
 
 mod i420;
 mod live;
+mod mp4;
 mod probe;
 mod skip;
 
 pub use i420::rgb_to_i420;
 pub use live::{AccessUnit, LiveEncoder, codec_string};
+use mp4::Mp4;
 use probe::element_settings;
 pub use probe::{ENCODERS, EncoderChoice, encoder};
 
@@ -44,9 +46,9 @@ pub use probe::{ENCODERS, EncoderChoice, encoder};
 /// (x264/openh264 start-up and shutdown), which at short episodes and ~1000 steps/s
 /// was a quarter of the machine. So each env keeps one encoder pipeline
 /// (`appsrc ! enc ! h264parse ! appsink`, fed I420 converted here) for the whole run; an
-/// episode asks for a keyframe at its first frame, and its encoded frames are muxed
-/// into that episode's own file by a small `appsrc ! mp4mux ! filesink` pipeline,
-/// rebased so every episode file starts at 0.
+/// episode asks for a keyframe at its first frame, and its encoded frames are written
+/// into that episode's own MP4 by [`mp4`] (no muxer pipeline per episode), rebased so
+/// every episode file starts at 0.
 ///
 /// Constant frame rate: every slot holds a picture, so step `i` of an episode is the
 /// `i`-th frame at `i / fps` seconds in its file (LeRobot and other frame-index readers
@@ -72,8 +74,6 @@ pub struct VideoStream {
     pushed: u64,
     out: u64,
     episode: Option<EpisodeFile>,
-    /// The last episode's muxer, reset and reused (building one costs more).
-    spare: Option<Muxer>,
     /// The last picture converted (its own memory, not a pooled buffer), pushed again
     /// for a repeated frame.
     last_picture: Option<gst::Buffer>,
@@ -86,16 +86,9 @@ pub struct VideoStream {
     skip: Option<Option<skip::Stream>>,
 }
 
-/// `appsrc ! mp4mux ! filesink`: writes one episode's encoded frames to a file.
-struct Muxer {
-    pipeline: gst::Pipeline,
-    src: gst_app::AppSrc,
-    sink: gst::Element,
-}
-
 /// The episode being written: its muxer and what has been pushed for it.
 struct EpisodeFile {
-    mux: Muxer,
+    mux: Mp4,
     path: PathBuf,
     tmp: PathBuf,
     /// Slot of the episode's first frame in the encoder's stream.
@@ -200,7 +193,6 @@ impl VideoStream {
             pushed: 0,
             out: 0,
             episode: None,
-            spare: None,
             last_picture: None,
             constant_rate: true,
             skip: None,
@@ -219,15 +211,7 @@ impl VideoStream {
             self.end_episode()?;
         }
         let tmp = path.with_extension("mp4.tmp");
-        let mux = match self.spare.take() {
-            Some(m) => m,
-            None => Muxer::new()?,
-        };
-        mux.sink
-            .set_property("location", tmp.to_string_lossy().as_ref());
-        mux.pipeline
-            .set_state(gst::State::Playing)
-            .map_err(|e| VideoError::Pipeline(e.to_string()))?;
+        let mux = Mp4::create(&tmp, self.info.width(), self.info.height(), self.fps)?;
         self.episode = Some(EpisodeFile {
             mux,
             path: path.to_path_buf(),
@@ -328,17 +312,14 @@ impl VideoStream {
             if let Some(mut last) = ep.held.take() {
                 let b = last.make_mut();
                 b.set_duration(b.pts().map(|p| end.saturating_sub(p)));
-                ep.mux.push(last)?;
+                push_sample(&mut ep.mux, &last)?;
             }
             ep.finish()
         });
-        match written.and_then(|mux| self.drain_bus().map(|()| mux)) {
-            Ok(mux) => self.spare = Some(mux),
-            Err(e) => {
-                // Nothing half-written stays behind (readers never look at .tmp).
-                let _ = std::fs::remove_file(&tmp);
-                return Err(e);
-            }
+        if let Err(e) = written.and_then(|()| self.drain_bus()) {
+            // Nothing half-written stays behind (readers never look at .tmp).
+            let _ = std::fs::remove_file(&tmp);
+            return Err(e);
         }
         Ok(frames as f64 / f64::from(self.fps))
     }
@@ -452,16 +433,21 @@ impl VideoStream {
                     ));
                 }
                 ep.base = buffer.dts().or(buffer.pts());
-                ep.mux.src.set_caps(sample.caps_owned().as_ref());
+                let avcc = sample
+                    .caps()
+                    .and_then(|c| c.structure(0))
+                    .and_then(|s| s.get::<gst::Buffer>("codec_data").ok())
+                    .ok_or_else(|| {
+                        VideoError::Pipeline("the encoder's stream has no codec_data".into())
+                    })?;
+                let avcc = avcc
+                    .map_readable()
+                    .map_err(|e| VideoError::Pipeline(e.to_string()))?;
+                ep.mux.set_avcc(&avcc);
                 // Once per encoder: its parameters do not change, and every episode
                 // starts at an IDR, where the renumbering starts over.
                 if self.skip.is_none() {
-                    let avcc = sample
-                        .caps()
-                        .and_then(|c| c.structure(0))
-                        .and_then(|s| s.get::<gst::Buffer>("codec_data").ok());
-                    let avcc = avcc.as_ref().and_then(|b| b.map_readable().ok());
-                    self.skip = Some(avcc.and_then(|m| skip::Stream::from_avcc(&m)));
+                    self.skip = Some(skip::Stream::from_avcc(&avcc));
                 }
             }
             if let Some(Some(stream)) = self.skip.as_mut() {
@@ -522,29 +508,6 @@ fn slot_time(fps: u32, slot: u64) -> gst::ClockTime {
         .unwrap_or_default()
 }
 
-impl Muxer {
-    fn new() -> Result<Self, VideoError> {
-        // The caps filter makes mp4mux give the source a video pad; the exact caps
-        // (with codec_data) are set from the encoder's first sample.
-        let pipeline = pipeline(
-            "appsrc name=src format=time ! video/x-h264,stream-format=avc,alignment=au \
-             ! mp4mux ! filesink name=sink",
-        )?;
-        Ok(Self {
-            src: by_name(&pipeline, "src")?,
-            sink: by_name(&pipeline, "sink")?,
-            pipeline,
-        })
-    }
-
-    fn push(&self, buffer: gst::Buffer) -> Result<(), VideoError> {
-        self.src.push_buffer(buffer).map_err(|e| {
-            bus_error(&self.pipeline).unwrap_or_else(|| VideoError::Pipeline(format!("mux: {e:?}")))
-        })?;
-        Ok(())
-    }
-}
-
 impl EpisodeFile {
     /// Gives the muxer the frame held back, now that `buffer`'s time ends it, and
     /// holds `buffer`.
@@ -556,42 +519,32 @@ impl EpisodeFile {
             if let (Some(next), Some(pts)) = (next, p.pts()) {
                 p.set_duration(next.saturating_sub(pts));
             }
-            self.mux.push(prev)?;
+            push_sample(&mut self.mux, &prev)?;
         }
         Ok(())
     }
 
-    /// Ends the muxer's stream, waits for it to write the file, fsyncs, renames.
-    /// Returns the muxer, reset for the next episode.
-    fn finish(self) -> Result<Muxer, VideoError> {
-        let mux = self.mux;
-        let _ = mux.src.end_of_stream();
-        let bus = mux
-            .pipeline
-            .bus()
-            .ok_or_else(|| VideoError::Pipeline("no bus".into()))?;
-        let msg = bus.timed_pop_filtered(STUCK, &[gst::MessageType::Eos, gst::MessageType::Error]);
-        let outcome = match msg.as_ref().map(|m| m.view()) {
-            Some(gst::MessageView::Eos(_)) => Ok(()),
-            Some(gst::MessageView::Error(e)) => Err(VideoError::Pipeline(e.error().to_string())),
-            _ => Err(VideoError::Pipeline("the muxer did not finish".into())),
-        };
-        // Back to NULL (not dropped): ready to take the next episode's location.
-        let _ = mux.pipeline.set_state(gst::State::Null);
-        outcome?;
-        let io = |e: std::io::Error| VideoError::Pipeline(format!("{}: {e}", self.path.display()));
-        std::fs::File::open(&self.tmp)
-            .and_then(|f| f.sync_all())
-            .map_err(io)?;
-        std::fs::rename(&self.tmp, &self.path).map_err(io)?;
-        Ok(mux)
+    /// Finishes the file (index, fsync) and renames it into place.
+    fn finish(self) -> Result<(), VideoError> {
+        self.mux.finish()?;
+        std::fs::rename(&self.tmp, &self.path)
+            .map_err(|e| VideoError::Pipeline(format!("{}: {e}", self.path.display())))
     }
 }
 
-impl Drop for Muxer {
-    fn drop(&mut self) {
-        let _ = self.pipeline.set_state(gst::State::Null);
-    }
+/// Gives `mux` an encoded frame, its times rebased to the episode's start.
+fn push_sample(mux: &mut Mp4, buffer: &gst::Buffer) -> Result<(), VideoError> {
+    let map = buffer
+        .map_readable()
+        .map_err(|e| VideoError::Pipeline(e.to_string()))?;
+    let pts = buffer.pts().unwrap_or_default();
+    mux.push(&mp4::Sample {
+        data: &map,
+        pts: pts.nseconds(),
+        dts: buffer.dts().unwrap_or(pts).nseconds(),
+        duration: buffer.duration().unwrap_or_default().nseconds(),
+        key: !buffer.flags().contains(gst::BufferFlags::DELTA_UNIT),
+    })
 }
 
 impl Drop for VideoStream {

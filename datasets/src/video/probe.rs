@@ -15,13 +15,11 @@ pub const ENCODERS: [(&str, &str); 3] = [
 ];
 
 /// Other elements every recording pipeline needs, with their Debian packages.
-const REQUIRED: [(&str, &str); 6] = [
+const REQUIRED: [(&str, &str); 4] = [
     ("appsrc", "gstreamer1.0-plugins-base"),
     ("appsink", "gstreamer1.0-plugins-base"),
     ("videotestsrc", "gstreamer1.0-plugins-base"),
     ("h264parse", "gstreamer1.0-plugins-bad"),
-    ("mp4mux", "gstreamer1.0-plugins-good"),
-    ("filesink", "libgstreamer1.0-0"),
 ];
 
 /// The encoder chosen by the probe, and the candidates rejected before it.
