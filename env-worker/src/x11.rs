@@ -581,7 +581,11 @@ impl XSession {
     /// change. An app that draws its answer from its next frame (a terminal echoing
     /// through its shell: key, pty, shell, pty, frame clock) is often still silent
     /// when a plain quiet window ends, and the step would show the screen before the key.
-    pub fn settle_responding(&mut self, settle: Settle, respond: Duration) -> Result<SettleReport> {
+    pub(crate) fn settle_responding(
+        &mut self,
+        settle: Settle,
+        respond: Duration,
+    ) -> Result<SettleReport> {
         let start = Instant::now();
         let (quiet, cap) = settle.window();
         // A round trip first: damage caused by everything processed so far is then

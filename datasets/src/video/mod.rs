@@ -532,7 +532,7 @@ impl EpisodeFile {
     }
 }
 
-/// Gives `mux` an encoded frame, its times rebased to the episode's start.
+/// Gives `mux` an encoded frame (its times already rebased to the episode's start).
 fn push_sample(mux: &mut Mp4, buffer: &gst::Buffer) -> Result<(), VideoError> {
     let map = buffer
         .map_readable()

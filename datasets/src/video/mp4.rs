@@ -13,8 +13,9 @@ use std::path::Path;
 
 use super::VideoError;
 
-/// Ticks per second of the track: slot times are whole milliseconds at any frame rate
-/// that divides 1000, and within half a tick of their nanosecond time otherwise.
+/// Track ticks per frame period (the timescale is `fps` times this): frame *k* starts
+/// at tick `k * 1000` exactly, whatever the rate; nanosecond times are rounded to the
+/// nearest tick.
 const TICKS_PER_FRAME: u32 = 1000;
 
 /// An MP4 being written.

@@ -109,9 +109,7 @@ impl Runner for ScriptRunner {
     }
 
     fn step(&mut self, cx: Ctx<'_>, action: &Action) -> Result<Outcome> {
-        self.session.act(cx.x, action)?;
-        let settle =
-            cx.x.settle_responding(cx.settle, cx.settle.answer_wait(action))?;
+        let settle = self.session.act_settled(cx.x, cx.settle, action)?;
         Ok(Outcome {
             app: self.check()?,
             settle,

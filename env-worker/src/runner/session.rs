@@ -103,6 +103,18 @@ impl Session {
         }
     }
 
+    /// [`Self::act`], then waits for the screen to settle; after a key, for the app's
+    /// answer first ([`crate::Settle::answer_wait`]).
+    pub(crate) fn act_settled(
+        &mut self,
+        x: &mut XSession,
+        settle: crate::Settle,
+        action: &Action,
+    ) -> Result<crate::SettleReport> {
+        self.act(x, action)?;
+        x.settle_responding(settle, settle.answer_wait(action))
+    }
+
     /// Launches a program and waits (at most [`LAUNCH_WINDOW_WAIT`]) for a new top-level
     /// window, so the step that launches an app observes it. An app that shows no new
     /// window (a second instance handing over to the first) just takes the full wait.
