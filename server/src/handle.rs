@@ -25,6 +25,9 @@ pub(crate) struct Pool {
     pub env_ids: Vec<String>,
     /// Last call or renewal (tokio's clock, so tests can pause time).
     pub(crate) last_used: Mutex<tokio::time::Instant>,
+    /// Calls on its envs now running ([`crate::env::Env::begin`] to the flight's end):
+    /// a pool in use is not expired, however long a call takes on a loaded host.
+    pub(crate) in_flight: AtomicU32,
     pub(crate) spares: Mutex<Vec<Box<dyn Desktop>>>,
     pub(crate) spares_starting: AtomicU32,
     pub(crate) closed: AtomicBool,
@@ -69,8 +72,12 @@ impl Pool {
         Usage::of(desktops, self.spec.screen)
     }
 
-    /// True when untouched for longer than its lease (or `idle`, without one).
+    /// True when untouched for longer than its lease (or `idle`, without one) and
+    /// no call on its envs is running.
     pub(crate) fn expired(&self, idle: Option<Duration>) -> bool {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            return false;
+        }
         match self.lease.or(idle) {
             Some(ttl) => lock(&self.last_used).elapsed() > ttl,
             None => false,

@@ -198,6 +198,10 @@ pub(crate) struct Flight(Arc<Env>);
 impl Drop for Flight {
     fn drop(&mut self) {
         self.0.busy.store(0, Ordering::Release);
+        // The lease runs again from the call's end: a client whose renewals were late
+        // while its call ran (a loaded host) still has a whole lease to renew in.
+        self.0.pool.touch();
+        self.0.pool.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -474,7 +478,10 @@ impl Env {
             .busy
             .compare_exchange(0, call as u8, Ordering::AcqRel, Ordering::Acquire)
         {
-            Ok(_) => Ok(Flight(self.clone())),
+            Ok(_) => {
+                self.pool.in_flight.fetch_add(1, Ordering::AcqRel);
+                Ok(Flight(self.clone()))
+            }
             Err(other) => Err(EnvError::Busy {
                 env: self.id.clone(),
                 call: Call::name(other),

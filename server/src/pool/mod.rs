@@ -450,6 +450,7 @@ impl PoolManager {
             last_used: Mutex::new(tokio::time::Instant::now()),
             spares: Mutex::new(spares),
             spares_starting: AtomicU32::new(0),
+            in_flight: AtomicU32::new(0),
             closed: AtomicBool::new(false),
             recording_path: recorder.as_ref().map(|r| r.dir().to_path_buf()),
             recorder: RwLock::new(recorder),

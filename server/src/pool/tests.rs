@@ -216,3 +216,26 @@ async fn leases_expire_with_time_and_renewals_keep_them() {
         "the silent pool was reaped"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_in_flight_keeps_its_pool_and_its_end_restarts_the_lease() {
+    let (mgr, _) = manager(4);
+    let who = Principal::local(mgr.limits());
+    let mut r = req(1, 0);
+    r.lease_ttl_ms = 1_000;
+    let spec = mgr.spec(&r).unwrap();
+    let pool = mgr.create_pool(spec, 1, None, &who).await.unwrap();
+    let env = mgr.env(&pool.env_ids[0], &who).unwrap();
+    // A step that outlasts the lease on a loaded host: no renewal meanwhile.
+    let flight = env.begin(crate::env::Call::Step).unwrap();
+    tokio::time::advance(Duration::from_millis(3_000)).await;
+    assert!(mgr.reap_idle(None).await.is_empty(), "reaped mid-call");
+    drop(flight);
+    tokio::time::advance(Duration::from_millis(900)).await;
+    assert!(
+        mgr.reap_idle(None).await.is_empty(),
+        "the lease runs from the call's end"
+    );
+    tokio::time::advance(Duration::from_millis(200)).await;
+    assert_eq!(mgr.reap_idle(None).await, vec![pool.id.clone()]);
+}
