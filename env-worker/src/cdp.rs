@@ -5,6 +5,12 @@
 //! Blocking on purpose: the worker runs on the server's blocking step pool, one call
 //! at a time per env, so a command is a write and a read on one stream, bounded by the
 //! stream's timeouts. Events the page sends meanwhile are read and dropped.
+//!
+//! Input is posted ([`Cdp::post`]): a step's events go out back to back and their
+//! answers are collected before the next call is sent. Chromium queues one page's input
+//! in order, so nothing is reordered, but a call in another domain (`Runtime.evaluate`
+//! reaches the renderer by another route) could overtake input still queued: hence
+//! every call first waits for what was posted.
 
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
@@ -30,12 +36,15 @@ fn lost(what: impl std::fmt::Display) -> DesktopError {
 pub(crate) struct Cdp {
     ws: WebSocket<UnixStream>,
     next_id: u64,
+    /// Posted commands not answered yet (id, method).
+    posted: Vec<(u64, &'static str)>,
 }
 
 impl std::fmt::Debug for Cdp {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Cdp")
             .field("next_id", &self.next_id)
+            .field("posted", &self.posted)
             .finish()
     }
 }
@@ -66,31 +75,78 @@ impl Cdp {
         let stream = sandbox.connect(port, COMMAND_TIMEOUT)?;
         let url = format!("ws://127.0.0.1:{port}{path}");
         let (ws, _) = tungstenite::client::client(url.as_str(), stream).map_err(lost)?;
-        Ok(Self { ws, next_id: 1 })
+        Ok(Self {
+            ws,
+            next_id: 1,
+            posted: Vec::new(),
+        })
     }
 
-    /// Sends `method` with `params` and waits for its answer (its `result`). A
-    /// protocol error is the browser's answer, not a lost browser: `Exec` with it.
+    /// Sends `method` with `params` and waits for its answer (its `result`), after
+    /// the answers to everything posted before it. A protocol error is the browser's
+    /// answer, not a lost browser: `Exec` with it. A posted command's error is
+    /// returned instead, and then this call is not sent (its step failed already).
     pub(crate) fn call(&mut self, method: &str, params: Value) -> Result<Value> {
-        let id = self.next_id;
-        self.next_id += 1;
-        let msg = json!({"id": id, "method": method, "params": params}).to_string();
-        self.ws.send(Message::text(msg)).map_err(lost)?;
+        self.collect()?;
+        let id = self.send(method, params)?;
         loop {
-            let text = match self.ws.read().map_err(lost)? {
-                Message::Text(t) => t,
-                Message::Close(_) => return Err(lost("the DevTools connection closed")),
-                _ => continue,
-            };
-            let mut v: Value = serde_json::from_str(text.as_str()).map_err(lost)?;
-            if v.get("id").and_then(Value::as_u64) != Some(id) {
-                // An event (or the answer to nothing of ours): dropped.
+            let (got, mut v) = self.answer()?;
+            if got != id {
+                // The answer to nothing of ours: dropped.
                 continue;
             }
             if let Some(e) = v.get("error") {
                 return Err(cdp_error(method, e));
             }
             return Ok(v.get_mut("result").map(Value::take).unwrap_or(Value::Null));
+        }
+    }
+
+    /// Sends `method` with `params` without waiting: its answer is read before the
+    /// next [`Cdp::call`] is sent, and an error in it is that call's.
+    pub(crate) fn post(&mut self, method: &'static str, params: Value) -> Result<()> {
+        let id = self.send(method, params)?;
+        self.posted.push((id, method));
+        Ok(())
+    }
+
+    /// Reads the answers to every posted command (in whatever order they come); the
+    /// first error among them is returned once all are in, so the stream stays in step.
+    fn collect(&mut self) -> Result<()> {
+        let mut failed = None;
+        while !self.posted.is_empty() {
+            let (got, v) = self.answer()?;
+            let Some(i) = self.posted.iter().position(|(id, _)| *id == got) else {
+                continue;
+            };
+            let (_, method) = self.posted.swap_remove(i);
+            if let (None, Some(e)) = (&failed, v.get("error")) {
+                failed = Some(cdp_error(method, e));
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    fn send(&mut self, method: &str, params: Value) -> Result<u64> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let msg = json!({"id": id, "method": method, "params": params}).to_string();
+        self.ws.send(Message::text(msg)).map_err(lost)?;
+        Ok(id)
+    }
+
+    /// The next answer (an id and the whole message); events are dropped.
+    fn answer(&mut self) -> Result<(u64, Value)> {
+        loop {
+            let text = match self.ws.read().map_err(lost)? {
+                Message::Text(t) => t,
+                Message::Close(_) => return Err(lost("the DevTools connection closed")),
+                _ => continue,
+            };
+            let v: Value = serde_json::from_str(text.as_str()).map_err(lost)?;
+            if let Some(id) = v.get("id").and_then(Value::as_u64) {
+                return Ok((id, v));
+            }
         }
     }
 
@@ -181,6 +237,68 @@ fn page_path(sandbox: &Sandbox, port: u16) -> Result<Option<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A DevTools peer on the other end of a socket pair: answers what `script` says.
+    fn peer(script: impl FnOnce(&mut WebSocket<UnixStream>) + Send + 'static) -> Cdp {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        std::thread::spawn(move || {
+            let mut ws = tungstenite::accept(theirs).unwrap();
+            script(&mut ws);
+        });
+        let (ws, _) = tungstenite::client::client("ws://127.0.0.1/devtools/page/x", ours).unwrap();
+        Cdp {
+            ws,
+            next_id: 1,
+            posted: Vec::new(),
+        }
+    }
+
+    fn id_of(m: Message) -> u64 {
+        let v: Value = serde_json::from_str(m.to_text().unwrap()).unwrap();
+        v["id"].as_u64().unwrap()
+    }
+
+    fn answer(ws: &mut WebSocket<UnixStream>, msg: Value) {
+        ws.send(Message::text(msg.to_string())).unwrap();
+    }
+
+    #[test]
+    fn a_call_waits_for_the_posted_answers_before_it_is_sent_and_reports_their_error() {
+        let mut cdp = peer(|ws| {
+            let a = id_of(ws.read().unwrap());
+            let b = id_of(ws.read().unwrap());
+            // Nothing more comes until both are answered: a call must not overtake them.
+            ws.get_ref()
+                .set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            assert!(
+                ws.read().is_err(),
+                "the call was sent before the posted answers"
+            );
+            ws.get_ref().set_read_timeout(None).unwrap();
+            // Out of order, an event between, the first posted one refused.
+            answer(ws, json!({"id": b, "result": {}}));
+            answer(ws, json!({"method": "Page.frameNavigated", "params": {}}));
+            answer(
+                ws,
+                json!({"id": a, "error": {"code": -32602, "message": "Invalid parameters"}}),
+            );
+            // The failed call was never sent: the next message is the call after it.
+            let c = id_of(ws.read().unwrap());
+            assert_eq!(c, b + 1, "the call that failed on a posted error was sent");
+            answer(ws, json!({"id": c, "result": {"n": 1}}));
+        });
+        cdp.post("Input.dispatchKeyEvent", json!({})).unwrap();
+        cdp.post("Input.dispatchMouseEvent", json!({})).unwrap();
+        let e = cdp.call("Runtime.evaluate", json!({})).unwrap_err();
+        assert!(
+            e.to_string().contains("Input.dispatchKeyEvent"),
+            "the posted command's error is the call's: {e}"
+        );
+        assert!(!e.is_fatal());
+        // The stream stayed in step: the next call gets its own answer.
+        assert_eq!(cdp.call("Runtime.evaluate", json!({})).unwrap()["n"], 1);
+    }
 
     #[test]
     fn a_crashed_renderer_restarts_the_desktop_and_a_bad_call_does_not() {

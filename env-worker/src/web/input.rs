@@ -1,5 +1,7 @@
 //! Input over DevTools: pointer, keys (an X keysym as the DOM key, code and virtual key
-//! code Chromium expects), text, the element's own click.
+//! code Chromium expects), text, the element's own click. Events are posted (sent
+//! without waiting, [`Cdp::post`]): a click's three and a word's keys go out back to
+//! back, and the settle's call after them waits for their answers first.
 
 use super::*;
 
@@ -117,12 +119,10 @@ impl Page {
             Some(Button::Middle) => ("middle", 4),
         };
         let buttons = if kind == "mouseReleased" { 0 } else { buttons };
-        self.cdp.call(
-            "Input.dispatchMouseEvent",
-            json!({"type": kind, "x": at.x, "y": at.y, "button": name, "buttons": buttons,
-                   "clickCount": clicks, "modifiers": self.modifiers()}),
-        )?;
-        Ok(())
+        let params = json!({"type": kind, "x": at.x, "y": at.y, "button": name,
+                            "buttons": buttons, "clickCount": clicks,
+                            "modifiers": self.modifiers()});
+        self.cdp.post("Input.dispatchMouseEvent", params)
     }
 
     pub(super) fn key_event(&mut self, kind: &str, k: Keysym) -> Result<()> {
@@ -148,8 +148,7 @@ impl Page {
             p["text"] = json!(t);
             p["unmodifiedText"] = json!(t);
         }
-        self.cdp.call("Input.dispatchKeyEvent", p)?;
-        Ok(())
+        self.cdp.post("Input.dispatchKeyEvent", p)
     }
 
     pub(super) fn chord(&mut self, chord: &str, down: bool, up: bool) -> Result<()> {
@@ -182,7 +181,8 @@ impl Page {
                 self.key_event("keyDown", k)?;
                 self.key_event("keyUp", k)?;
             } else {
-                // Beyond the key table (non-ASCII): the text arrives as an IME would.
+                // Beyond the key table (non-ASCII): the text arrives as an IME would,
+                // by another route than key events, so after their answers (a call).
                 self.cdp
                     .call("Input.insertText", json!({"text": c.to_string()}))?;
             }
@@ -209,7 +209,7 @@ impl Page {
             Action::Move { to } => self.mouse("mouseMoved", *to, None, 0)?,
             Action::Scroll { at, dx, dy } => {
                 self.mouse("mouseMoved", *at, None, 0)?;
-                self.cdp.call(
+                self.cdp.post(
                     "Input.dispatchMouseEvent",
                     json!({"type": "mouseWheel", "x": at.x, "y": at.y,
                            "deltaX": dx.saturating_mul(WHEEL_PX), "deltaY": dy.saturating_mul(WHEEL_PX),
