@@ -134,3 +134,39 @@ def test_a_live_but_busy_client_keeps_its_desktops() -> None:
             env.close()
     finally:
         assert s.stop() == 0
+
+
+def test_a_call_longer_than_the_lease_keeps_its_pool_without_renewals() -> None:
+    # Raw gRPC, so nothing renews: only the call in flight keeps the pool.
+    import grpc
+
+    from deskgym.v1 import deskgym_pb2 as pb
+    from deskgym.v1 import deskgym_pb2_grpc as pb_grpc
+
+    s = Server("--max-envs", "2", "--idle-timeout-s", "0")
+    try:
+        with grpc.insecure_channel(s.address) as ch:
+            stub = pb_grpc.DeskgymStub(ch)  # type: ignore[no-untyped-call]
+            pool = stub.CreatePool(
+                pb.CreatePoolRequest(task="click-target", num_envs=1, lease_ttl_ms=1000,
+                                     screen=pb.ScreenSize(width=SMALL[0], height=SMALL[1])),
+                timeout=60,
+            )
+            env = pool.env_ids[0]
+            stub.Reset(pb.ResetRequest(env_id=env, seed=0), timeout=60)
+            # Two and a half leases inside one call.
+            stub.Step(pb.StepRequest(env_id=env, action=deskgym.to_proto({"verb": "wait", "ms": 2500})), timeout=60)
+            # The lease runs from the call's end: the next call still finds the pool.
+            stub.Step(pb.StepRequest(env_id=env, action=deskgym.to_proto({"verb": "noop"})), timeout=60)
+            # Silent for longer than a lease, it is reaped (the reaper's bound is generous).
+            t0 = time.monotonic()
+            while True:
+                try:
+                    stub.Step(pb.StepRequest(env_id=env, action=deskgym.to_proto({"verb": "noop"})), timeout=60)
+                except grpc.RpcError as e:
+                    assert e.code() == grpc.StatusCode.NOT_FOUND, e
+                    break
+                assert time.monotonic() - t0 < 30, "the silent pool was never reaped"
+                time.sleep(1.5)
+    finally:
+        assert s.stop() == 0
