@@ -24,6 +24,10 @@ use crate::sandbox::Sandbox;
 /// The longest a command may take (a page's script that does not return, a browser
 /// that stopped answering): the stream's read timeout.
 const COMMAND_TIMEOUT: Duration = Duration::from_secs(10);
+/// The most commands posted and not yet answered: a long text's keys would otherwise
+/// fill the socket buffers both ways (answers unread while commands are written) and
+/// stall both ends until the timeout.
+const MAX_POSTED: usize = 64;
 /// The most bytes of a `/json/list` answer read.
 const MAX_LIST_BYTES: u64 = 1 << 20;
 
@@ -105,6 +109,9 @@ impl Cdp {
     /// Sends `method` with `params` without waiting: its answer is read before the
     /// next [`Cdp::call`] is sent, and an error in it is that call's.
     pub(crate) fn post(&mut self, method: &'static str, params: Value) -> Result<()> {
+        if self.posted.len() >= MAX_POSTED {
+            self.collect()?;
+        }
         let id = self.send(method, params)?;
         self.posted.push((id, method));
         Ok(())
@@ -298,6 +305,33 @@ mod tests {
         assert!(!e.is_fatal());
         // The stream stayed in step: the next call gets its own answer.
         assert_eq!(cdp.call("Runtime.evaluate", json!({})).unwrap()["n"], 1);
+    }
+
+    #[test]
+    fn posting_stops_at_its_bound_until_the_answers_are_read() {
+        let mut cdp = peer(|ws| {
+            let first: Vec<u64> = (0..MAX_POSTED).map(|_| id_of(ws.read().unwrap())).collect();
+            ws.get_ref()
+                .set_read_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
+            assert!(
+                ws.read().is_err(),
+                "posted past the bound without reading answers"
+            );
+            ws.get_ref().set_read_timeout(None).unwrap();
+            for id in first {
+                answer(ws, json!({"id": id, "result": {}}));
+            }
+            for _ in 0..11 {
+                let id = id_of(ws.read().unwrap());
+                answer(ws, json!({"id": id, "result": {"last": id}}));
+            }
+        });
+        for _ in 0..MAX_POSTED + 10 {
+            cdp.post("Input.dispatchKeyEvent", json!({})).unwrap();
+        }
+        let last = cdp.call("Runtime.evaluate", json!({})).unwrap();
+        assert_eq!(last["last"], MAX_POSTED as u64 + 11);
     }
 
     #[test]
