@@ -158,8 +158,10 @@ class _Leases:
             if not ids:
                 continue
             try:
+                # A whole lease to answer: a slow server still gets the renewal (one
+                # cancelled at a third of it never lands), and the next waits for it.
                 gone = self.stub.KeepAlive(
-                    pb.KeepAliveRequest(pool_ids=ids), timeout=period, metadata=self.metadata
+                    pb.KeepAliveRequest(pool_ids=ids), timeout=self.ttl_s, metadata=self.metadata
                 ).gone
             except grpc.RpcError:
                 continue  # the server is away; the next round tries again

@@ -170,3 +170,21 @@ def test_a_call_longer_than_the_lease_keeps_its_pool_without_renewals() -> None:
                 time.sleep(1.5)
     finally:
         assert s.stop() == 0
+
+
+def test_a_server_that_stalled_does_not_reap_the_pools_of_clients_that_kept_renewing() -> None:
+    # The whole server stopped for over two leases (an overloaded host, a debugger):
+    # its clients' renewals could not land, so the server, not they, was away.
+    s = Server("--max-envs", "2", "--idle-timeout-s", "0")
+    try:
+        with deskgym.Client(s.address, lease_ttl_s=1.0) as c:
+            env = deskgym.make("click-target", client=c, screen=SMALL)
+            env.reset(seed=0)
+            s.proc.send_signal(signal.SIGSTOP)
+            time.sleep(2.5)
+            s.proc.send_signal(signal.SIGCONT)
+            env.step({"verb": "noop"})
+            env.close()
+    finally:
+        s.proc.send_signal(signal.SIGCONT)
+        assert s.stop() == 0

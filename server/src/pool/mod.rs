@@ -69,7 +69,13 @@ pub(crate) struct PoolManager {
     record: RecordSettings,
     /// Profiles and the capabilities pools may be granted.
     policy: crate::spec::Policy,
+    /// When the reaper last looked (its lateness tells a stalled server).
+    last_reap: Mutex<Option<tokio::time::Instant>>,
 }
+
+/// A reaper round this late after the last means the server itself did not run (an
+/// overloaded host, a stopped process): renewals could not land meanwhile.
+const STALLED: Duration = Duration::from_secs(1);
 
 impl std::fmt::Debug for PoolManager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -141,6 +147,7 @@ impl PoolManager {
             next_id: AtomicU64::new(1),
             id_keys: RandomState::new(),
             record,
+            last_reap: Mutex::default(),
             policy: {
                 let catalog =
                     crate::profiles::Catalog::load(None).map_err(std::io::Error::other)?;
@@ -670,7 +677,21 @@ impl PoolManager {
 
     /// Closes pools whose lease expired (or, without a lease, untouched for longer
     /// than `idle`); returns their ids.
+    /// A round that finds the server was stalled (over [`STALLED`] since the last)
+    /// reaps nothing and restarts every lease: the clients were not the ones away.
     pub(crate) async fn reap_idle(self: &Arc<Self>, idle: Option<Duration>) -> Vec<String> {
+        let now = tokio::time::Instant::now();
+        let last = lock(&self.last_reap).replace(now);
+        if last.is_some_and(|t| now - t > STALLED) {
+            let pools = lock(&self.pools);
+            tracing::warn!(
+                stalled_ms = last.map_or(0, |t| (now - t).as_millis() as u64),
+                pools = pools.len(),
+                "the server did not run for a while; leases restarted, nothing reaped"
+            );
+            pools.values().for_each(|p| p.touch());
+            return Vec::new();
+        }
         let stale: Vec<(String, bool)> = lock(&self.pools)
             .values()
             .filter(|p| p.expired(idle))

@@ -217,14 +217,19 @@ async fn leases_expire_with_time_and_renewals_keep_them() {
     );
 }
 
+/// A one-env pool on a 1 s lease.
+async fn leased(mgr: &Arc<PoolManager>, who: &Principal) -> Arc<Pool> {
+    let mut r = req(1, 0);
+    r.lease_ttl_ms = 1_000;
+    let spec = mgr.spec(&r).unwrap();
+    mgr.create_pool(spec, 1, None, who).await.unwrap()
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_call_in_flight_keeps_its_pool_and_its_end_restarts_the_lease() {
     let (mgr, _) = manager(4);
     let who = Principal::local(mgr.limits());
-    let mut r = req(1, 0);
-    r.lease_ttl_ms = 1_000;
-    let spec = mgr.spec(&r).unwrap();
-    let pool = mgr.create_pool(spec, 1, None, &who).await.unwrap();
+    let pool = leased(&mgr, &who).await;
     let env = mgr.env(&pool.env_ids[0], &who).unwrap();
     // A step that outlasts the lease on a loaded host: no renewal meanwhile.
     let flight = env.begin(crate::env::Call::Step).unwrap();
@@ -236,6 +241,21 @@ async fn a_call_in_flight_keeps_its_pool_and_its_end_restarts_the_lease() {
         mgr.reap_idle(None).await.is_empty(),
         "the lease runs from the call's end"
     );
+    tokio::time::advance(Duration::from_millis(200)).await;
+    assert_eq!(mgr.reap_idle(None).await, vec![pool.id.clone()]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stalled_server_reaps_nothing_and_restarts_the_leases() {
+    let (mgr, _) = manager(4);
+    let who = Principal::local(mgr.limits());
+    let pool = leased(&mgr, &who).await;
+    assert!(mgr.reap_idle(None).await.is_empty());
+    // No reaper round (so no renewal could land either) for 2.5 leases.
+    tokio::time::advance(Duration::from_millis(2_500)).await;
+    assert!(mgr.reap_idle(None).await.is_empty(), "reaped after a stall");
+    tokio::time::advance(Duration::from_millis(900)).await;
+    assert!(mgr.reap_idle(None).await.is_empty());
     tokio::time::advance(Duration::from_millis(200)).await;
     assert_eq!(mgr.reap_idle(None).await, vec![pool.id.clone()]);
 }
