@@ -110,14 +110,19 @@ def main() -> None:
             t0 = time.perf_counter() + 0.2
             end = t0 + a.seconds
 
+            # An agent steps again only once its last step answered: on an overloaded
+            # host a step may outlast the period, and the next then waits for it.
+            turns = {e: threading.Lock() for e in envs}
+
             def one(env: str, at: float) -> None:
                 delay = at - time.perf_counter()
                 if delay > 0:
                     time.sleep(delay)
-                s = time.perf_counter()
-                client.step(env, noop, encoding="raw")
-                with lock:
-                    latencies.append((time.perf_counter() - s) * 1e3)
+                with turns[env]:
+                    s = time.perf_counter()
+                    client.step(env, noop, encoding="raw")
+                    with lock:
+                        latencies.append((time.perf_counter() - s) * 1e3)
 
             busy0, total0 = cpu_times()
             with concurrent.futures.ThreadPoolExecutor(max_workers=32) as ex:
