@@ -119,7 +119,7 @@ impl Cdp {
 
     /// Reads the answers to every posted command (in whatever order they come); the
     /// first error among them is returned once all are in, so the stream stays in step.
-    fn collect(&mut self) -> Result<()> {
+    pub(crate) fn collect(&mut self) -> Result<()> {
         let mut failed = None;
         while !self.posted.is_empty() {
             let (got, v) = self.answer()?;
@@ -241,24 +241,26 @@ fn page_path(sandbox: &Sandbox, port: u16) -> Result<Option<String>> {
     }
 }
 
+/// A DevTools peer on the other end of a socket pair, for tests: it answers what
+/// `script` says.
+#[cfg(test)]
+pub(crate) fn peer(script: impl FnOnce(&mut WebSocket<UnixStream>) + Send + 'static) -> Cdp {
+    let (ours, theirs) = UnixStream::pair().unwrap();
+    std::thread::spawn(move || {
+        let mut ws = tungstenite::accept(theirs).unwrap();
+        script(&mut ws);
+    });
+    let (ws, _) = tungstenite::client::client("ws://127.0.0.1/devtools/page/x", ours).unwrap();
+    Cdp {
+        ws,
+        next_id: 1,
+        posted: Vec::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A DevTools peer on the other end of a socket pair: answers what `script` says.
-    fn peer(script: impl FnOnce(&mut WebSocket<UnixStream>) + Send + 'static) -> Cdp {
-        let (ours, theirs) = UnixStream::pair().unwrap();
-        std::thread::spawn(move || {
-            let mut ws = tungstenite::accept(theirs).unwrap();
-            script(&mut ws);
-        });
-        let (ws, _) = tungstenite::client::client("ws://127.0.0.1/devtools/page/x", ours).unwrap();
-        Cdp {
-            ws,
-            next_id: 1,
-            posted: Vec::new(),
-        }
-    }
 
     fn id_of(m: Message) -> u64 {
         let v: Value = serde_json::from_str(m.to_text().unwrap()).unwrap();

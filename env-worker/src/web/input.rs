@@ -153,6 +153,14 @@ impl Page {
 
     pub(super) fn chord(&mut self, chord: &str, down: bool, up: bool) -> Result<()> {
         let syms = keys::parse_chord(chord).map_err(|m| DesktopError::invalid("key", m))?;
+        // The whole chord is checked before any key goes down: a key refused halfway
+        // would leave the ones before it held.
+        if let Some(k) = syms.iter().find(|k| key_def(**k).is_none()) {
+            return Err(DesktopError::invalid(
+                "key",
+                format!("key 0x{k:x} has no DOM key in a web task"),
+            ));
+        }
         if down {
             for &k in &syms {
                 self.key_event("keyDown", k)?;

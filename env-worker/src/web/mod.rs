@@ -213,7 +213,12 @@ impl Page {
     /// reads its score.
     pub(crate) fn step(&mut self, action: &Action) -> Result<AppState> {
         self.steps = self.steps.saturating_add(1);
-        self.act(action)?;
+        if let Err(e) = self.act(action) {
+            // What the action posted before it failed is answered within this step, so
+            // an error in it is not the next step's.
+            let _ = self.cdp.collect();
+            return Err(e);
+        }
         let score = self.settle_and_score()?;
         Ok(AppState {
             reward: score.reward(self.spec.reward),

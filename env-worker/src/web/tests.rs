@@ -59,3 +59,47 @@ fn keypad_and_function_keys_are_webdrivers() {
     let f12 = key_def(0xffc9).unwrap();
     assert_eq!((f12.key.as_str(), f12.vk, f12.text), ("F12", 123, None));
 }
+
+#[test]
+fn a_chord_with_a_key_the_page_cannot_take_sends_nothing_and_holds_nothing() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = seen.clone();
+    let cdp = crate::cdp::peer(move |ws| {
+        // Everything that arrives until the page side closes, each answered.
+        while let Ok(m) = ws.read() {
+            let Ok(t) = m.to_text() else { continue };
+            let v: Value = serde_json::from_str(t).unwrap_or_default();
+            log.lock().unwrap().push(t.to_string());
+            let _ = ws.send(tungstenite::Message::text(
+                json!({"id": v["id"], "result": {}}).to_string(),
+            ));
+        }
+    });
+    let spec = WebSpec {
+        url: "file:///nowhere".into(),
+        browser: Vec::new(),
+        clock: Clock::Steps { step_ms: 100 },
+        reward: Reward::Original,
+        ready_ms: 1_000,
+        data_mode: "train".into(),
+        reload: false,
+    };
+    let mut page = Page {
+        cdp,
+        spec: Arc::new(spec),
+        steps: 0,
+        pointer: Point::default(),
+        held: Vec::new(),
+        loaded: true,
+    };
+    let e = page.step(&Action::Key("shift+F13".into())).unwrap_err();
+    assert!(e.to_string().contains("no DOM key"), "{e}");
+    assert!(page.held.is_empty(), "shift stayed held: {:?}", page.held);
+    drop(page);
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "sent: {:?}",
+        seen.lock().unwrap()
+    );
+}
