@@ -99,6 +99,13 @@ pub(super) fn key_def(k: Keysym) -> Option<KeyDef> {
     })
 }
 
+/// [`key_def`], or the error that names the key a web task cannot take.
+fn dom_key(k: Keysym) -> Result<KeyDef> {
+    key_def(k).ok_or_else(|| {
+        DesktopError::invalid("key", format!("key 0x{k:x} has no DOM key in a web task"))
+    })
+}
+
 impl Page {
     pub(super) fn modifiers(&self) -> u32 {
         self.held.iter().fold(0, |m, k| m | modifier_bit(*k))
@@ -126,12 +133,7 @@ impl Page {
     }
 
     pub(super) fn key_event(&mut self, kind: &str, k: Keysym) -> Result<()> {
-        let Some(def) = key_def(k) else {
-            return Err(DesktopError::invalid(
-                "key",
-                format!("key 0x{k:x} has no DOM key in a web task"),
-            ));
-        };
+        let def = dom_key(k)?;
         let mods = self.modifiers();
         // Text only for a printable key without Ctrl/Alt/Meta (as a browser does).
         let text = (kind == "keyDown" && mods & 0b111 == 0)
@@ -155,11 +157,8 @@ impl Page {
         let syms = keys::parse_chord(chord).map_err(|m| DesktopError::invalid("key", m))?;
         // The whole chord is checked before any key goes down: a key refused halfway
         // would leave the ones before it held.
-        if let Some(k) = syms.iter().find(|k| key_def(**k).is_none()) {
-            return Err(DesktopError::invalid(
-                "key",
-                format!("key 0x{k:x} has no DOM key in a web task"),
-            ));
+        for &k in &syms {
+            dom_key(k)?;
         }
         if down {
             for &k in &syms {
