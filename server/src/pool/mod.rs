@@ -677,6 +677,7 @@ impl PoolManager {
 
     /// Closes pools whose lease expired (or, without a lease, untouched for longer
     /// than `idle`); returns their ids.
+    ///
     /// A round that finds the server was stalled (over [`STALLED`] since the last)
     /// reaps nothing and restarts every lease: the clients were not the ones away.
     pub(crate) async fn reap_idle(self: &Arc<Self>, idle: Option<Duration>) -> Vec<String> {
