@@ -271,20 +271,22 @@ mod tests {
         ws.send(Message::text(msg.to_string())).unwrap();
     }
 
+    /// Asserts that no message comes within 100 ms.
+    fn nothing_more(ws: &mut WebSocket<UnixStream>, why: &str) {
+        ws.get_ref()
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .unwrap();
+        assert!(ws.read().is_err(), "{why}");
+        ws.get_ref().set_read_timeout(None).unwrap();
+    }
+
     #[test]
     fn a_call_waits_for_the_posted_answers_before_it_is_sent_and_reports_their_error() {
         let mut cdp = peer(|ws| {
             let a = id_of(ws.read().unwrap());
             let b = id_of(ws.read().unwrap());
             // Nothing more comes until both are answered: a call must not overtake them.
-            ws.get_ref()
-                .set_read_timeout(Some(Duration::from_millis(100)))
-                .unwrap();
-            assert!(
-                ws.read().is_err(),
-                "the call was sent before the posted answers"
-            );
-            ws.get_ref().set_read_timeout(None).unwrap();
+            nothing_more(ws, "the call was sent before the posted answers");
             // Out of order, an event between, the first posted one refused.
             answer(ws, json!({"id": b, "result": {}}));
             answer(ws, json!({"method": "Page.frameNavigated", "params": {}}));
@@ -313,14 +315,7 @@ mod tests {
     fn posting_stops_at_its_bound_until_the_answers_are_read() {
         let mut cdp = peer(|ws| {
             let first: Vec<u64> = (0..MAX_POSTED).map(|_| id_of(ws.read().unwrap())).collect();
-            ws.get_ref()
-                .set_read_timeout(Some(Duration::from_millis(100)))
-                .unwrap();
-            assert!(
-                ws.read().is_err(),
-                "posted past the bound without reading answers"
-            );
-            ws.get_ref().set_read_timeout(None).unwrap();
+            nothing_more(ws, "posted past the bound without reading answers");
             for id in first {
                 answer(ws, json!({"id": id, "result": {}}));
             }
