@@ -20,7 +20,6 @@ use quick_cache::{DefaultHashBuilder, Lifecycle, Weighter};
 
 use crate::encode::EncodeError;
 use crate::encode::encode;
-use crate::spec::{Invalid, quote};
 
 /// Cache key: frame hash and encoding.
 pub(crate) type Key = (u128, pb::ImageEncoding);
@@ -311,38 +310,6 @@ impl Counters {
     }
 }
 
-/// Parses a wire frame hash (32 lowercase hex characters).
-pub(crate) fn parse_hash(field: &str, s: &str) -> Result<u128, Invalid> {
-    if s.len() != 32
-        || !s
-            .bytes()
-            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    {
-        return Err(Invalid::new(
-            field,
-            format!(
-                "{} is not a frame hash (32 lowercase hex characters)",
-                quote(s)
-            ),
-        ));
-    }
-    u128::from_str_radix(s, 16).map_err(|e| Invalid::new(field, e.to_string()))
-}
-
-/// Parses an `if_none_match` list.
-pub(crate) fn parse_hashes(field: &str, list: &[String], max: u32) -> Result<Vec<u128>, Invalid> {
-    if list.len() > max as usize {
-        return Err(Invalid::new(
-            field,
-            format!("{} hashes is more than the limit of {max}", list.len()),
-        ));
-    }
-    list.iter()
-        .enumerate()
-        .map(|(i, s)| parse_hash(&format!("{field}[{i}]"), s))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -459,19 +426,5 @@ mod tests {
             }
         }
         assert!(found > 0 && found < frames.len());
-    }
-
-    #[test]
-    fn hashes_are_validated() {
-        assert!(parse_hash("h", &"0".repeat(32)).is_ok());
-        assert_eq!(
-            parse_hash("h", &format!("{:032x}", u128::MAX)).unwrap(),
-            u128::MAX
-        );
-        for bad in ["", "abc", &"G".repeat(32), &"A".repeat(32), &"0".repeat(33)] {
-            let e = parse_hash("if_none_match[0]", bad).unwrap_err();
-            assert!(e.to_string().starts_with("if_none_match[0]:"), "{e}");
-        }
-        assert!(parse_hashes("if_none_match", &vec!["0".repeat(32); 3], 2).is_err());
     }
 }

@@ -14,11 +14,12 @@
 //!   `record` (recording pools as `.skn` bundles through `deskgym-datasets`);
 //! - `env`: one env's desktop and episode (reset, step, observe, save, restore; one
 //!   call in flight);
-//! - `convert` (wire ↔ worker types, with field-named validation), `pool` (the manager:
+//! - `convert` (worker and env results → wire messages), `pool` (the manager:
 //!   capacity and quotas, pools, checkpoints, fork, the blocking step pool with bounded
 //!   admission and deadlines), `tunnel` (a port on an env's own loopback over a stream);
-//! - `calls` (a step, a reset and the grant checks, shared by the RPC handlers and the
-//!   axstream driver), `error` (the one mapping from each module's error enum to
+//! - `checked` (each wire request → a validated command, every error naming its field);
+//! - `calls` (a step and a reset started on the step pool, shared by the RPC handlers,
+//!   the axstream driver and the console), `error` (the one mapping from each module's error enum to
 //!   `tonic::Status`), `metrics_http` (the `/metrics` endpoint);
 //! - `watch` (screencasts: one producer per stream, the viewers' slots);
 //! - `axstream` (the `Drive` RPC's line runner), then `service` (the RPC handlers) and
@@ -32,6 +33,7 @@ mod auth;
 mod axstream;
 mod backend;
 mod calls;
+mod checked;
 mod config;
 mod conn;
 mod console;

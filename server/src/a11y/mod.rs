@@ -17,19 +17,12 @@ use deskgym_worker::{Node, Tree};
 
 use crate::spec::Invalid;
 
-/// Default and largest line budget of the text rendering.
-pub(crate) const DEFAULT_LINES: u32 = 400;
-/// Largest line budget a request may ask for.
-pub(crate) const MAX_LINES: u32 = 10_000;
-/// Default and largest walk bound.
-const DEFAULT_TIMEOUT_MS: u32 = 5000;
-const MAX_TIMEOUT_MS: u32 = 30_000;
 /// Revisions kept per env for diffs.
 const HISTORY: usize = 8;
 /// Characters of an element's text shown on its line.
 const LINE_TEXT: usize = 80;
 
-/// A validated `TreeRequest`.
+/// A validated `TreeRequest` ([`crate::checked::tree`]).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct TreeOpts {
     pub osworld_xml: bool,
@@ -40,43 +33,6 @@ pub(crate) struct TreeOpts {
 }
 
 impl TreeOpts {
-    /// `None` when the request does not ask for the tree.
-    pub(crate) fn parse(t: Option<&pb::TreeRequest>, field: &str) -> Result<Option<Self>, Invalid> {
-        let Some(t) = t.filter(|t| t.enabled) else {
-            return Ok(None);
-        };
-        if t.line_budget > MAX_LINES {
-            return Err(Invalid::new(
-                format!("{field}.line_budget"),
-                format!("{} is more than the limit of {MAX_LINES}", t.line_budget),
-            ));
-        }
-        if t.timeout_ms > MAX_TIMEOUT_MS {
-            return Err(Invalid::new(
-                format!("{field}.timeout_ms"),
-                format!(
-                    "{} ms is more than the limit of {MAX_TIMEOUT_MS}",
-                    t.timeout_ms
-                ),
-            ));
-        }
-        Ok(Some(Self {
-            osworld_xml: t.osworld_xml,
-            line_budget: if t.line_budget == 0 {
-                DEFAULT_LINES
-            } else {
-                t.line_budget
-            },
-            diff_from: t.diff_from,
-            timeout_ms: if t.timeout_ms == 0 {
-                DEFAULT_TIMEOUT_MS
-            } else {
-                t.timeout_ms
-            },
-            omit_elements: t.omit_elements,
-        }))
-    }
-
     /// The worker's walk bounds.
     pub(crate) fn limits(&self) -> deskgym_worker::TreeLimits {
         deskgym_worker::TreeLimits {

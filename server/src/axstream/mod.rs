@@ -440,7 +440,7 @@ impl Driver {
             ..Default::default()
         };
         self.svc
-            .start_step(item, "", &[], &self.who)?
+            .start_step(item, &crate::checked::Field::root(), &[], &self.who)?
             .finish()
             .await
     }
@@ -448,18 +448,7 @@ impl Driver {
     async fn locate(&self, t: pb::Target) -> Result<(), PoolError> {
         let mgr = self.svc.manager();
         let env = mgr.env(&self.env_id, &self.who)?;
-        let action = pb::Action {
-            verb: Some(pb::action::Verb::Move(pb::Move { target: Some(t) })),
-            extension: None,
-        };
-        let planned = crate::convert::action(
-            Some(&action),
-            env.pool.spec.screen,
-            mgr.limits(),
-            &env.pool.spec.profile.apps,
-            &env.pool.spec.profile.app_args,
-        )
-        .map_err(|i| Invalid::new(i.field.replace("action.move.target", "target"), i.message))?;
+        let planned = crate::checked::locate(Some(&t), env.pool.spec.screen)?;
         mgr.on_env(&env, Call::Observe, mgr.op_timeout(), move |e, _| {
             e.locate(&planned)
         })?

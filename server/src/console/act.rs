@@ -228,10 +228,15 @@ impl Console {
             enabled: true,
             ..Default::default()
         };
-        let opts = self
-            .calls
-            .opts("", pb::ImageEncoding::RawRgb as i32, &[], &[], Some(&tree))
-            .map_err(crate::pool::PoolError::from)?;
+        let opts = crate::checked::observation(
+            &crate::checked::Field::root(),
+            pb::ImageEncoding::RawRgb as i32,
+            &[],
+            &[],
+            Some(&tree),
+            self.mgr.limits(),
+        )
+        .map_err(crate::pool::PoolError::from)?;
         let job = self.mgr.on_env(
             e,
             crate::env::Call::Observe,

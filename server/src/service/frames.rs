@@ -9,23 +9,12 @@ impl DeskgymService {
     ) -> Result<Response<pb::GetFramesResponse>, Status> {
         let who = principal(&req)?;
         let req = req.into_inner();
-        let max = self.mgr.limits().max_if_none_match;
-        if req.hashes.len() > max as usize {
-            return Err(Invalid::new(
-                "hashes",
-                format!(
-                    "{} hashes is more than the limit of {max}",
-                    req.hashes.len()
-                ),
-            )
-            .into());
-        }
-        let mut hashes: Vec<(String, u128)> = req
-            .hashes
-            .iter()
-            .enumerate()
-            .map(|(i, h)| parse_hash(&format!("hashes[{i}]"), h).map(|v| (h.clone(), v)))
-            .collect::<Result<_, _>>()?;
+        let parsed = checked::hashes(
+            &Field::named("hashes"),
+            &req.hashes,
+            self.mgr.limits().max_if_none_match,
+        )?;
+        let mut hashes: Vec<(String, u128)> = req.hashes.iter().cloned().zip(parsed).collect();
         // A frame asked for twice is sent once.
         let mut seen = HashSet::with_capacity(hashes.len());
         hashes.retain(|(_, h)| seen.insert(*h));

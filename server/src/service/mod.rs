@@ -12,9 +12,9 @@ use tonic::{Request, Response, Status};
 
 use crate::auth::{Principal, principal};
 use crate::calls::Calls;
-use crate::convert::{self, MAX_CHORD_BYTES, VERBS};
+use crate::checked::{self, Field, MAX_CHORD_BYTES, On, VERBS};
+use crate::convert;
 use crate::env::{Call, ObsOptions};
-use crate::frame_cache::{parse_hash, parse_hashes};
 use crate::pool::{EnvJob, PoolError, PoolManager};
 use crate::spec::{Invalid, quote};
 
@@ -145,7 +145,11 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::ResetResponse>, Status> {
         let who = principal(&req)?;
         Ok(Response::new(
-            finish(self.calls.start_reset(req.into_inner(), "", &[], &who)).await?,
+            finish(
+                self.calls
+                    .start_reset(req.into_inner(), &Field::root(), &[], &who),
+            )
+            .await?,
         ))
     }
 
@@ -155,7 +159,11 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::StepResult>, Status> {
         let who = principal(&req)?;
         Ok(Response::new(
-            finish(self.calls.start_step(req.into_inner(), "", &[], &who)).await?,
+            finish(
+                self.calls
+                    .start_step(req.into_inner(), &Field::root(), &[], &who),
+            )
+            .await?,
         ))
     }
 
@@ -173,22 +181,13 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let req = req.into_inner();
         let env = self.mgr.env(&req.env_id, &who)?;
-        let mut opts = self.calls.opts(
-            "if_none_match",
-            req.encoding,
-            &req.if_none_match,
-            &[],
-            req.tree.as_ref(),
-        )?;
-        if req.settle_ms > 1000 {
-            return Err(Invalid::new(
-                "settle_ms",
-                format!("{} is over 1000 (0: capture at once)", req.settle_ms),
-            )
-            .into());
-        }
-        opts.settle_ms = req.settle_ms;
-        let ring = self.calls.ring(req.frame_ring, &env, "frame_ring")?;
+        let on = On {
+            env: &env,
+            limits: self.mgr.limits(),
+            rings: self.calls.rings(),
+            shared: &[],
+        };
+        let checked::Looking { opts, ring } = checked::observe(&req, &on)?;
         let job = self.mgr.on_env(
             &env,
             Call::Observe,
@@ -306,14 +305,7 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::KeepAliveResponse>, Status> {
         let who = principal(&req)?;
         let ids = req.into_inner().pool_ids;
-        let max = self.mgr.limits().max_envs as usize;
-        if ids.len() > max {
-            return Err(Invalid::new(
-                "pool_ids",
-                format!("{} ids is more than the limit of {max}", ids.len()),
-            )
-            .into());
-        }
+        checked::pool_ids(&ids, self.mgr.limits())?;
         Ok(Response::new(pb::KeepAliveResponse {
             gone: self.mgr.keep_alive(&ids, &who),
         }))
@@ -452,15 +444,7 @@ impl Deskgym for DeskgymService {
             "the first names the env and the port",
         )
         .await?;
-        let port = u16::try_from(first.port)
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| {
-                Invalid::new(
-                    "port",
-                    format!("{} is not a TCP port (1-65535)", first.port),
-                )
-            })?;
+        let port = checked::port(first.port)?;
         let env = self.calls.granted(&first.env_id, &who, "exec")?;
         let at = env.clone();
         let socket = tokio::task::spawn_blocking(move || at.agent_socket())
@@ -509,22 +493,7 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let mut inbound = req.into_inner();
         let first = first_message(&mut inbound, "env_id", "the first names the env").await?;
-        let mut observe = self.calls.opts(
-            "if_none_match",
-            first.encoding,
-            &[],
-            &[],
-            first.tree.as_ref(),
-        )?;
-        if let Some(o) = &first.observe {
-            observe.shape = convert::shape(
-                "observe.",
-                o.scope,
-                o.window,
-                o.max_long_edge,
-                o.jpeg_quality,
-            )?;
-        }
+        let observe = checked::drive(&first, self.mgr.limits())?;
         let driver = crate::axstream::Driver::new(self.calls.clone(), who, &first, observe)?;
         Ok(Response::new(driver.run(
             first,
@@ -565,17 +534,7 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let r = req.into_inner();
         let env = self.calls.granted(&r.env_id, &who, "clipboard")?;
-        let max = deskgym_worker::MAX_CLIPBOARD_BYTES;
-        if r.text.len() > max {
-            return Err(Invalid::new(
-                "text",
-                format!(
-                    "{} bytes is over the clipboard limit of {max}",
-                    r.text.len()
-                ),
-            )
-            .into());
-        }
+        checked::clipboard_text(&r.text)?;
         let job = self
             .mgr
             .on_env(&env, Call::Clipboard, self.mgr.op_timeout(), move |e, _| {
@@ -593,12 +552,7 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let r = req.into_inner();
         let env = self.mgr.env(&r.env_id, &who)?;
-        let shape = convert::shape("", r.scope, r.window, r.max_long_edge, r.jpeg_quality)?;
-        let known = parse_hashes(
-            "if_none_match",
-            &r.if_none_match,
-            self.mgr.limits().max_if_none_match,
-        )?;
+        let (shape, known) = checked::screenshot(&r, self.mgr.limits())?;
         let job = self.mgr.on_env(
             &env,
             Call::Screenshot,

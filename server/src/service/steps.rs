@@ -26,7 +26,7 @@ pub(super) async fn step_stream(
                     match m.kind {
                         Some(In::Step(s)) => {
                             let env_id = s.env_id.clone();
-                            let started = svc.calls.start_step(s, "step.", &[], &who);
+                            let started = svc.calls.start_step(s, &Field::named("step"), &[], &who);
                             running.spawn(async move {
                                 let (code, message, r) = outcome(started).await;
                                 pb::StepStreamResult { env_id, tag, code, message, kind: r.map(Out::Step) }
@@ -34,7 +34,7 @@ pub(super) async fn step_stream(
                         }
                         Some(In::Reset(r)) => {
                             let env_id = r.env_id.clone();
-                            let started = svc.calls.start_reset(r, "reset.", &[], &who);
+                            let started = svc.calls.start_reset(r, &Field::named("reset"), &[], &who);
                             running.spawn(async move {
                                 let (code, message, r) = outcome(started).await;
                                 pb::StepStreamResult { env_id, tag, code, message, kind: r.map(Out::Reset) }
@@ -155,8 +155,8 @@ impl DeskgymService {
                 .into());
             }
         }
-        let shared = parse_hashes(
-            "if_none_match",
+        let shared = checked::hashes(
+            &Field::named("if_none_match"),
             &if_none_match,
             self.mgr.limits().max_if_none_match,
         )?;
@@ -168,7 +168,7 @@ impl DeskgymService {
                 (
                     it.env_id.clone(),
                     self.calls
-                        .start_step(it, &format!("items[{i}]."), &shared, &who),
+                        .start_step(it, &Field::named("items").index(i), &shared, &who),
                 )
             })
             .collect();
@@ -179,7 +179,7 @@ impl DeskgymService {
                 (
                     r.env_id.clone(),
                     self.calls
-                        .start_reset(r, &format!("resets[{i}]."), &shared, &who),
+                        .start_reset(r, &Field::named("resets").index(i), &shared, &who),
                 )
             })
             .collect();

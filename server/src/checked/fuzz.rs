@@ -1,8 +1,10 @@
-//! Fuzzing the converter with hostile input (bounded: proptest's 256 cases per property,
+//! Fuzzing the request checker with hostile input (bounded: proptest's 256 cases per property,
 //! run by `cargo test` in CI). The wire bytes themselves are fuzzed too: whatever
-//! decodes as a `StepRequest` goes through the converter.
+//! decodes as a `StepRequest` goes through the checker.
 
 use super::*;
+use crate::spec::Screen;
+use deskgym_worker::Action;
 use pb::action::Verb;
 use pb::target::Kind;
 use proptest::prelude::*;
