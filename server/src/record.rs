@@ -423,6 +423,92 @@ impl ActionCols {
     }
 }
 
+/// What one step did: built once by `Env::step`, turned into the steps table's row
+/// here and into the console's feed by the env, so the two never disagree.
+#[derive(Debug)]
+pub(crate) struct StepReport<'a> {
+    /// The episode the step belongs to.
+    pub episode_id: String,
+    /// The episode's number in the env (1, 2, ...).
+    pub episode: u64,
+    /// The env that stepped.
+    pub env_id: &'a str,
+    /// The step's index: the one it has (applied) or would have had (refused).
+    pub step_index: u32,
+    /// What ran, element targets resolved.
+    pub action: &'a Action,
+    /// Who chose it.
+    pub actor: deskgym_datasets::Actor,
+    /// When it started, in the recorder's clock.
+    pub t_start_ms: i64,
+    /// The frame on screen before it.
+    pub frame_before: u128,
+    /// How it ended.
+    pub outcome: StepOutcome,
+}
+
+/// How a step ended.
+#[derive(Debug)]
+pub(crate) enum StepOutcome {
+    /// It failed with this error (its code name and text).
+    Failed {
+        code: &'static str,
+        message: String,
+        /// Its latency so far, in milliseconds.
+        latency_ms: f64,
+    },
+    /// It ran: its reward and end flags, the frame after it.
+    Ran {
+        reward: f64,
+        terminated: bool,
+        truncated: bool,
+        frame_after: u128,
+        settle_ms: f64,
+        latency_ms: f64,
+    },
+}
+
+impl StepReport<'_> {
+    /// The steps table's row (its end time read now).
+    pub(crate) fn row(&self) -> StepRow {
+        let base = StepRow {
+            episode_id: self.episode_id.clone(),
+            env_id: self.env_id.to_string(),
+            step_index: self.step_index,
+            t_start_ms: self.t_start_ms,
+            t_end_ms: deskgym_datasets::writer::now_ms(),
+            frame_hash_before: deskgym_worker::hash_hex(self.frame_before),
+            actor: self.actor,
+            ..step_row(self.action)
+        };
+        match &self.outcome {
+            StepOutcome::Failed {
+                code, latency_ms, ..
+            } => StepRow {
+                error_code: Some(code.to_string()),
+                latency_ms: *latency_ms,
+                ..base
+            },
+            StepOutcome::Ran {
+                reward,
+                terminated,
+                truncated,
+                frame_after,
+                settle_ms,
+                latency_ms,
+            } => StepRow {
+                reward: *reward,
+                terminated: *terminated,
+                truncated: *truncated,
+                frame_hash_after: Some(deskgym_worker::hash_hex(*frame_after)),
+                settle_ms: *settle_ms,
+                latency_ms: *latency_ms,
+                ..base
+            },
+        }
+    }
+}
+
 /// An action as typed columns plus JSON.
 pub(crate) fn step_row(action: &Action) -> StepRow {
     let none = ActionCols::default;
@@ -578,6 +664,56 @@ pub(crate) fn episode_row(
 mod tests {
     use super::*;
     use deskgym_worker::{Button, Point};
+
+    #[test]
+    fn a_step_report_becomes_one_row_whichever_way_the_step_ended() {
+        let action = Action::Key("ctrl+s".into());
+        let report = |outcome| StepReport {
+            episode_id: "ep".into(),
+            episode: 2,
+            env_id: "env-1",
+            step_index: 7,
+            action: &action,
+            actor: deskgym_datasets::Actor::Human,
+            t_start_ms: 5,
+            frame_before: 1,
+            outcome,
+        };
+        let failed = report(StepOutcome::Failed {
+            code: "UNAVAILABLE",
+            message: "gone".into(),
+            latency_ms: 3.0,
+        })
+        .row();
+        assert_eq!(
+            (
+                failed.error_code.as_deref(),
+                failed.frame_hash_after,
+                failed.step_index
+            ),
+            (Some("UNAVAILABLE"), None, 7)
+        );
+        assert_eq!(
+            (failed.verb.as_str(), failed.keys.as_deref()),
+            ("key", Some("ctrl+s"))
+        );
+        let ran = report(StepOutcome::Ran {
+            reward: 1.0,
+            terminated: true,
+            truncated: false,
+            frame_after: 2,
+            settle_ms: 4.0,
+            latency_ms: 6.0,
+        })
+        .row();
+        assert_eq!(
+            (ran.error_code, ran.reward, ran.terminated, ran.latency_ms),
+            (None, 1.0, true, 6.0)
+        );
+        assert_eq!(ran.frame_hash_after, Some(deskgym_worker::hash_hex(2)));
+        assert_eq!(ran.frame_hash_before, deskgym_worker::hash_hex(1));
+        assert!(ran.t_end_ms >= ran.t_start_ms && ran.actor == deskgym_datasets::Actor::Human);
+    }
 
     #[test]
     fn step_rows_put_each_action_in_its_columns() {

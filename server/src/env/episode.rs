@@ -3,6 +3,7 @@
 
 use super::accounting::Advance;
 use super::*;
+use crate::record::{StepOutcome, StepReport};
 
 impl Env {
     pub(super) fn info(&self, ep: &Episode, started: Instant, display: Option<u32>) -> Info {
@@ -196,43 +197,21 @@ impl Env {
         let enc = encoding_or(&self.pool.spec, opts.encoding)?;
         let mut guard = lock(&self.state);
         let s = &mut *guard;
-        let Some(ep) = s.episode.as_mut() else {
-            return Err(EnvError::NoEpisode {
-                env: self.id.clone(),
-            });
-        };
-        if let Some(why) = ep.ended {
-            return Err(EnvError::Ended {
-                env: self.id.clone(),
-                why,
-            });
-        }
-        let Some(d) = s.desktop.as_mut() else {
-            return Err(EnvError::NoDesktop {
-                env: self.id.clone(),
-            });
+        self.steppable(s)?;
+        let resolved = self.resolve_step(s, planned)?;
+        let action = resolved.as_ref().unwrap_or(&planned.action);
+        let (Some(ep), Some(d)) = (s.episode.as_mut(), s.desktop.as_mut()) else {
+            return Err(EnvError::Bug("episode vanished"));
         };
         let display = d.display();
-        // Element targets become pixels (or element identities) now: the log keeps what
-        // ran, so a replay does not depend on this env's refs.
-        let resolved;
-        let action = if planned.elements.is_empty() {
-            &planned.action
-        } else {
-            let screen = (self.pool.spec.screen.width, self.pool.spec.screen.height);
-            resolved = match Self::resolve(d, &mut s.refs, planned, screen) {
-                Ok(a) => a,
-                Err(e) => {
-                    // A desktop that died while its tree was read is let go as usual.
-                    self.on_error(s, &e);
-                    return Err(e);
-                }
-            };
-            &resolved
+        let begun = Begun {
+            action,
+            actor: planned.actor,
+            t_start_ms: deskgym_datasets::writer::now_ms(),
+            // Hex strings only when recording (the closures below run only then).
+            before: ep.frame_hash.unwrap_or_default(),
+            started,
         };
-        let t_start = deskgym_datasets::writer::now_ms();
-        // Hex strings only when recording (the closures below run only then).
-        let before = ep.frame_hash.unwrap_or_default();
         // From the moment input may have reached the desktop, the action belongs in the
         // replay log whatever fails after it: a Save/Fork must rebuild what is on screen.
         let mut sent = false;
@@ -243,48 +222,7 @@ impl Env {
         });
         let (out, frame, pointer) = match result {
             Ok(r) => r,
-            Err(e) => {
-                let applied = sent
-                    && !matches!(
-                        e,
-                        DesktopError::InvalidAction { .. } | DesktopError::Element { .. }
-                    );
-                let err = EnvError::from(e);
-                if applied {
-                    ep.step_index += 1;
-                    Arc::make_mut(&mut ep.actions).push(action.clone());
-                    Arc::make_mut(&mut ep.seen).push(0);
-                    ep.frame_hash = None;
-                }
-                // The index this step has (applied) or would have had.
-                let step_index = ep.step_index + u32::from(!applied);
-                let episode_id = ep.log.episode_id.clone();
-                self.pool.record(|| {
-                    deskgym_datasets::Record::Step(deskgym_datasets::StepRow {
-                        episode_id,
-                        env_id: self.id.clone(),
-                        step_index,
-                        t_start_ms: t_start,
-                        t_end_ms: deskgym_datasets::writer::now_ms(),
-                        frame_hash_before: deskgym_worker::hash_hex(before),
-                        error_code: Some(err.code_name().to_string()),
-                        latency_ms: started.elapsed().as_secs_f64() * 1e3,
-                        actor: planned.actor,
-                        ..record::step_row(action)
-                    })
-                });
-                self.on_error(s, &err);
-                self.control.tell(
-                    |m| m.state = "failed",
-                    || {
-                        serde_json::json!({
-                            "kind": "step", "step": step_index, "actor": planned.actor.as_str(),
-                            "action": action_value(action), "error": err.to_string(),
-                        })
-                    },
-                );
-                return Err(err);
-            }
+            Err(e) => return Err(self.step_failed(s, &begun, e, sent)),
         };
         Arc::make_mut(&mut ep.actions).push(action.clone());
         Arc::make_mut(&mut ep.seen).push(frame.hash);
@@ -320,45 +258,15 @@ impl Env {
         }
         let mut info = self.info(ep, started, Some(display));
         info.extra.extend(out.app.extra);
-        self.pool.record(|| {
-            deskgym_datasets::Record::Step(deskgym_datasets::StepRow {
-                episode_id: ep.log.episode_id.clone(),
-                env_id: self.id.clone(),
-                step_index: ep.step_index,
-                t_start_ms: t_start,
-                t_end_ms: deskgym_datasets::writer::now_ms(),
-                reward,
-                terminated,
-                truncated,
-                frame_hash_before: deskgym_worker::hash_hex(before),
-                frame_hash_after: Some(deskgym_worker::hash_hex(after)),
-                settle_ms: out.settle.waited_ms,
-                latency_ms: info.latency_ms,
-                actor: planned.actor,
-                ..record::step_row(action)
-            })
-        });
-        self.control.tell(
-            |m| {
-                m.step = ep.step_index;
-                m.last_reward = reward;
-                m.episode_return = ep.log.ret;
-                m.state = if terminated || truncated {
-                    "done"
-                } else {
-                    "running"
-                };
-            },
-            || {
-                serde_json::json!({
-                    "kind": "step", "episode": ep.number, "step": ep.step_index,
-                    "actor": planned.actor.as_str(), "action": action_value(action),
-                    "reward": reward, "terminated": terminated, "truncated": truncated,
-                    "frame_hash": deskgym_worker::hash_hex(after),
-                    "t_ms": deskgym_datasets::writer::now_ms(),
-                })
-            },
-        );
+        let outcome = StepOutcome::Ran {
+            reward,
+            terminated,
+            truncated,
+            frame_after: after,
+            settle_ms: out.settle.waited_ms,
+            latency_ms: info.latency_ms,
+        };
+        self.step_ran(ep, &begun, outcome);
         if terminated || truncated {
             self.end_episode(s, "");
         }
@@ -383,6 +291,145 @@ impl Env {
             reset,
             observe_error,
         })
+    }
+
+    /// A step needs a running episode on a live desktop.
+    fn steppable(&self, s: &EnvState) -> Result<(), EnvError> {
+        let Some(ep) = s.episode.as_ref() else {
+            return Err(EnvError::NoEpisode {
+                env: self.id.clone(),
+            });
+        };
+        if let Some(why) = ep.ended {
+            return Err(EnvError::Ended {
+                env: self.id.clone(),
+                why,
+            });
+        }
+        if s.desktop.is_none() {
+            return Err(EnvError::NoDesktop {
+                env: self.id.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Element targets become pixels (or element identities) now: the log keeps what
+    /// ran, so a replay does not depend on this env's refs. `None`: the action has no
+    /// element targets and runs as planned.
+    fn resolve_step(
+        &self,
+        s: &mut EnvState,
+        planned: &Planned,
+    ) -> Result<Option<deskgym_worker::Action>, EnvError> {
+        if planned.elements.is_empty() {
+            return Ok(None);
+        }
+        let Some(d) = s.desktop.as_mut() else {
+            return Err(EnvError::NoDesktop {
+                env: self.id.clone(),
+            });
+        };
+        let screen = (self.pool.spec.screen.width, self.pool.spec.screen.height);
+        match Self::resolve(d, &mut s.refs, planned, screen) {
+            Ok(a) => Ok(Some(a)),
+            Err(e) => {
+                // A desktop that died while its tree was read is let go as usual.
+                self.on_error(s, &e);
+                Err(e)
+            }
+        }
+    }
+
+    /// The account of a step that failed, once its action was tried: the replay log
+    /// keeps an action that reached the desktop, the recorder and the console hear of
+    /// it, and the env handles the error as any other. Returns the error.
+    fn step_failed(
+        &self,
+        s: &mut EnvState,
+        begun: &Begun<'_>,
+        e: DesktopError,
+        sent: bool,
+    ) -> EnvError {
+        let applied = sent
+            && !matches!(
+                e,
+                DesktopError::InvalidAction { .. } | DesktopError::Element { .. }
+            );
+        let err = EnvError::from(e);
+        let Some(ep) = s.episode.as_mut() else {
+            return EnvError::Bug("episode vanished");
+        };
+        if applied {
+            ep.step_index += 1;
+            Arc::make_mut(&mut ep.actions).push(begun.action.clone());
+            Arc::make_mut(&mut ep.seen).push(0);
+            ep.frame_hash = None;
+        }
+        // The index this step has (applied) or would have had.
+        let step_index = ep.step_index + u32::from(!applied);
+        let outcome = StepOutcome::Failed {
+            code: err.code_name(),
+            message: err.to_string(),
+            latency_ms: begun.started.elapsed().as_secs_f64() * 1e3,
+        };
+        let report = self.step_report(ep, begun, step_index, outcome);
+        self.pool
+            .record(|| deskgym_datasets::Record::Step(report.row()));
+        self.on_error(s, &err);
+        self.control
+            .tell(|m| m.state = "failed", || step_feed(&report));
+        err
+    }
+
+    /// The account of a step that ran: its row, and the console's state and feed.
+    fn step_ran(&self, ep: &Episode, begun: &Begun<'_>, outcome: StepOutcome) {
+        let report = self.step_report(ep, begun, ep.step_index, outcome);
+        self.pool
+            .record(|| deskgym_datasets::Record::Step(report.row()));
+        let StepOutcome::Ran {
+            reward,
+            terminated,
+            truncated,
+            ..
+        } = report.outcome
+        else {
+            return;
+        };
+        self.control.tell(
+            |m| {
+                m.step = ep.step_index;
+                m.last_reward = reward;
+                m.episode_return = ep.log.ret;
+                m.state = if terminated || truncated {
+                    "done"
+                } else {
+                    "running"
+                };
+            },
+            || step_feed(&report),
+        );
+    }
+
+    /// One report of what a step did, for the recorder and the console alike.
+    fn step_report<'a>(
+        &'a self,
+        ep: &Episode,
+        begun: &Begun<'a>,
+        step_index: u32,
+        outcome: StepOutcome,
+    ) -> StepReport<'a> {
+        StepReport {
+            episode_id: ep.log.episode_id.clone(),
+            episode: ep.number,
+            env_id: &self.id,
+            step_index,
+            action: begun.action,
+            actor: begun.actor,
+            t_start_ms: begun.t_start_ms,
+            frame_before: begun.before,
+            outcome,
+        }
     }
 
     /// Blocking: records an agent's verdict on the current episode (axstream `done`): in
@@ -411,6 +458,43 @@ impl Env {
             .as_ref()
             .ok_or(EnvError::Bug("episode vanished"))?;
         Ok(self.info(ep, started, None))
+    }
+}
+
+/// What a step knows from the moment its action is tried.
+struct Begun<'a> {
+    /// What runs, element targets resolved.
+    action: &'a deskgym_worker::Action,
+    /// Who chose it.
+    actor: deskgym_datasets::Actor,
+    /// When it was tried, in the recorder's clock.
+    t_start_ms: i64,
+    /// The frame on screen before it.
+    before: u128,
+    /// When the call began (latency counts from here).
+    started: Instant,
+}
+
+/// A step as the console's feed shows it.
+fn step_feed(r: &StepReport<'_>) -> serde_json::Value {
+    match &r.outcome {
+        StepOutcome::Failed { message, .. } => serde_json::json!({
+            "kind": "step", "step": r.step_index, "actor": r.actor.as_str(),
+            "action": action_value(r.action), "error": message,
+        }),
+        StepOutcome::Ran {
+            reward,
+            terminated,
+            truncated,
+            frame_after,
+            ..
+        } => serde_json::json!({
+            "kind": "step", "episode": r.episode, "step": r.step_index,
+            "actor": r.actor.as_str(), "action": action_value(r.action),
+            "reward": reward, "terminated": terminated, "truncated": truncated,
+            "frame_hash": deskgym_worker::hash_hex(*frame_after),
+            "t_ms": deskgym_datasets::writer::now_ms(),
+        }),
     }
 }
 
