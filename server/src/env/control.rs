@@ -23,6 +23,22 @@ struct Hold {
     until: Instant,
 }
 
+/// Where an env's episode stands, as the fleet page shows it (`idle`, `running`, `done`,
+/// `failed` on the wire).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum RunState {
+    /// Never reset.
+    #[default]
+    Idle,
+    /// An episode is under way.
+    Running,
+    /// The episode terminated or was truncated.
+    Done,
+    /// The last call failed.
+    Failed,
+}
+
 /// What the fleet page shows of an env, kept current by its steps and resets.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub(crate) struct Summary {
@@ -34,9 +50,8 @@ pub(crate) struct Summary {
     pub last_reward: f64,
     /// The current episode's return so far.
     pub episode_return: f64,
-    /// `running`, `done` (terminated or truncated), `failed` (the last call failed) or
-    /// `idle` (never reset).
-    pub state: &'static str,
+    /// Where the env's episode stands.
+    pub state: RunState,
     /// The current episode's instruction.
     pub instruction: String,
 }
@@ -57,7 +72,7 @@ impl Default for Control {
             hold: Mutex::new(None),
             feed: broadcast::channel(FEED_QUEUE).0,
             summary: Mutex::new(Summary {
-                state: "idle",
+                state: RunState::Idle,
                 ..Summary::default()
             }),
             tree: Mutex::new(None),
@@ -164,6 +179,21 @@ fn tree_json(tree: &deskgym_proto::v1::AccessibilityTree) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn run_states_keep_their_wire_spelling() {
+        let spelled: Vec<serde_json::Value> = [
+            RunState::Idle,
+            RunState::Running,
+            RunState::Done,
+            RunState::Failed,
+        ]
+        .iter()
+        .map(|s| serde_json::to_value(s).unwrap())
+        .collect();
+        assert_eq!(spelled, ["idle", "running", "done", "failed"]);
+        assert_eq!(Control::default().summary().state, RunState::Idle);
+    }
 
     #[test]
     fn one_holder_at_a_time_and_release_only_by_it() {

@@ -123,7 +123,7 @@ impl Env {
             |m| {
                 *m = control::Summary {
                     episode: ep.number,
-                    state: "running",
+                    state: control::RunState::Running,
                     instruction: ep.instruction.clone(),
                     ..control::Summary::default()
                 }
@@ -377,8 +377,10 @@ impl Env {
         self.pool
             .record(|| deskgym_datasets::Record::Step(report.row()));
         self.on_error(s, &err);
-        self.control
-            .tell(|m| m.state = "failed", || step_feed(&report));
+        self.control.tell(
+            |m| m.state = control::RunState::Failed,
+            || step_feed(&report),
+        );
         err
     }
 
@@ -402,9 +404,9 @@ impl Env {
                 m.last_reward = reward;
                 m.episode_return = ep.log.ret;
                 m.state = if terminated || truncated {
-                    "done"
+                    control::RunState::Done
                 } else {
-                    "running"
+                    control::RunState::Running
                 };
             },
             || step_feed(&report),
