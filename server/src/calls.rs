@@ -7,6 +7,7 @@ use std::sync::Arc;
 use deskgym_proto::v1 as pb;
 
 use crate::auth::Principal;
+use crate::capability::Capability;
 use crate::checked::{self, Field, On};
 use crate::convert;
 use crate::env::{Call, Env};
@@ -155,7 +156,7 @@ impl Calls {
         &self,
         env_id: &str,
         who: &Principal,
-        capability: &'static str,
+        capability: Capability,
     ) -> Result<Arc<Env>, PoolError> {
         let env = self.mgr.env(env_id, who)?;
         checked::grant(&env, capability)?;

@@ -4,7 +4,7 @@
 //! Modules depend one way (`scripts/check_layers.py` fails CI on a cycle; `--layers`
 //! prints them), lowest first:
 //! - leaves: `backend` (what a desktop is: real Xvfb + task app, or an in-memory fake
-//!   for tests), `conn` (connection budgets), `encode` (RAW/PNG/JPEG), `metrics` (the
+//!   for tests), `capability` (the boundary capabilities a grant check names), `conn` (connection budgets), `encode` (RAW/PNG/JPEG), `metrics` (the
 //!   hot-path counters), `profiles` (the profile catalog), `sync`;
 //! - `config` (limits, server settings, the token file), `tasks` (declarative tasks);
 //! - `auth` (principals and quotas on each request), `spec` (a validated CreatePool
@@ -33,6 +33,7 @@ mod auth;
 mod axstream;
 mod backend;
 mod calls;
+mod capability;
 mod checked;
 mod config;
 mod conn;

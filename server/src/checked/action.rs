@@ -11,6 +11,7 @@ use super::target::{
     Elements, MAX_QUERY_BYTES, button, chord, element_only, optional_target, target,
 };
 use crate::a11y::{Planned, Slot};
+use crate::capability::Capability;
 use crate::config::Limits;
 use crate::profiles::AppArgs;
 use crate::spec::{Invalid, Screen, quote};
@@ -409,13 +410,13 @@ fn set_value(v: &pb::SetValue, k: &mut Check<'_>) -> Result<Action, Invalid> {
 }
 
 /// The capability a verb needs beyond the core ones, if any.
-pub(crate) fn capability_of(a: Option<&pb::Action>) -> Option<&'static str> {
+pub(crate) fn capability_of(a: Option<&pb::Action>) -> Option<Capability> {
     match a?.verb.as_ref()? {
-        Verb::LaunchApp(_) => Some("launch_app"),
+        Verb::LaunchApp(_) => Some(Capability::LaunchApp),
         Verb::ActivateWindow(_)
         | Verb::CloseWindow(_)
         | Verb::MoveWindow(_)
-        | Verb::ResizeWindow(_) => Some("windows"),
+        | Verb::ResizeWindow(_) => Some(Capability::Windows),
         _ => None,
     }
 }

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use deskgym_proto::v1 as pb;
 
 use crate::a11y::{Planned, TreeOpts};
+use crate::capability::Capability;
 use crate::config::Limits;
 use crate::env::{Env, ObsOptions, Shape};
 use crate::pool::PoolError;
@@ -389,13 +390,19 @@ pub(crate) fn port(port: u32) -> Result<u16, Invalid> {
 }
 
 /// PERMISSION_DENIED unless the env's pool was granted `capability`.
-pub(crate) fn grant(env: &Env, capability: &'static str) -> Result<(), PoolError> {
-    if env.pool.spec.capabilities.iter().any(|c| c == capability) {
+pub(crate) fn grant(env: &Env, capability: Capability) -> Result<(), PoolError> {
+    if env
+        .pool
+        .spec
+        .capabilities
+        .iter()
+        .any(|c| c == capability.as_str())
+    {
         Ok(())
     } else {
         Err(PoolError::NotGranted {
             env: env.id.clone(),
-            capability,
+            capability: capability.as_str(),
         })
     }
 }
@@ -411,7 +418,7 @@ fn program_launch(env: &Env, action: Option<&pb::Action>) -> Result<Option<Catal
         return Ok(None);
     };
     let profile = &env.pool.spec.profile;
-    if profile.apps.contains_key(&l.app) || grant(env, "exec").is_err() {
+    if profile.apps.contains_key(&l.app) || grant(env, Capability::Exec).is_err() {
         // A catalog app, or no grant: the catalog's own rules (and its error) apply.
         return Ok(None);
     }

@@ -27,7 +27,7 @@ impl DeskgymService {
     > {
         let who = principal(&req)?;
         let mut r = req.into_inner();
-        let env = self.calls.granted(&r.env_id, &who, "exec")?;
+        let env = self.calls.granted(&r.env_id, &who, Capability::Exec)?;
         let spec = checked::exec_spec(&r, self.mgr.limits())?;
         let stdin = std::mem::take(&mut r.stdin);
         // The agent ends the command at its bound; the margin covers reporting back.

@@ -12,6 +12,7 @@ use tonic::{Request, Response, Status};
 
 use crate::auth::{Principal, principal};
 use crate::calls::Calls;
+use crate::capability::Capability;
 use crate::checked::{self, Field, MAX_CHORD_BYTES, On, VERBS};
 use crate::convert;
 use crate::env::{Call, ObsOptions};
@@ -343,7 +344,7 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let env = self
             .calls
-            .granted(&req.into_inner().env_id, &who, "windows")?;
+            .granted(&req.into_inner().env_id, &who, Capability::Windows)?;
         let job = self
             .mgr
             .on_env(&env, Call::ListWindows, self.mgr.op_timeout(), |e, _| {
@@ -445,7 +446,7 @@ impl Deskgym for DeskgymService {
         )
         .await?;
         let port = checked::port(first.port)?;
-        let env = self.calls.granted(&first.env_id, &who, "exec")?;
+        let env = self.calls.granted(&first.env_id, &who, Capability::Exec)?;
         let at = env.clone();
         let socket = tokio::task::spawn_blocking(move || at.agent_socket())
             .await
@@ -516,7 +517,7 @@ impl Deskgym for DeskgymService {
         let who = principal(&req)?;
         let env = self
             .calls
-            .granted(&req.into_inner().env_id, &who, "clipboard")?;
+            .granted(&req.into_inner().env_id, &who, Capability::Clipboard)?;
         let job = self
             .mgr
             .on_env(&env, Call::Clipboard, self.mgr.op_timeout(), |e, _| {
@@ -533,7 +534,7 @@ impl Deskgym for DeskgymService {
     ) -> Result<Response<pb::Clipboard>, Status> {
         let who = principal(&req)?;
         let r = req.into_inner();
-        let env = self.calls.granted(&r.env_id, &who, "clipboard")?;
+        let env = self.calls.granted(&r.env_id, &who, Capability::Clipboard)?;
         checked::clipboard_text(&r.text)?;
         let job = self
             .mgr
