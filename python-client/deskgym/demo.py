@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import deskgym
-from deskgym.agents import PixelAgent, RandomAgent
+from deskgym.agents.reference import PixelAgent, RandomAgent
 from deskgym.miniwob import OracleAgent
 
 
