@@ -121,3 +121,19 @@ Options:
         "| `--backend` | `real` | What a desktop is. One of: `real` (Real X11 desktops), `fake` (In-memory desktops, for tests). |",
         "| `--record-video-variable-rate` | off | Elide repeated frames. |",
     ]
+
+
+def test_every_decision_is_in_the_index_under_its_own_title() -> None:
+    """docs/decisions.md's index by topic names each entry once, with the entry's own
+    bold title, so a new or retitled decision cannot fall out of it."""
+    text = (ROOT / "docs" / "decisions.md").read_text()
+    index, entries = text.split("\n## Entries\n", 1)
+    titles = {int(n): " ".join(t.split()).rstrip(".:") for n, t in re.findall(r"^(\d+)\. \*\*(.+?)\*\*", entries, re.M | re.S)}
+    assert sorted(titles) == list(range(1, len(titles) + 1)), "entries are numbered 1..N, none removed"
+    listed = [(int(n), t) for n, t in re.findall(r"^  - (\d+): (.+?)(?: \(folded into \d+\))?$", index, re.M)]
+    numbers = [n for n, _ in listed]
+    missing = sorted(set(titles) - set(numbers))
+    twice = sorted({n for n in numbers if numbers.count(n) > 1})
+    assert not missing and not twice, f"decisions missing from the index by topic: {missing}; listed twice: {twice}"
+    wrong = [n for n, t in listed if titles.get(n) != t]
+    assert not wrong, f"index titles that differ from their entry's bold title: {wrong}"
