@@ -185,7 +185,9 @@ def _module_files(src: Path, name: str, ext: str) -> tuple[Path, list[Path]]:
     if folder.is_dir():
         head = folder / ("mod.rs" if ext == ".rs" else "__init__.py")
         tests = test_files(src) if ext == ".rs" else set()
-        rest = [f for f in sorted(folder.rglob(f"*{ext}")) if f != head and f not in tests and not f.name.startswith("test")]
+        rest = [
+            f for f in sorted(folder.rglob(f"*{ext}")) if f != head and f not in tests and not f.name.startswith("test")
+        ]
         return head, rest
     return src / f"{name}{ext}", []
 
@@ -214,32 +216,53 @@ def _script_doc(f: Path) -> str:
     return first_sentence("\n".join(lines[:3])) if lines else "—"
 
 
-def render_layout() -> str:
-    """The layout, drawn from the tree: folders, then each crate's and the package's
-    modules lowest layer first, binaries, benches and scripts."""
-    members = re.findall(r'"([^"]+)"', re.search(r"members\s*=\s*\[([^]]*)\]", (ROOT / "Cargo.toml").read_text()).group(1))
+def _rel(f: Path) -> str:
+    return f.relative_to(ROOT).as_posix()
+
+
+def _file_table(files: list[tuple[Path, str]]) -> list[str]:
+    return ["| file | what |", "|---|---|", *(f"| `{_rel(f)}` | {doc} |" for f, doc in files)]
+
+
+def _folders() -> list[str]:
+    cargo = (ROOT / "Cargo.toml").read_text()
+    members = re.findall(r'"([^"]+)"', re.search(r"members\s*=\s*\[([^]]*)\]", cargo).group(1))
     out = ["## Folders", "", "| folder | what |", "|---|---|"]
     for m in members:
         toml = ROOT / m / "Cargo.toml"
         out.append(f"| `{m}/` | crate `{_cargo_field(toml, 'name')}`: {_cargo_field(toml, 'description')} |")
-    out.append(f"| `python-client/` | package `deskgym`: {_cargo_field(ROOT / 'python-client' / 'pyproject.toml', 'description')} |")
-    out += ["| `scripts/` | setup, the two commands and the CI checks (below) |", "| `docs/` | the guides, the protocol reference, the decisions, this layout |", ""]
+    pyproject = ROOT / "python-client" / "pyproject.toml"
+    out += [
+        f"| `python-client/` | package `deskgym`: {_cargo_field(pyproject, 'description')} |",
+        "| `scripts/` | setup, the two commands and the CI checks (below) |",
+        "| `docs/` | the guides, the protocol reference, the decisions, this layout |",
+        "",
+    ]
+    return out
+
+
+def render_layout() -> str:
+    """The layout, drawn from the tree: folders, then each crate's and the package's
+    modules lowest layer first, binaries, benches and scripts."""
+    out = _folders()
     for crate in RUST_CRATES:
         src = ROOT / crate
         name = _cargo_field(src.parent / "Cargo.toml", "name")
-        out += [f"## `{crate}` (crate `{name}`), lowest layer first", "", *layout_table(src, rust_graph(src), ".rs"), ""]
+        out += [f"## `{crate}` (crate `{name}`), lowest layer first", ""]
+        out += [*layout_table(src, rust_graph(src), ".rs"), ""]
         bins = sorted((src / "bin").glob("*.rs")) + [f for f in (src / "main.rs",) if f.exists()]
         if bins:
-            out += ["Binaries: " + "; ".join(f"`{f.relative_to(ROOT).as_posix()}` ({rust_doc(f)})" for f in bins), ""]
+            out += ["Binaries: " + "; ".join(f"`{_rel(f)}` ({rust_doc(f)})" for f in bins), ""]
     pkg = ROOT / PYTHON_PACKAGE
-    out += [f"## `{PYTHON_PACKAGE}` (package `deskgym`), lowest layer first", "", *layout_table(pkg, python_graph(pkg), ".py"), ""]
-    protos = sorted((ROOT / "proto").rglob("*.proto"))
-    out += ["## `proto/`", "", "The wire contract, the single source of truth: " + ", ".join(f"`{f.relative_to(ROOT).as_posix()}`" for f in protos) + ".", ""]
-    out += ["## `benches/`", "", "| file | what |", "|---|---|"]
-    out += [f"| `{f.relative_to(ROOT).as_posix()}` | {rust_doc(f)} |" for f in sorted((ROOT / "benches" / "benches").glob("*.rs"))]
-    out += [f"| `{f.relative_to(ROOT).as_posix()}` | {python_doc(f)} |" for f in sorted((ROOT / "benches").glob("*.py"))]
-    out += ["", "## `scripts/`", "", "| file | what |", "|---|---|"]
-    out += [f"| `{f.relative_to(ROOT).as_posix()}` | {_script_doc(f)} |" for f in sorted((ROOT / "scripts").iterdir()) if f.is_file()]
+    out += [f"## `{PYTHON_PACKAGE}` (package `deskgym`), lowest layer first", ""]
+    out += [*layout_table(pkg, python_graph(pkg), ".py"), ""]
+    protos = ", ".join(f"`{_rel(f)}`" for f in sorted((ROOT / "proto").rglob("*.proto")))
+    out += ["## `proto/`", "", f"The wire contract, the single source of truth: {protos}.", ""]
+    benches = [(f, rust_doc(f)) for f in sorted((ROOT / "benches" / "benches").glob("*.rs"))]
+    benches += [(f, python_doc(f)) for f in sorted((ROOT / "benches").glob("*.py"))]
+    out += ["## `benches/`", "", *_file_table(benches), ""]
+    scripts = [(f, _script_doc(f)) for f in sorted((ROOT / "scripts").iterdir()) if f.is_file()]
+    out += ["## `scripts/`", "", *_file_table(scripts)]
     return "\n".join(out) + "\n"
 
 
