@@ -22,7 +22,8 @@ from deskgym.errors import DeskgymError
 from deskgym.modes import ACTION_MODES, OBS_FORMATS
 from deskgym.options import PoolOptions
 from deskgym.seeding import episode_seed
-from deskgym.registration import TASKS, make_vec, register_envs
+from deskgym.registration import make_vec, register_envs
+from deskgym.tasks import TASKS
 from deskgym.tunnel import PortForward
 from deskgym.vector import DeskgymVectorEnv, fork
 

@@ -5,7 +5,8 @@ non-pixel input, as it is for any VLM agent).
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import numpy as np
 from gymnasium import spaces
@@ -53,23 +54,38 @@ class PixelAgent:
     name = "scripted"
 
     def act(self, frame: np.ndarray, info: dict[str, Any]) -> dict[str, Any]:
-        task, step, instr = info["task"], int(info["step_index"]), str(info["instruction"])
-        if task == "click-target":
-            return self._click(centroid(mask(frame, RED)))
-        if task == "drag-to-zone":
-            item, zone = centroid(mask(frame, ORANGE)), centroid(mask(frame, GREEN))
-            if item is None or zone is None:
-                return {"verb": "noop"}
-            return {"verb": "drag", "x": item[0], "y": item[1], "to_x": zone[0], "to_y": zone[1]}
-        if task == "type-word":
-            word = instr.split('"')[1] if instr.count('"') >= 2 else ""
-            phase = [self._click(centroid(mask(frame, FIELD))), {"verb": "type_text", "text": word or "?"},
-                     {"verb": "key", "keys": "Return"}]
-            return phase[min(step, 2)]
-        if task == "click-button":
-            label = instr.split('"')[1] if instr.count('"') >= 2 else ""
-            return self._click(find_label(frame, instr, label))
-        return {"verb": "noop"}
+        solve = self.SOLVERS.get(info["task"])
+        if solve is None:
+            return {"verb": "noop"}
+        return solve(self, frame, int(info["step_index"]), str(info["instruction"]))
+
+    def _click_target(self, frame: np.ndarray, step: int, instr: str) -> dict[str, Any]:
+        return self._click(centroid(mask(frame, RED)))
+
+    def _drag_to_zone(self, frame: np.ndarray, step: int, instr: str) -> dict[str, Any]:
+        item, zone = centroid(mask(frame, ORANGE)), centroid(mask(frame, GREEN))
+        if item is None or zone is None:
+            return {"verb": "noop"}
+        return {"verb": "drag", "x": item[0], "y": item[1], "to_x": zone[0], "to_y": zone[1]}
+
+    def _type_word(self, frame: np.ndarray, step: int, instr: str) -> dict[str, Any]:
+        word = instr.split('"')[1] if instr.count('"') >= 2 else ""
+        phase = [self._click(centroid(mask(frame, FIELD))), {"verb": "type_text", "text": word or "?"},
+                 {"verb": "key", "keys": "Return"}]
+        return phase[min(step, 2)]
+
+    def _click_button(self, frame: np.ndarray, step: int, instr: str) -> dict[str, Any]:
+        label = instr.split('"')[1] if instr.count('"') >= 2 else ""
+        return self._click(find_label(frame, instr, label))
+
+    #: Bundled task id -> its solver (``blank`` has no goal to solve). The keys are task
+    #: ids of :data:`deskgym.tasks.BUNDLED`; tests/test_tasks.py holds them to it.
+    SOLVERS: ClassVar[dict[str, Callable[[PixelAgent, np.ndarray, int, str], dict[str, Any]]]] = {
+        "click-target": _click_target,
+        "click-button": _click_button,
+        "drag-to-zone": _drag_to_zone,
+        "type-word": _type_word,
+    }
 
     @staticmethod
     def _click(at: tuple[int, int] | None) -> dict[str, Any]:
