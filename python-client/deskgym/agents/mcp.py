@@ -381,23 +381,34 @@ def build(
     server = DeskgymMCP(desktops, **settings)
     if task:
         desktops.open(task, profile, seed)
+    # In this order: it is the order tools/list gives them in.
+    _input_tools(server, desktops)
+    _desktop_tools(server, desktops)
+    _sandbox_tools(server, desktops, capabilities)
+    return server
 
-    def step(desktop: str | None, action: dict[str, Any]) -> CallToolResult:
-        d = desktops.get(desktop)
-        if d.display is not None and not d.display.whole:
-            action = d.display.map_action(action)
-        r = desktops.client.step(d.env_id, to_proto(action), encoding="png")
-        d.instruction = r.info.instruction
-        desktops.changed(d, f"{r.observation.frame_hash} {r.info.episode} {r.terminated or r.truncated}")
-        out = f"{action['verb']} done: step {r.info.step_index}, reward {r.reward:g}"
-        if r.terminated or r.truncated:
-            out += ", the episode ended (" + ("terminated" if r.terminated else "truncated") + "): call reset"
-        return _typed(out, StepOutcome(verb=action["verb"], step=r.info.step_index, reward=r.reward,
-                                       terminated=r.terminated, truncated=r.truncated))
 
-    async def act(desktop: str | None, action: dict[str, Any]) -> CallToolResult:
-        return await blocking(functools.partial(step, desktop, action))
+def _step(desktops: Desktops, desktop: str | None, action: dict[str, Any]) -> CallToolResult:
+    """Runs one action on a desktop (pixel targets mapped through its last screenshot)."""
+    d = desktops.get(desktop)
+    if d.display is not None and not d.display.whole:
+        action = d.display.map_action(action)
+    r = desktops.client.step(d.env_id, to_proto(action), encoding="png")
+    d.instruction = r.info.instruction
+    desktops.changed(d, f"{r.observation.frame_hash} {r.info.episode} {r.terminated or r.truncated}")
+    out = f"{action['verb']} done: step {r.info.step_index}, reward {r.reward:g}"
+    if r.terminated or r.truncated:
+        out += ", the episode ended (" + ("terminated" if r.terminated else "truncated") + "): call reset"
+    return _typed(out, StepOutcome(verb=action["verb"], step=r.info.step_index, reward=r.reward,
+                                   terminated=r.terminated, truncated=r.truncated))
 
+
+async def _act(desktops: Desktops, desktop: str | None, action: dict[str, Any]) -> CallToolResult:
+    return await blocking(functools.partial(_step, desktops, desktop, action))
+
+
+def _input_tools(server: DeskgymMCP, desktops: Desktops) -> None:
+    """The screenshot and the input tools: what an agent sees and does."""
     tool = server.tool
 
     @tool()
@@ -420,49 +431,49 @@ def build(
                     name: str | None = None, button: str = "left", desktop: str | None = None) -> Stepped:
         """Click at pixel (x, y), or on an element: ref (e.g. "e12" from observe) or role and/or name
         (e.g. role "push button", name "OK"), resolved against the live screen."""
-        return await act(desktop, {"verb": "click", "button": button, **_target("", x, y, ref, role, name)})
+        return await _act(desktops, desktop, {"verb": "click", "button": button, **_target("", x, y, ref, role, name)})
 
     @tool()
     async def double_click(x: int | None = None, y: int | None = None, ref: str | None = None, role: str | None = None,
                            name: str | None = None, desktop: str | None = None) -> Stepped:
         """Double-click at a pixel or an element (as click)."""
-        return await act(desktop, {"verb": "double_click", **_target("", x, y, ref, role, name)})
+        return await _act(desktops, desktop, {"verb": "double_click", **_target("", x, y, ref, role, name)})
 
     @tool()
     async def right_click(x: int | None = None, y: int | None = None, ref: str | None = None, role: str | None = None,
                           name: str | None = None, desktop: str | None = None) -> Stepped:
         """Right-click at a pixel or an element (as click)."""
-        return await act(desktop, {"verb": "right_click", **_target("", x, y, ref, role, name)})
+        return await _act(desktops, desktop, {"verb": "right_click", **_target("", x, y, ref, role, name)})
 
     @tool()
     async def move(x: int | None = None, y: int | None = None, ref: str | None = None, role: str | None = None,
                    name: str | None = None, desktop: str | None = None) -> Stepped:
         """Move the pointer to a pixel or an element (as click)."""
-        return await act(desktop, {"verb": "move", **_target("", x, y, ref, role, name)})
+        return await _act(desktops, desktop, {"verb": "move", **_target("", x, y, ref, role, name)})
 
     @tool()
     async def scroll(dy: int = 3, dx: int = 0, x: int | None = None, y: int | None = None, ref: str | None = None,
                      role: str | None = None, name: str | None = None, desktop: str | None = None) -> Stepped:
         """Scroll the wheel (dy > 0: down, dx > 0: right; -50..50 clicks) at a pixel or an element."""
-        return await act(desktop, {"verb": "scroll", "dx": dx, "dy": dy, **_target("", x, y, ref, role, name)})
+        return await _act(desktops, desktop, {"verb": "scroll", "dx": dx, "dy": dy, **_target("", x, y, ref, role, name)})
 
     @tool()
     async def drag(x: int | None = None, y: int | None = None, to_x: int | None = None, to_y: int | None = None,
                    ref: str | None = None, to_ref: str | None = None, duration_ms: int = 0,
                    desktop: str | None = None) -> Stepped:
         """Press at (x, y) or element ref, move to (to_x, to_y) or element to_ref, release."""
-        return await act(desktop, {"verb": "drag", "duration_ms": duration_ms,
+        return await _act(desktops, desktop, {"verb": "drag", "duration_ms": duration_ms,
                                    **_target("", x, y, ref, None, None), **_target("to_", to_x, to_y, to_ref, None, None)})
 
     @tool(name="type")
     async def type_text(text: str, desktop: str | None = None) -> Stepped:
         """Type text (Unicode) into the focused element."""
-        return await act(desktop, {"verb": "type_text", "text": text})
+        return await _act(desktops, desktop, {"verb": "type_text", "text": text})
 
     @tool()
     async def key(keys: str, desktop: str | None = None) -> Stepped:
         """Press a key chord: X keysym names joined by '+', e.g. "ctrl+s", "Return", "shift+Tab"."""
-        return await act(desktop, {"verb": "key", "keys": keys})
+        return await _act(desktops, desktop, {"verb": "key", "keys": keys})
 
     @tool()
     async def wait(ms: int, desktop: str | None = None) -> Stepped:
@@ -475,7 +486,13 @@ def build(
             raise _tool_error(e) from None
         # The wait itself is here, so a cancelled call ends at once; then a no-op settles.
         await anyio.sleep(ms / 1000)
-        return await act(desktop, {"verb": "noop"})
+        return await _act(desktops, desktop, {"verb": "noop"})
+
+
+def _desktop_tools(server: DeskgymMCP, desktops: Desktops) -> None:
+    """Reading a desktop's elements and windows, apps, episodes, and opening and closing
+    desktops."""
+    tool = server.tool
 
     @tool()
     async def observe(desktop: str | None = None) -> str:
@@ -502,7 +519,7 @@ def build(
     @tool()
     async def launch_app(app: str, args: list[str] | None = None, desktop: str | None = None) -> Stepped:
         """Start an application of the desktop's profile by name (e.g. "terminal", "chromium")."""
-        return await act(desktop, {"verb": "launch_app", "app": app, "args": args or []})
+        return await _act(desktops, desktop, {"verb": "launch_app", "app": app, "args": args or []})
 
     @tool()
     async def reset(seed: int | None = None, desktop: str | None = None) -> Started:
@@ -536,6 +553,10 @@ def build(
         await ctx.session.send_resource_list_changed()
         return f"desktop {desktop} closed"
 
+
+def _sandbox_tools(server: DeskgymMCP, desktops: Desktops, capabilities: Sequence[str]) -> None:
+    """``exec`` and the file tools, each only when its capability was granted."""
+    tool = server.tool
     if "exec" in capabilities:
         @tool(name="exec")
         async def run_command(command: str, timeout_s: float = 30.0, desktop: str | None = None) -> Ran:
@@ -570,8 +591,6 @@ def build(
                 entries = [Entry(path=e.path, kind=e.kind, size=e.size) for e in r.entries]
                 return _typed(json.dumps(entries), Listing(entries=entries))
             return await blocking(go)
-
-    return server
 
 
 def _screen(s: str) -> tuple[int, int]:
