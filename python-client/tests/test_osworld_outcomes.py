@@ -63,7 +63,9 @@ def test_a_failing_step_is_recorded_while_osworld_goes_on(shim_server: Server, t
         c[0], FAILING,
         {"type": "launch", "parameters": {"command": ["deskgym-no-such-program", "--flag"]}},
         {"type": "activate_window", "parameters": {"window_name": "No Such Window 42"}},
-        {"type": "sleep", "parameters": {"seconds": 0.1}}, c[1]])
+        {"type": "sleep", "parameters": {"seconds": 0.1}}, c[1],
+        # OSWorld's `command` step calls its `execute` one (positionally): one step.
+        {"type": "command", "parameters": {"command": ["mkdir", "-p", "/home/user/project/.vscode"]}}])
     t["evaluator"]["postconfig"] = [{"type": "execute", "parameters": {"command": ["false"]}}]
     env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
                              screen_size=(1280, 720), require_a11y_tree=False)
@@ -72,7 +74,9 @@ def test_a_failing_step_is_recorded_while_osworld_goes_on(shim_server: Server, t
         got = [(o.phase, o.step, o.type, o.ok) for o in env.setup_outcomes]
         assert got == [("config", 1, "execute", True), ("config", 2, "execute", False),
                        ("config", 3, "launch", False), ("config", 4, "activate_window", False),
-                       ("config", 5, "sleep", True), ("config", 6, "execute", True)], env.setup_outcomes
+                       ("config", 5, "sleep", True), ("config", 6, "execute", True),
+                       ("config", 7, "command", True)], env.setup_outcomes
+        assert env.setup_outcomes[6].exit_code == 0, env.setup_outcomes[6]
         sudo, failing, launch, window = env.setup_outcomes[:4]
         assert sudo.exit_code == 0 and "{CLIENT_PASSWORD}" in sudo.ran, sudo  # the password is not on record
         # The shell's own words (dash: "cannot create ...: Directory nonexistent").

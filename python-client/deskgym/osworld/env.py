@@ -100,9 +100,9 @@ class RecordingSetupController(SetupController):  # type: ignore[misc]
         return ok
 
     def _recorded(self, kind: str, method: Any) -> Any:
-        def step(**params: Any) -> Any:
-            if self._depth:  # a step calling another (command -> execute) is one step
-                return method(**params)
+        def step(*args: Any, **params: Any) -> Any:
+            if self._depth or args:  # a step calling another (command -> execute) is one step
+                return method(*args, **params)
             self._depth += 1
             self._step += 1
             calls = self._bridge.trace = []

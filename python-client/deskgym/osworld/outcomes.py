@@ -54,8 +54,9 @@ class SetupOutcome:
         """``setup: step 2 (execute): exit 1: <stderr>`` (the cause a task's row names)."""
         where = {"config": "setup", "postconfig": "postconfig"}.get(self.phase, self.phase)
         why = self.error or (f"exit {self.exit_code}" if self.exit_code else "failed")
-        if self.stderr and self.stderr.strip() not in why:
-            why += f": {self.stderr.strip()[-200:]}"
+        tail = " ".join(self.stderr.split())[-200:]  # one line: a cause sits in a table's row
+        if tail and tail not in why:
+            why += f": {tail}"
         return f"{where}: step {self.step} ({self.type}): {why}"
 
     def to_dict(self) -> dict[str, Any]:

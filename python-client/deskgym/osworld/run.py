@@ -139,7 +139,15 @@ def _make_agent(spec: str, kwargs: dict[str, Any]) -> Any:
     return getattr(importlib.import_module(module), name)(**kwargs)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def _due(prev: dict[str, Any] | None, rerun_invalid: bool) -> bool:
+    """Whether a task runs: one with no outcome yet; with ``--rerun-invalid``, exactly
+    those whose outcome is invalid."""
+    if rerun_invalid:
+        return prev is not None and status_of(prev) == INVALID
+    return prev is None
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m deskgym.osworld.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="reset, set up and evaluate each task with no agent")
     p.add_argument("--agent", help="MODULE:CLASS with OSWorld's predict(instruction, obs)")
@@ -173,6 +181,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                    help="run exactly the tasks the previous results in --result-dir hold as invalid")
     p.add_argument("--compare", type=Path, metavar="OTHER_RESULTS",
                    help="run nothing: list the tasks whose outcome differs between --result-dir and this")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = _parser()
     a = p.parse_args(argv)
     if a.compare:
         diff = compare(load_rows(a.result_dir), load_rows(a.compare))
@@ -196,37 +209,47 @@ def main(argv: Sequence[str] | None = None) -> None:
                           require_a11y_tree=a11y, action_space=a.action_space, network=a.network,
                           offline=a.offline)
 
-    todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
     if a.check:
-        log = a.result_dir / "check.jsonl"
-        before = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
-        last = last_rows(before)
-        for d, t in tasks:
-            prev = last.get(t["id"])
-            if (prev is None and not a.rerun_invalid) or (prev is not None and a.rerun_invalid
-                                                          and status_of(prev) == INVALID):
-                todo.put((d, t))
-        print(f"{len(tasks)} tasks, {len(tasks) - todo.qsize()} done before, {todo.qsize()} to run "
-              f"{'again (invalid before) ' if a.rerun_invalid else ''}on {a.num_envs} desktops", flush=True)
-        with log.open("a") as sink:
-            progress = Progress(todo.qsize(), sink)
+        _check_all(a, tasks, make_env)
+    else:
+        _run_agents(a, tasks, make_env)
 
-            def check(env: Any, _i: int, domain: str, task: dict[str, Any]) -> None:
-                progress.started()
-                row = check_task(env, domain, task, a.stand_ins)
-                progress.done(row, row["status"] != INVALID, row["status"])
 
-            _pool(todo, a.num_envs, make_env, check)
-        ids = {t["id"] for _, t in tasks}
-        checked = [r for r in last_rows(before + progress.rows).values() if r["id"] in ids]
-        table = coverage(checked)
-        (a.result_dir / "coverage.md").write_text(table)
-        print(table + f"\n{time.monotonic() - progress.t0:.0f} s; rows in {log}", flush=True)
-        for r in checked:
-            if r.get("suspect"):
-                print(f"suspect: {r['domain']}/{r['id']} scores 1 with no action")
-        return
+def _check_all(a: argparse.Namespace, tasks: list[tuple[str, dict[str, Any]]], make_env: Callable[[int], Any]) -> None:
+    """``--check``: every due task with no agent, rows to ``check.jsonl``, the table to
+    ``coverage.md``."""
+    todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+    log = a.result_dir / "check.jsonl"
+    before = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+    last = last_rows(before)
+    for d, t in tasks:
+        if _due(last.get(t["id"]), a.rerun_invalid):
+            todo.put((d, t))
+    print(f"{len(tasks)} tasks, {len(tasks) - todo.qsize()} done before, {todo.qsize()} to run "
+          f"{'again (invalid before) ' if a.rerun_invalid else ''}on {a.num_envs} desktops", flush=True)
+    with log.open("a") as sink:
+        progress = Progress(todo.qsize(), sink)
 
+        def check(env: Any, _i: int, domain: str, task: dict[str, Any]) -> None:
+            progress.started()
+            row = check_task(env, domain, task, a.stand_ins)
+            progress.done(row, row["status"] != INVALID, row["status"])
+
+        _pool(todo, a.num_envs, make_env, check)
+    ids = {t["id"] for _, t in tasks}
+    checked = [r for r in last_rows(before + progress.rows).values() if r["id"] in ids]
+    table = coverage(checked)
+    (a.result_dir / "coverage.md").write_text(table)
+    print(table + f"\n{time.monotonic() - progress.t0:.0f} s; rows in {log}", flush=True)
+    for r in checked:
+        if r.get("suspect"):
+            print(f"suspect: {r['domain']}/{r['id']} scores 1 with no action")
+
+
+def _run_agents(a: argparse.Namespace, tasks: list[tuple[str, dict[str, Any]]], make_env: Callable[..., Any]) -> None:
+    """``--agent``: an episode per due task in OSWorld's result layout, the means to
+    ``scores.md``."""
+    todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
     kwargs = json.loads(a.agent_kwargs)
     agents = [_make_agent(a.agent, kwargs) for _ in range(max(1, a.num_envs))]
     model = a.model or getattr(agents[0], "model", None) or type(agents[0]).__name__
@@ -234,8 +257,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     rows: list[dict[str, Any]] = []
     for d, t in tasks:
         prev = outcome(base, d, t)
-        if (prev is None and not a.rerun_invalid) or (prev is not None and a.rerun_invalid
-                                                      and status_of(prev) == INVALID):
+        if _due(prev, a.rerun_invalid):
             todo.put((d, t))
         elif prev is not None:
             rows.append(prev)
