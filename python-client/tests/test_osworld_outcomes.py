@@ -217,3 +217,21 @@ def test_the_package_is_a_plain_face() -> None:
     assert r.returncode == 0, r.stderr
     with pytest.raises(AttributeError):
         osworld.NoSuchName  # noqa: B018
+
+
+def test_a_command_with_until_is_judged_by_its_last_run() -> None:
+    """OSWorld reruns an `until` command until its condition holds (earlier runs that
+    exit non-zero are its waiting), so only the last run counts; without `until`, any
+    non-zero exit fails the step."""
+    from deskgym.osworld.bridge import Call
+    from deskgym.osworld.outcomes import judge
+
+    waiting = [Call("/setup/execute", 200, 1, "not yet"), Call("/setup/execute", 200, 0, "")]
+    until = judge("config", 1, "execute", {"command": ["test", "-e", "x"], "until": {"returncode": 0}},
+                  waiting, None, 1.0)
+    assert until.ok and until.exit_code == 0, until
+    once = judge("config", 1, "execute", {"command": ["test", "-e", "x"]}, waiting[:1], None, 0.1)
+    assert not once.ok and once.describe() == "setup: step 1 (execute): exit 1: not yet", once
+    refused = judge("postconfig", 2, "launch", {"command": ["x"]}, [Call("/setup/launch", 500, error="x: not found")],
+                    None, 0.1)
+    assert refused.describe() == "postconfig: step 2 (launch): /setup/launch answered 500: x: not found", refused
