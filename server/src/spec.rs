@@ -10,10 +10,10 @@ use deskgym_proto::v1 as pb;
 use deskgym_worker::{DesktopConfig, DesktopError, Family, SandboxConfig, Settle, SettlePolicy};
 use deskgym_worker::{WebClock as Clock, WebReward as Reward, WebSpec};
 
-use crate::backend::{Backend, Desktop};
 use crate::config::Limits;
 use crate::profiles::{Catalog, Profile};
 use crate::tasks::{TaskDef, Tasks};
+use deskgym_worker::{Backend, Desktop};
 
 /// A request field that is malformed: which field (dotted path, e.g.
 /// `action.click.target.point_px`) and how to fix it. Every layer's "bad request".
@@ -571,7 +571,7 @@ mod tests {
             catalog: Catalog::load(None).unwrap(),
             ..Policy::default()
         };
-        let backend: Arc<dyn Backend> = Arc::new(crate::backend::fake::FakeBackend::new());
+        let backend: Arc<dyn Backend> = Arc::new(deskgym_worker::fake::FakeBackend::new());
         let field_of = |req: pb::CreatePoolRequest| match validate(
             &req,
             &Limits::default(),
