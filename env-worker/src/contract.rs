@@ -7,15 +7,16 @@
 //! `Box<dyn Desktop>` and never learns which it has.
 //!
 //! # A remote implementation
-//! The trait is object-safe and its results are owned values with no handle into this
-//! process (the named ones below derive serde, as do the agent's `Entry` and
-//! `ExecEnd`), so a desktop on another host plugs in as one more `Backend` whose
+//! The trait is object-safe and its results are owned plain data with no handle into
+//! this process (`FileChunk`, `Listing`, `Executed`, `Tree` and `Live` already derive
+//! serde; `Outcome`, `Frame`, `SettleReport` and `WindowInfo` would take the same
+//! derives), so a desktop on another host plugs in as one more `Backend` whose
 //! `start` connects to a worker there and returns a `Desktop` that sends each call as
-//! a request and decodes the answer. Three methods are about this host and answer
-//! plainly for a remote desktop: [`Desktop::pids`] is empty (an overrun is ended by
-//! closing the connection), [`Desktop::agent_socket`] is `None` (port tunnels then
-//! need a relay of their own), and `ExecSpec::cancel` is honoured by hanging up. A
-//! streamed exec's `sink` is called as output frames arrive.
+//! a request and decodes the answer. Two methods and a field are about this host and
+//! answer plainly for a remote desktop: [`Desktop::pids`] is empty (an overrun is
+//! ended by closing the connection), [`Desktop::agent_socket`] is `None` (port
+//! tunnels then need a relay of their own), and `ExecSpec::cancel` is honoured by
+//! hanging up. A streamed exec's `sink` is called as output frames arrive.
 
 use crate::a11y::{Limits, Live, Tree};
 use crate::action::{Action, Point};
