@@ -431,7 +431,7 @@ pub(crate) fn validate(
     let family = match (sandbox, &task.family, web) {
         (None, _, _) => Family::TaskApp,
         (Some(sb), TaskFamily::Script(script), _) => Family::Script(sb, script.clone()),
-        (Some(sb), TaskFamily::Web(_), Some(web)) => Family::Page(sb, web),
+        (Some(sb), TaskFamily::Web(_), Some(web)) => Family::Web(sb, web),
         (Some(sb), _, _) => Family::Blank(sb),
     };
     Ok(PoolSpec {
