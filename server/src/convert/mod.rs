@@ -7,13 +7,13 @@ use deskgym_worker::parse_chord;
 use deskgym_worker::{Action, Button, Point};
 
 use crate::a11y::{Planned, Sel, Slot, parse_ref};
-use crate::backend::{Executed, Listing};
 use crate::config::Limits;
 use crate::env::Shape;
 pub(crate) use crate::spec::Screen;
 use crate::spec::{Invalid, quote};
 use deskgym_worker::ExecSpec;
 use deskgym_worker::WindowInfo;
+use deskgym_worker::{Executed, Listing};
 
 /// The verbs this server accepts, as `Action.verb` field names.
 pub(crate) const VERBS: &[&str] = &[
@@ -633,7 +633,13 @@ pub(crate) fn exec_spec(r: &pb::ExecRequest, l: &Limits) -> Result<ExecSpec, Inv
 }
 
 /// A directory listing on the wire.
-pub(crate) fn listing((path, entries, truncated): Listing) -> pb::ListDirectoryResponse {
+pub(crate) fn listing(
+    Listing {
+        path,
+        entries,
+        truncated,
+    }: Listing,
+) -> pb::ListDirectoryResponse {
     pb::ListDirectoryResponse {
         path,
         entries: entries
@@ -670,7 +676,13 @@ pub(crate) fn windows_response(ws: Vec<WindowInfo>) -> pb::ListWindowsResponse {
 }
 
 /// How a command ended, on the wire.
-pub(crate) fn exec_response((end, stdout, stderr): Executed) -> pb::ExecResponse {
+pub(crate) fn exec_response(
+    Executed {
+        end,
+        stdout,
+        stderr,
+    }: Executed,
+) -> pb::ExecResponse {
     pb::ExecResponse {
         exit_code: end.exit_code,
         signal: end.signal,
