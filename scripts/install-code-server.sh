@@ -10,6 +10,7 @@
 # builds the native modules against the installed Node's headers. Needs Node 20
 # (code-server 4.96's; Debian 12's own nodejs is 18).
 set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
 VERSION=4.96.4
 DEST=/usr/local/lib/code-server-$VERSION
 LINK=/usr/local/lib/code-server
@@ -66,3 +67,8 @@ node "$DEST/out/node/entry.js" --version >/dev/null
 $SUDO touch "$DEST/.installed"
 $SUDO ln -sfn "$DEST" "$LINK"
 echo "install-code-server: code-server $VERSION in $LINK"
+# A home built before code-server was here lacks VS Code's first-start state
+# (~/.config/Code/User): build it again now that the editor can start.
+if [ -d /var/lib/deskgym/homes/osworld ]; then
+  $SUDO /usr/bin/python3 "$HERE/osworld-home.py"
+fi

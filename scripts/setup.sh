@@ -61,6 +61,8 @@ if ((DESKTOP)); then
   fi
 fi
 
+# The `osworld` profile's home: each application started once on this machine.
+((OSWORLD)) && $SUDO /usr/bin/python3 scripts/osworld-home.py
 if ! command -v cargo >/dev/null; then
   echo "setup: cargo not found; install Rust >= 1.85 (https://rustup.rs) and run again" >&2
   exit 1

@@ -17,6 +17,7 @@ scripts/setup-rllib.sh
 cargo fmt --all --check
 # Modules depend one way (server, env-worker, the Python package).
 python3 scripts/check_layers.py
+python3 scripts/check_layers.py --check-layout docs/layout.md
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # Binaries first: the tests spawn deskgym-task-app, deskgym-sandbox-agent and
 # deskgym-server.

@@ -14,7 +14,9 @@ use deskgym_proto::v1::deskgym_client::DeskgymClient;
 use deskgym_server::{Limits, ServerConfig};
 use deskgym_worker::XSession;
 use deskgym_worker::Xvfb;
-use deskgym_worker::{Action, Button, Desktop, DesktopConfig, Point, Settle, SettlePolicy};
+use deskgym_worker::{
+    Action, Button, Desktop, DesktopConfig, LocalDesktop, Point, Settle, SettlePolicy,
+};
 use tonic::transport::Channel;
 
 const W: u32 = 640;
@@ -128,7 +130,7 @@ fn step(c: &mut Criterion) {
         });
     }
     {
-        let mut d = Desktop::start(DesktopConfig {
+        let mut d = LocalDesktop::start(DesktopConfig {
             task: "click-target".into(),
             width: W,
             height: H,

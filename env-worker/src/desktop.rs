@@ -1,17 +1,19 @@
-//! One desktop: an Xvfb, a client session on it, and the task family's part (a
+//! The local desktop: an Xvfb, a client session on it, and the task family's part (a
 //! [`crate::runner::Runner`]: the bundled task app, or a profile's sandboxed session
-//! with no task, a declarative task or a web page), started and stopped together.
+//! with no task, a declarative task or a web page), started and stopped together on
+//! this host; and [`LocalBackend`], which starts them.
 
 use std::time::{Duration, Instant};
 
 use crate::Point;
 use crate::a11y::{Limits, Live, Tree};
 use crate::action::Action;
-use crate::agent::{Entry, ExecEnd, ExecSpec};
+use crate::agent::{ExecSpec, Executed, FileChunk, Listing};
+use crate::contract::{Backend, Desktop, Replayed, Sink};
 use crate::error::{DesktopError, Result};
 use crate::frame::Frame;
 use crate::runner::{self, Ctx, Runner, Session};
-pub(crate) use crate::runner::{DesktopConfig, Outcome};
+use crate::runner::{DesktopConfig, Outcome};
 use crate::windows::WindowInfo;
 use crate::x11::XSession;
 use crate::xvfb::Xvfb;
@@ -26,9 +28,19 @@ const PACE_AHEAD: usize = 4;
 /// has diverged; the caller finds out from its last frame).
 const PACE_MISSES: u32 = 3;
 
-/// A running desktop. Fields drop in declaration order: the family's part (app or
+/// Starts [`LocalDesktop`]s.
+#[derive(Debug, Default)]
+pub struct LocalBackend;
+
+impl Backend for LocalBackend {
+    fn start(&self, config: DesktopConfig) -> Result<Box<dyn Desktop>> {
+        Ok(Box::new(LocalDesktop::start(config)?))
+    }
+}
+
+/// A running desktop on this host. Fields drop in declaration order: the family's part (app or
 /// sandbox), the clipboard owner, the X session, then Xvfb.
-pub struct Desktop {
+pub struct LocalDesktop {
     runner: Box<dyn Runner>,
     /// The thread owning the CLIPBOARD after a `set_clipboard`.
     clipboard: Option<crate::clipboard::Owner>,
@@ -37,16 +49,16 @@ pub struct Desktop {
     config: DesktopConfig,
 }
 
-impl std::fmt::Debug for Desktop {
+impl std::fmt::Debug for LocalDesktop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Desktop")
+        f.debug_struct("LocalDesktop")
             .field("display", &self.xvfb.display())
             .field("config", &self.config)
             .finish()
     }
 }
 
-impl Desktop {
+impl LocalDesktop {
     /// Starts Xvfb, connects, starts the family's part (order matters: each needs the last).
     pub fn start(config: DesktopConfig) -> Result<Self> {
         let xvfb = Xvfb::start(config.width, config.height)?;
@@ -61,11 +73,6 @@ impl Desktop {
         })
     }
 
-    /// The display number.
-    pub fn display(&self) -> u32 {
-        self.xvfb.display()
-    }
-
     /// Pid of the Xvfb process (tests kill it to simulate a crash).
     pub fn xvfb_pid(&self) -> u32 {
         self.xvfb.pid()
@@ -76,10 +83,63 @@ impl Desktop {
         self.runner.pid()
     }
 
-    /// The sandbox agent's socket, for connections that outlive one call (a port
-    /// tunnel: [`crate::agent::Request::Connect`]); `None` without a sandbox. It
-    /// changes when a reset restarts the sandbox.
-    pub fn agent_socket(&self) -> Option<crate::sandbox::AgentPeer> {
+    /// True when captures use MIT-SHM.
+    pub fn uses_shm(&self) -> bool {
+        self.x.uses_shm()
+    }
+
+    /// Starts a program in the sandbox, detached; its pid inside the sandbox.
+    pub fn launch(&mut self, argv: &[String]) -> Result<u32> {
+        self.session()?.sandbox()?.launch(argv)
+    }
+
+    /// Waits (at most `bound`) until the screen's hash is one of `want` (0: none);
+    /// false when it was not, or when nothing was drawn for [`PACE_QUIET`] without the
+    /// screen being it (a screen that stopped drawing will not become it: the original
+    /// showed a passing state, or the replay differs). The screen is compared again
+    /// after each burst of drawing.
+    fn wait_for_frame(&mut self, want: &[u128], bound: Duration) -> Result<bool> {
+        let start = Instant::now();
+        let mut drawn = start;
+        loop {
+            let hash = self.x.capture()?.hash;
+            if hash != 0 && want.contains(&hash) {
+                return Ok(true);
+            }
+            let now = Instant::now();
+            let left = bound.saturating_sub(now - start);
+            if left.is_zero() || now - drawn >= PACE_QUIET {
+                return Ok(false);
+            }
+            let burst = self.x.settle(crate::Settle {
+                policy: crate::SettlePolicy::Damage,
+                settle_ms: 20,
+                settle_max_ms: left.as_millis().max(20) as u32,
+            })?;
+            if burst.damage_events > 0 {
+                drawn = Instant::now();
+            }
+        }
+    }
+
+    /// The session, for the sandbox verbs; the `tasks` profile has none.
+    fn session(&mut self) -> Result<&mut Session> {
+        self.check_alive()?;
+        self.runner.session().ok_or_else(runner::no_sandbox)
+    }
+}
+
+impl Desktop for LocalDesktop {
+    fn display(&self) -> u32 {
+        self.xvfb.display()
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        vec![self.xvfb_pid(), self.app_pid()]
+    }
+
+    /// A port tunnel's connections outlive one call ([`crate::agent::Request::Connect`]).
+    fn agent_socket(&self) -> Option<crate::sandbox::AgentPeer> {
         let s = self.runner.session_ref()?;
         s.sandbox_unchanged()
             .ok()
@@ -88,22 +148,15 @@ impl Desktop {
 
     /// True when a reset would restart the sandbox (something ran in it since it
     /// started); the task app and a fresh sandbox reset in place.
-    pub fn restarts_to_reset(&self) -> bool {
+    fn restarts_to_reset(&self) -> bool {
         self.runner.session_ref().is_some_and(Session::used)
     }
 
-    /// True when captures use MIT-SHM.
-    pub fn uses_shm(&self) -> bool {
-        self.x.uses_shm()
-    }
-
-    /// Pointer position as placed by the last action.
-    pub fn pointer(&self) -> Point {
+    fn pointer(&self) -> Point {
         self.runner.pointer(&self.x)
     }
 
-    /// Fails with [`DesktopError::DisplayGone`] or [`DesktopError::App`] when a part died.
-    pub fn check_alive(&mut self) -> Result<()> {
+    fn check_alive(&mut self) -> Result<()> {
         if !self.xvfb.is_alive() {
             return Err(DesktopError::DisplayGone {
                 display: self.xvfb.display(),
@@ -114,7 +167,7 @@ impl Desktop {
     }
 
     /// Starts a new episode: releases held buttons, parks the pointer, lays out `seed`.
-    pub fn reset(&mut self, seed: u64) -> Result<Outcome> {
+    fn reset(&mut self, seed: u64) -> Result<Outcome> {
         self.check_alive()?;
         if self.restarts_to_reset() {
             // Our clipboard text goes with the session: the initial state has none.
@@ -125,7 +178,7 @@ impl Desktop {
     }
 
     /// Performs one action, lets the app handle it, and waits for the screen to settle.
-    pub fn step(&mut self, action: &Action) -> Result<Outcome> {
+    fn step(&mut self, action: &Action) -> Result<Outcome> {
         if let Action::TypeText(t) = action
             && t.is_empty()
         {
@@ -136,9 +189,6 @@ impl Desktop {
             .step(ctx(&mut self.x, &self.xvfb, &self.config), action)
     }
 
-    /// Replays `actions` after a reset whose outcome is `out`; returns the last
-    /// outcome and how many actions went without their settle.
-    ///
     /// With `fast`, a key in a run of keys ([`Action::replays_unsettled`]) is sent
     /// without waiting for the screen (nor, in a scripted task, its check): the run's
     /// last one waits for it all. Keys reach the focused window in order either way;
@@ -154,13 +204,13 @@ impl Desktop {
     /// original. A screen that draws nothing for [`PACE_QUIET`] without showing it
     /// ends the wait; after [`PACE_MISSES`] such waits in a row the replay has diverged
     /// and stops waiting.
-    pub fn replay(
+    fn replay(
         &mut self,
         actions: &[Action],
         seen: &[u128],
         fast: bool,
         mut out: Outcome,
-    ) -> Result<(Outcome, usize)> {
+    ) -> Result<Replayed> {
         let mut unsettled = 0;
         let mut misses = if !fast && self.runner.session_ref().is_some() {
             0
@@ -199,54 +249,25 @@ impl Desktop {
                 misses = if matched { 0 } else { misses + 1 };
             }
         }
-        Ok((out, unsettled))
-    }
-
-    /// Waits (at most `bound`) until the screen's hash is one of `want` (0: none);
-    /// false when it was not, or when nothing was drawn for [`PACE_QUIET`] without the
-    /// screen being it (a screen that stopped drawing will not become it: the original
-    /// showed a passing state, or the replay differs). The screen is compared again
-    /// after each burst of drawing.
-    fn wait_for_frame(&mut self, want: &[u128], bound: Duration) -> Result<bool> {
-        let start = Instant::now();
-        let mut drawn = start;
-        loop {
-            let hash = self.x.capture()?.hash;
-            if hash != 0 && want.contains(&hash) {
-                return Ok(true);
-            }
-            let now = Instant::now();
-            let left = bound.saturating_sub(now - start);
-            if left.is_zero() || now - drawn >= PACE_QUIET {
-                return Ok(false);
-            }
-            let burst = self.x.settle(crate::Settle {
-                policy: crate::SettlePolicy::Damage,
-                settle_ms: 20,
-                settle_max_ms: left.as_millis().max(20) as u32,
-            })?;
-            if burst.damage_events > 0 {
-                drawn = Instant::now();
-            }
-        }
+        Ok(Replayed {
+            outcome: out,
+            unsettled,
+        })
     }
 
     /// The accessibility tree: AT-SPI in a sandboxed session, the page's elements in
     /// a web task, the task app's widgets otherwise.
-    pub fn tree(&mut self, limits: &Limits) -> Result<Tree> {
+    fn tree(&mut self, limits: &Limits) -> Result<Tree> {
         self.check_alive()?;
         self.runner.tree(limits)
     }
 
-    /// What an element is now: where it is and whether it shows.
-    pub fn live(&mut self, id: &str) -> Result<Live> {
+    fn live(&mut self, id: &str) -> Result<Live> {
         self.check_alive()?;
         self.runner.live(id)
     }
 
-    /// Waits, without acting, until the screen has been quiet for `quiet_ms` (at most
-    /// `max_ms` in all).
-    pub fn quiesce(&mut self, quiet_ms: u32, max_ms: u32) -> Result<crate::SettleReport> {
+    fn quiesce(&mut self, quiet_ms: u32, max_ms: u32) -> Result<crate::SettleReport> {
         self.check_alive()?;
         self.x.settle(crate::Settle {
             policy: crate::SettlePolicy::Damage,
@@ -255,76 +276,53 @@ impl Desktop {
         })
     }
 
-    /// Captures the screen.
-    pub fn capture(&mut self) -> Result<Frame> {
+    fn capture(&mut self) -> Result<Frame> {
         self.x.capture()
     }
 
-    /// The session, for the sandbox verbs; the `tasks` profile has none.
-    fn session(&mut self) -> Result<&mut Session> {
-        self.check_alive()?;
-        self.runner.session().ok_or_else(runner::no_sandbox)
+    fn exec(&mut self, spec: &ExecSpec, stdin: &[u8], sink: Option<Sink<'_>>) -> Result<Executed> {
+        let sandbox = self.session()?.sandbox()?;
+        match sink {
+            None => sandbox.exec(spec, stdin, &mut |_, _| {}),
+            Some(sink) => {
+                let spec = ExecSpec {
+                    stream: true,
+                    ..spec.clone()
+                };
+                let end = sandbox.exec(&spec, stdin, sink)?.end;
+                Ok(Executed {
+                    end,
+                    ..Default::default()
+                })
+            }
+        }
     }
 
-    /// Runs a command in the sandbox as `user` and waits for it.
-    pub fn exec(&mut self, spec: &ExecSpec, stdin: &[u8]) -> Result<(ExecEnd, Vec<u8>, Vec<u8>)> {
-        self.session()?.sandbox()?.exec(spec, stdin, &mut |_, _| {})
-    }
-
-    /// Runs a command with `spec.stream` set: its output goes to `sink` (stdout or not,
-    /// bytes) as it comes; the end carries no output.
-    pub fn exec_stream(
-        &mut self,
-        spec: &ExecSpec,
-        stdin: &[u8],
-        sink: &mut dyn FnMut(bool, &[u8]),
-    ) -> Result<ExecEnd> {
-        let spec = ExecSpec {
-            stream: true,
-            ..spec.clone()
-        };
-        Ok(self.session()?.sandbox()?.exec(&spec, stdin, sink)?.0)
-    }
-
-    /// Starts a program in the sandbox, detached; its pid inside the sandbox.
-    pub fn launch(&mut self, argv: &[String]) -> Result<u32> {
-        self.session()?.sandbox()?.launch(argv)
-    }
-
-    /// Reads part of a file in the sandbox: (file size, data, eof).
-    pub fn read_file(&mut self, path: &str, offset: u64, max: u64) -> Result<(u64, Vec<u8>, bool)> {
+    fn read_file(&mut self, path: &str, offset: u64, max: u64) -> Result<FileChunk> {
         self.session()?
             .sandbox_unchanged()?
             .read_file(path, offset, max)
     }
 
-    /// Writes a file in the sandbox; its size after.
-    pub fn write_file(&mut self, path: &str, offset: u64, mode: u32, data: &[u8]) -> Result<u64> {
+    fn write_file(&mut self, path: &str, offset: u64, mode: u32, data: &[u8]) -> Result<u64> {
         self.session()?
             .sandbox()?
             .write_file(path, offset, mode, data)
     }
 
-    /// Lists a directory in the sandbox.
-    pub fn list_dir(
-        &mut self,
-        path: &str,
-        depth: u32,
-        max: usize,
-    ) -> Result<(String, Vec<Entry>, bool)> {
+    fn list_dir(&mut self, path: &str, depth: u32, max: usize) -> Result<Listing> {
         self.session()?
             .sandbox_unchanged()?
             .list_dir(path, depth, max)
     }
 
-    /// The CLIPBOARD as text.
-    pub fn clipboard(&mut self) -> Result<String> {
+    fn clipboard(&mut self) -> Result<String> {
         self.check_alive()?;
         crate::clipboard::get(self.xvfb.display())
     }
 
     /// Makes `text` the CLIPBOARD (a thread of ours owns it and serves pastes).
-    pub fn set_clipboard(&mut self, text: &str) -> Result<()> {
+    fn set_clipboard(&mut self, text: &str) -> Result<()> {
         self.check_alive()?;
         if let Some(s) = self.runner.session() {
             s.touch();
@@ -334,8 +332,7 @@ impl Desktop {
         Ok(())
     }
 
-    /// The top-level windows, through the window manager.
-    pub fn windows(&mut self) -> Result<Vec<WindowInfo>> {
+    fn windows(&mut self) -> Result<Vec<WindowInfo>> {
         self.check_alive()?;
         self.x.windows()
     }

@@ -24,7 +24,10 @@
 //! - `web`: web tasks (MiniWoB++ pages) in Chromium, driven over DevTools (`cdp`).
 //! - `runner`: the task families (task app, blank session, declarative task, web
 //!   page), one `Runner` each, chosen once per desktop.
-//! - `desktop`: Xvfb + X session + the family's runner as one unit.
+//! - `contract`: the `Desktop` and `Backend` traits, what a server drives.
+//! - `desktop`: the local desktop (Xvfb + X session + the family's runner as one
+//!   unit) and its backend.
+//! - `fake` (public): in-memory desktops for tests and the server's `--backend fake`.
 
 mod a11y;
 mod action;
@@ -32,8 +35,10 @@ mod agent;
 mod app;
 mod cdp;
 mod clipboard;
+mod contract;
 mod desktop;
 mod error;
+pub mod fake;
 mod frame;
 mod keys;
 mod limits;
@@ -54,13 +59,16 @@ pub use a11y::{ElementAction, Live, Node, Tree, widget_tree};
 pub use action::{Action, Button, Point};
 /// The sandbox agent's program (binary `deskgym-sandbox-agent`).
 pub use agent::main as agent_main;
-pub use agent::{Entry as DirEntry, ExecCancel, ExecEnd, ExecSpec, SessionProgram};
+pub use agent::{
+    Entry as DirEntry, ExecCancel, ExecEnd, ExecSpec, Executed, FileChunk, Listing, SessionProgram,
+};
 /// The sandbox agent's wire, as the server (and the hostile-tenant tests) speak it.
 pub use agent::{Reply as AgentReply, Request as AgentRequest};
 /// The task app's program (binary `deskgym-task-app`).
 pub use app::run as task_app_main;
 pub use clipboard::MAX_CLIPBOARD_BYTES;
-pub use desktop::Desktop;
+pub use contract::{Backend, Desktop, Replayed, Sink};
+pub use desktop::{LocalBackend, LocalDesktop};
 pub use error::{DesktopError, ElementFailure, FileErrorKind, Result, quote};
 pub use frame::{Frame, frame_hash, hash_hex};
 pub use keys::{char_keysym, parse_chord};

@@ -1,13 +1,15 @@
 //! Real Xvfb, real task app: start, reset, act, capture.
 
-use deskgym_worker::{Action, Button, Desktop, DesktopConfig, Point, Settle, SettlePolicy};
+use deskgym_worker::{
+    Action, Button, Desktop, DesktopConfig, LocalDesktop, Point, Settle, SettlePolicy,
+};
 
 const RED: u32 = 0xd62828;
 const ORANGE: u32 = 0xf77f00;
 const GREEN: u32 = 0x2a9d8f;
 
-fn desktop(task: &str, w: u32, h: u32) -> Desktop {
-    Desktop::start(DesktopConfig {
+fn desktop(task: &str, w: u32, h: u32) -> LocalDesktop {
+    LocalDesktop::start(DesktopConfig {
         task: task.into(),
         width: w,
         height: h,
@@ -142,7 +144,7 @@ fn killed_xvfb_is_reported_and_cleaned_up() {
 
 #[test]
 fn settle_reports_quiet_window() {
-    let mut d = Desktop::start(DesktopConfig {
+    let mut d = LocalDesktop::start(DesktopConfig {
         task: "click-target".into(),
         width: 320,
         height: 240,

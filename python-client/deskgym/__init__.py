@@ -6,6 +6,7 @@
 - ``env.save()`` / ``env.restore(cp)`` / :func:`fork` — checkpoints and replicas.
 - ``action_mode=`` / ``obs_format=`` — spaces SB3, RLlib and CleanRL accept
   (:mod:`deskgym.modes`); :mod:`deskgym.seeding` — the episode-seed scheme.
+- :class:`PoolOptions` — the options ``make``, ``make_vec`` and the env pool share.
 - ``env.forward(port)`` / :class:`PortForward` — a port inside an env's sandbox, locally.
 - :mod:`deskgym.datasets` — read and export ``.skn`` recordings (extra ``[datasets]``).
 """
@@ -19,8 +20,10 @@ from deskgym.desktop import Desktop
 from deskgym.env import DeskgymEnv, make
 from deskgym.errors import DeskgymError
 from deskgym.modes import ACTION_MODES, OBS_FORMATS
+from deskgym.options import PoolOptions
 from deskgym.seeding import episode_seed
-from deskgym.registration import TASKS, make_vec, register_envs
+from deskgym.registration import make_vec, register_envs
+from deskgym.tasks import TASKS
 from deskgym.tunnel import PortForward
 from deskgym.vector import DeskgymVectorEnv, fork
 
@@ -42,6 +45,7 @@ __all__ = [
     "Element",
     "ExecResult",
     "Pool",
+    "PoolOptions",
     "PortForward",
     "Tree",
     "TreeDiff",

@@ -240,28 +240,16 @@ def _image_stats(images: list[Any]) -> dict[str, Any]:
             "count": [len(images[::step])]}
 
 
-def _export_lerobot(src: pathlib.Path, dst: pathlib.Path, m: dict[str, Any], tables: dict[str, Any],
-                    obs: Any) -> pathlib.Path:
-    """A LeRobot v3.0 dataset that ``LeRobotDataset(repo_id, root=dst)`` loads offline.
+#: The LeRobot feature the episodes' videos are.
+LEROBOT_VIDEO = "observation.video"
 
-    - Episodes in start order with contiguous indices; only those with at least one
-      step (an episode cut by ``close()`` right after its reset has no frames).
-    - Row ``k`` of an episode is its ``k``-th step: the observation the action was taken
-      on, ``frame_index = k`` and ``timestamp = k / fps``; rows are stored in episode
-      order, so ``dataset_from_index``/``dataset_to_index`` are contiguous ranges. An
-      episode is cut at its first failed step (no observation follows it).
-    - The recorder's per-episode MP4s are constant frame rate (one frame per reset or
-      step), so the frame for row ``k`` is at ``k / fps`` in its episode's file.
-    - ``meta/stats.json`` for the numeric and image features.
-    """
-    import shutil
 
+def _lerobot_episodes(episodes: Any, obs: Any) -> tuple[list[str], dict[str, list[int]], dict[str, int]]:
+    """The episodes to export, in start order (those with at least one step, each cut at
+    its first failed step), each one's observation rows, and its row in ``episodes``."""
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
 
-    fps = int(m.get("video_fps") or 10)
-    episodes = tables["episodes"]
     start = pc.cast(episodes.column("start_time"), pa.int64()).to_pylist()
     ep_rows = sorted(zip(start, range(episodes.num_rows)))
     by_episode: dict[str, list[int]] = {}
@@ -279,6 +267,94 @@ def _export_lerobot(src: pathlib.Path, dst: pathlib.Path, m: dict[str, Any], tab
     if not order:
         raise BundleError("the bundle has no episode with a step to export")
     row_of = {e: j for _, j in ep_rows for e in [ep_ids_all[j]]}
+    return order, by_episode, row_of
+
+
+def _lerobot_videos(src: pathlib.Path, dst: pathlib.Path, m: dict[str, Any], vids: list[Any], order: list[str],
+                    row_of: dict[str, int], lengths: list[int], fps: int) -> dict[str, Any] | None:
+    """Copies one video per episode and returns the episode table's video columns, or
+    ``None`` when the bundle's videos cannot serve. LeRobot v3 allows several episodes
+    per file (the from/to timestamps say where each one is); all or none: a video key
+    must cover every episode. Only constant-rate videos have a frame at every ``k / fps``
+    (a variable-rate recording, --record-video-variable-rate, keeps its images but not
+    its videos here)."""
+    import shutil
+
+    import pyarrow as pa
+
+    have_video = m.get("video_fps") is not None and bool(m.get("video_constant_rate")) and all(
+        vids[row_of[e]] and (src / vids[row_of[e]]).exists() for e in order)
+    if not have_video:
+        return None
+    vdir = dst / "videos" / LEROBOT_VIDEO / "chunk-000"
+    vdir.mkdir(parents=True, exist_ok=True)
+    for k, e in enumerate(order):
+        shutil.copyfile(src / vids[row_of[e]], vdir / f"file-{k:03d}.mp4")
+    return {
+        f"videos/{LEROBOT_VIDEO}/chunk_index": pa.array([0] * len(order), pa.int64()),
+        f"videos/{LEROBOT_VIDEO}/file_index": pa.array(range(len(order)), pa.int64()),
+        f"videos/{LEROBOT_VIDEO}/from_timestamp": pa.array([0.0] * len(order), pa.float64()),
+        f"videos/{LEROBOT_VIDEO}/to_timestamp": pa.array([n / fps for n in lengths], pa.float64()),
+    }
+
+
+def _lerobot_info(screen: tuple[int, int], fps: int, episodes: int, frames: int, tasks: int,
+                  have_video: bool) -> dict[str, Any]:
+    """``meta/info.json``: the dataset's shape and every feature's type."""
+    w, h = screen
+    return {
+        "codebase_version": "v3.0",
+        "robot_type": "deskgym",
+        "fps": fps,
+        "total_episodes": episodes,
+        "total_frames": frames,
+        "total_tasks": tasks,
+        "chunks_size": 1000,
+        "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
+        "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4" if have_video else None,
+        "features": {
+            **({LEROBOT_VIDEO: {"dtype": "video", "shape": [h - h % 2, w - w % 2, 3],
+                                "names": ["height", "width", "channel"],
+                                "info": {"video.codec": "h264", "video.fps": fps, "video.pix_fmt": "yuv420p",
+                                         "video.height": h - h % 2, "video.width": w - w % 2, "video.channels": 3,
+                                         "video.is_depth_map": False, "has_audio": False}}}
+               if have_video else {}),
+            "observation.image": {"dtype": "image", "shape": [h, w, 3], "names": ["height", "width", "channel"]},
+            "action": {"dtype": "float32", "shape": [4], "names": ["x", "y", "to_x", "to_y"]},
+            "action.verb": {"dtype": "string", "shape": [1], "names": None},
+            "action.json": {"dtype": "string", "shape": [1], "names": None},
+            "next.reward": {"dtype": "float32", "shape": [1], "names": None},
+            "next.done": {"dtype": "bool", "shape": [1], "names": None},
+            "timestamp": {"dtype": "float32", "shape": [1], "names": None},
+            "frame_index": {"dtype": "int64", "shape": [1], "names": None},
+            "episode_index": {"dtype": "int64", "shape": [1], "names": None},
+            "index": {"dtype": "int64", "shape": [1], "names": None},
+            "task_index": {"dtype": "int64", "shape": [1], "names": None},
+        },
+    }
+
+
+def _export_lerobot(src: pathlib.Path, dst: pathlib.Path, m: dict[str, Any], tables: dict[str, Any],
+                    obs: Any) -> pathlib.Path:
+    """A LeRobot v3.0 dataset that ``LeRobotDataset(repo_id, root=dst)`` loads offline.
+
+    - Episodes in start order with contiguous indices; only those with at least one
+      step (an episode cut by ``close()`` right after its reset has no frames).
+    - Row ``k`` of an episode is its ``k``-th step: the observation the action was taken
+      on, ``frame_index = k`` and ``timestamp = k / fps``; rows are stored in episode
+      order, so ``dataset_from_index``/``dataset_to_index`` are contiguous ranges. An
+      episode is cut at its first failed step (no observation follows it).
+    - The recorder's per-episode MP4s are constant frame rate (one frame per reset or
+      step), so the frame for row ``k`` is at ``k / fps`` in its episode's file.
+    - ``meta/stats.json`` for the numeric and image features.
+    """
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    fps = int(m.get("video_fps") or 10)
+    episodes = tables["episodes"]
+    order, by_episode, row_of = _lerobot_episodes(episodes, obs)
     instr = episodes.column("instruction").to_pylist()
     tasks = sorted({instr[row_of[e]] for e in order})
     task_index = {t: i for i, t in enumerate(tasks)}
@@ -308,27 +384,8 @@ def _export_lerobot(src: pathlib.Path, dst: pathlib.Path, m: dict[str, Any], tab
     pq.write_table(_with_hf_metadata(data, {"observation.image"}), dst / "data" / "chunk-000" / "file-000.parquet")
     _progress("export lerobot", 1, 3)
     starts = [sum(lengths[:k]) for k in range(len(lengths))]
-    # Videos: one file per episode (LeRobot v3 allows several episodes per file; the
-    # from/to timestamps say where each one is). All or none: a video key must cover
-    # every episode.
-    vids = episodes.column("video_file").to_pylist()
-    video_key = "observation.video"
-    # Only constant-rate videos have a frame at every k / fps (a variable-rate recording,
-    # --record-video-variable-rate, keeps its images but not its videos here).
-    have_video = m.get("video_fps") is not None and bool(m.get("video_constant_rate")) and all(
-        vids[row_of[e]] and (src / vids[row_of[e]]).exists() for e in order)
-    video_cols = {}
-    if have_video:
-        vdir = dst / "videos" / video_key / "chunk-000"
-        vdir.mkdir(parents=True, exist_ok=True)
-        for k, e in enumerate(order):
-            shutil.copyfile(src / vids[row_of[e]], vdir / f"file-{k:03d}.mp4")
-        video_cols = {
-            f"videos/{video_key}/chunk_index": pa.array([0] * len(order), pa.int64()),
-            f"videos/{video_key}/file_index": pa.array(range(len(order)), pa.int64()),
-            f"videos/{video_key}/from_timestamp": pa.array([0.0] * len(order), pa.float64()),
-            f"videos/{video_key}/to_timestamp": pa.array([n / fps for n in lengths], pa.float64()),
-        }
+    video_cols = _lerobot_videos(src, dst, m, episodes.column("video_file").to_pylist(), order, row_of, lengths, fps)
+    have_video = video_cols is not None
     pq.write_table(pa.table({
         "episode_index": pa.array(range(len(order)), pa.int64()),
         "tasks": pa.array([[instr[row_of[e]]] for e in order], pa.list_(pa.string())),
@@ -338,7 +395,7 @@ def _export_lerobot(src: pathlib.Path, dst: pathlib.Path, m: dict[str, Any], tab
         "data/chunk_index": pa.array([0] * len(order), pa.int64()),
         "data/file_index": pa.array([0] * len(order), pa.int64()),
         "deskgym/episode_id": pa.array(order, pa.string()),
-        **video_cols,
+        **(video_cols or {}),
     }), dst / "meta" / "episodes" / "chunk-000" / "file-000.parquet")
     tasks_table = pa.table({"task": pa.array(tasks, pa.string()),
                             "task_index": pa.array(range(len(tasks)), pa.int64())})
@@ -346,47 +403,17 @@ def _export_lerobot(src: pathlib.Path, dst: pathlib.Path, m: dict[str, Any], tab
         _pandas_index_metadata("task", {"task": "unicode", "task_index": "int64"}))
     pq.write_table(tasks_table, dst / "meta" / "tasks.parquet")
     _progress("export lerobot", 2, 3)
-    w, h = m["screen"]
     image_stats = _image_stats(rows.column("image").to_pylist())
     stats = {
         "action": _stats(actions),
         "next.reward": _stats([[r] for r in rewards.to_pylist()]),
         "observation.image": image_stats,
-        **({video_key: image_stats} if have_video else {}),
+        **({LEROBOT_VIDEO: image_stats} if have_video else {}),
         "timestamp": _stats([[f / fps] for f in frame_index]),
         "frame_index": _stats([[f] for f in frame_index]),
     }
     (dst / "meta" / "stats.json").write_text(json.dumps(stats))
-    info = {
-        "codebase_version": "v3.0",
-        "robot_type": "deskgym",
-        "fps": fps,
-        "total_episodes": len(order),
-        "total_frames": data.num_rows,
-        "total_tasks": len(tasks),
-        "chunks_size": 1000,
-        "data_path": "data/chunk-{chunk_index:03d}/file-{file_index:03d}.parquet",
-        "video_path": "videos/{video_key}/chunk-{chunk_index:03d}/file-{file_index:03d}.mp4" if have_video else None,
-        "features": {
-            **({video_key: {"dtype": "video", "shape": [h - h % 2, w - w % 2, 3],
-                            "names": ["height", "width", "channel"],
-                            "info": {"video.codec": "h264", "video.fps": fps, "video.pix_fmt": "yuv420p",
-                                     "video.height": h - h % 2, "video.width": w - w % 2, "video.channels": 3,
-                                     "video.is_depth_map": False, "has_audio": False}}}
-               if have_video else {}),
-            "observation.image": {"dtype": "image", "shape": [h, w, 3], "names": ["height", "width", "channel"]},
-            "action": {"dtype": "float32", "shape": [4], "names": ["x", "y", "to_x", "to_y"]},
-            "action.verb": {"dtype": "string", "shape": [1], "names": None},
-            "action.json": {"dtype": "string", "shape": [1], "names": None},
-            "next.reward": {"dtype": "float32", "shape": [1], "names": None},
-            "next.done": {"dtype": "bool", "shape": [1], "names": None},
-            "timestamp": {"dtype": "float32", "shape": [1], "names": None},
-            "frame_index": {"dtype": "int64", "shape": [1], "names": None},
-            "episode_index": {"dtype": "int64", "shape": [1], "names": None},
-            "index": {"dtype": "int64", "shape": [1], "names": None},
-            "task_index": {"dtype": "int64", "shape": [1], "names": None},
-        },
-    }
+    info = _lerobot_info(m["screen"], fps, len(order), data.num_rows, len(tasks), have_video)
     (dst / "meta" / "info.json").write_text(json.dumps(info, indent=2))
     _progress("export lerobot", 3, 3)
     return dst

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 import deskgym
-from deskgym.agents import PixelAgent, RandomAgent
+from deskgym.agents.reference import PixelAgent, RandomAgent
 from deskgym.miniwob import OracleAgent
 
 
@@ -133,8 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--screen", default="640x480", help="WIDTHxHEIGHT")
     p.add_argument("--settle-ms", type=int, default=None,
                    help="XDamage quiet window; default: the task's own policy (sync, no waiting, for the bundled tasks)")
-    # The demo's scripted agent solves the goal tasks; `blank` has none.
-    p.add_argument("--tasks", default=",".join(t for t in deskgym.TASKS if t != "blank"))
+    # The tasks the demo's scripted agent solves: the goal tasks (`blank` has none).
+    p.add_argument("--tasks", default=",".join(t for t in deskgym.TASKS if t in PixelAgent.SOLVERS))
     stamp = time.strftime("%Y%m%d-%H%M%S")
     p.add_argument("--out", default=f"runs/demo-{stamp}")
     p.add_argument("--no-record", dest="record", action="store_false", help="do not record .skn datasets")

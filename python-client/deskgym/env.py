@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -15,11 +15,11 @@ from deskgym.actions import to_proto
 from deskgym.client import Checkpoint, Client, Pool
 from deskgym.desktop import Desktop
 from deskgym.errors import DeskgymError
-from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
-from deskgym.observation import info, observation_space, stats
+from deskgym.modes import convert_obs
+from deskgym.observation import info, stats
+from deskgym.options import OBS_TYPES, PoolOptions
 from deskgym.v1 import deskgym_pb2 as pb
 
-OBS_TYPES = ("rgb", "png", "jpeg", "a11y", "rgb+a11y")
 #: The frame encoding each observation type asks for (the tree-only type still gets a
 #: cheap JPEG frame: ``render()`` and recordings use it).
 _ENCODING = {"a11y": "jpeg", "rgb+a11y": "rgb"}
@@ -62,6 +62,11 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
     ``screen`` (width, height) defaults to the task's own: 1280x720, or a MiniWoB++
     page's 160x210 task area. ``task_options`` go to the task family (``miniwob/...``:
     ``reward``, ``clock``, ``step_ms``, ``ready_ms``, ``data_mode``, ``reload``).
+
+    Those and the other pool options (``max_steps``, ``settle_ms``, ``record``,
+    ``profile``, ``capabilities``, ``grid``, ``info_timing``) are the fields of
+    :class:`deskgym.options.PoolOptions`: give them as keywords, as ``options=``, or both
+    (the keywords win).
     """
 
     metadata = {"render_modes": ["rgb_array"], "render_fps": 10}
@@ -73,21 +78,15 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
         address: str | None = None,
         token: str | None = None,
         seed: int | None = None,
-        screen: tuple[int, int] | None = None,
-        obs_type: str = "rgb",
-        max_steps: int | None = None,
-        settle_ms: int | None = None,
         render_mode: str | None = None,
-        info_timing: bool = False,
-        record: str | None = None,
         client: Client | None = None,
-        action_mode: str = "dict",
-        grid: tuple[int, int] = DEFAULT_GRID,
-        obs_format: str = "uint8_hwc",
-        profile: str | None = None,
-        capabilities: Sequence[str] = (),
-        task_options: Mapping[str, Any] | None = None,
+        options: PoolOptions | None = None,
+        **kwargs: Any,
     ) -> None:
+        #: What this env's pool was made with: ``options``, with the pool options among
+        #: ``kwargs`` (``screen=``, ``obs_type=``...) laid over it.
+        self.pool_options = opts = PoolOptions.of(options, kwargs, "DeskgymEnv")
+        obs_type = opts.obs_type
         if obs_type not in OBS_TYPES:
             raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(OBS_TYPES)}")
         check_render_mode(render_mode)
@@ -98,16 +97,12 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
         #: The tree read with the last reset/step (obs types with ``a11y``) or observe.
         self.last_tree: Tree | None = None
         self.render_mode = render_mode
-        self.info_timing = info_timing
+        self.info_timing = opts.info_timing
         self._own_client = client is None
         self.client = client or Client(address, token)
         self._seed = seed
         self._pool: Pool | None = None
-        self._pool = self.client.create_pool(
-            task, 1, screen=screen or (0, 0), seed=seed or 0, max_steps=max_steps or 0, encoding=self._encoding, settle_ms=settle_ms,
-            record=record, profile=profile, capabilities=capabilities,
-            task_options=task_options,
-        )
+        self._pool = opts.create_pool(self.client, task, 1, seed=seed or 0, encoding=self._encoding)
         #: The desktop profile this env runs, and the capabilities its pool was granted.
         self.profile = self._pool.profile
         self.capabilities = self._pool.capabilities
@@ -116,8 +111,8 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
         self.env_id = self._pool.env_ids[0]
         self.max_steps = self._pool.max_steps
         w, h = self._pool.width, self._pool.height
-        self.obs_format = obs_format
-        pixels = obs_space(obs_format, observation_space(self._encoding, w, h))
+        self.obs_format = opts.obs_format
+        pixels = opts.frame_space(self._encoding, w, h)
         self.observation_space: spaces.Space[Any]
         if obs_type == "a11y":
             self.observation_space = A11yText()
@@ -125,7 +120,7 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
             self.observation_space = spaces.Dict({"pixels": pixels, "a11y": A11yText()})
         else:
             self.observation_space = pixels
-        self._mode = ActionMode(action_mode, w, h, grid)
+        self._mode = opts.action_mode_for(w, h)
         self.action_space = self._mode.space
         self._last_rgb: np.ndarray | None = None
         self._last_hash: str | None = None

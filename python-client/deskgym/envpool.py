@@ -31,12 +31,11 @@ import numpy as np
 
 from deskgym.actions import to_proto
 from deskgym.client import Client, Pool, encoding_of
-from deskgym.env import OBS_TYPES
 from deskgym.errors import SERVER_FAULTS, DeskgymError, code_name
 from deskgym.fleet import place
-from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
+from deskgym.modes import convert_obs
 from deskgym.observation import info as info_of
-from deskgym.observation import observation_space
+from deskgym.options import OBS_TYPES, PoolOptions
 from deskgym.v1 import deskgym_pb2 as pb
 
 _END = object()
@@ -76,8 +75,9 @@ class _Stream:
 
 class DeskgymEnvPool:
     """``num_envs`` desktops of ``task`` stepped asynchronously, ``batch_size`` at a time
-    (default: all). ``address``: one server or a list. Other arguments as
-    :class:`deskgym.DeskgymVectorEnv`."""
+    (default: all). ``address``: one server or a list. The pool options (``screen``,
+    ``obs_type``, ``action_mode``...: :class:`deskgym.options.PoolOptions`) are as for
+    :class:`deskgym.DeskgymVectorEnv`, less ``record``."""
 
     def __init__(
         self,
@@ -88,22 +88,26 @@ class DeskgymEnvPool:
         address: str | Sequence[str] | None = None,
         token: str | None = None,
         seed: int | None = None,
-        screen: tuple[int, int] | None = None,
-        obs_type: str = "rgb",
-        max_steps: int | None = None,
-        action_mode: str = "dict",
-        grid: tuple[int, int] = DEFAULT_GRID,
-        obs_format: str = "uint8_hwc",
         timeout: float = 120.0,
+        options: PoolOptions | None = None,
+        **kwargs: Any,
     ) -> None:
+        #: What the pools were made with (as :attr:`deskgym.DeskgymEnv.pool_options`).
+        self.pool_options = opts = PoolOptions.of(options, kwargs, "DeskgymEnvPool")
+        obs_type = opts.obs_type
         if obs_type not in OBS_TYPES or "a11y" in obs_type:
             raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r}: rgb, png or jpeg")
+        if opts.record:
+            # One run name over several servers' pools, and envs re-placed one by one into
+            # pools of their own: the recordings would have no one name to gather by.
+            raise DeskgymError("INVALID_ARGUMENT", "record: the asynchronous pool does not record; record with "
+                               "deskgym.make_vec (one server or a list) instead")
         self.num_envs = num_envs
         self.batch_size = batch_size or num_envs
         if not 1 <= self.batch_size <= num_envs:
             raise DeskgymError("INVALID_ARGUMENT", f"batch_size {batch_size} is not in 1..{num_envs}")
         self.timeout = timeout
-        self.obs_type, self.obs_format = obs_type, obs_format
+        self.obs_type, self.obs_format, self.info_timing = obs_type, opts.obs_format, opts.info_timing
         self._encoding = encoding_of(obs_type)
         addresses = [address] if address is None or isinstance(address, str) else list(address)
         self.clients = [Client(a, token) for a in addresses]
@@ -114,12 +118,12 @@ class DeskgymEnvPool:
         #: Per env: its server's stream and its id there.
         self._where: list[tuple[_Stream, str]] = []
         self._streams: list[_Stream] = []
-        self._spec = {"task": task, "screen": screen or (0, 0), "max_steps": max_steps or 0, "encoding": obs_type}
+        self._task = task
         self._base = base
         try:
             for server, start, k in place(num_envs, 0, free):
                 c = self.clients[server]
-                p = c.create_pool(num_envs=k, seed=base + start, **self._spec)  # type: ignore[arg-type]
+                p = opts.create_pool(c, task, k, seed=base + start, encoding=obs_type)
                 self._pools.append((c, p))
                 s = _Stream(server, c, self._results)
                 self._streams.append(s)
@@ -128,8 +132,8 @@ class DeskgymEnvPool:
             self.close()
             raise
         w, h = self._pools[0][1].width, self._pools[0][1].height
-        self.single_observation_space = obs_space(obs_format, observation_space(obs_type, w, h))
-        self._mode = ActionMode(action_mode, w, h, grid)
+        self.single_observation_space = opts.frame_space(obs_type, w, h)
+        self._mode = opts.action_mode_for(w, h)
         self.single_action_space = self._mode.space
         self.observation_space, self.action_space = self.single_observation_space, self.single_action_space
         #: What a failed env's observation is (zeros of the frame's shape), rgb only.
@@ -179,7 +183,7 @@ class DeskgymEnvPool:
             return False
         c = self.clients[server]
         try:
-            p = c.create_pool(num_envs=1, seed=self._base + i, **self._spec)  # type: ignore[arg-type]
+            p = self.pool_options.create_pool(c, self._task, 1, seed=self._base + i, encoding=self.obs_type)
         except DeskgymError:
             return False
         self._pools.append((c, p))
@@ -289,7 +293,7 @@ class DeskgymEnvPool:
             rew.append(reward)
             term.append(t)
             trunc.append(tr)
-            infos.append(info_of(o, step_info))
+            infos.append(info_of(o, step_info, self.info_timing))
         batch = np.stack(obs) if self.obs_type == "rgb" else tuple(obs)
         keys = sorted({k for d in infos for k in d})
         info: dict[str, Any] = {k: [d.get(k) for d in infos] for k in keys}

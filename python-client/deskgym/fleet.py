@@ -17,6 +17,7 @@ when no server has room, those envs stay truncated with the error until one has.
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import os
 import logging
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,6 +33,7 @@ from deskgym.client import Client
 from deskgym.batching import autoreset_mode as mode_of
 from deskgym.batching import reset_args
 from deskgym.errors import SERVER_FAULTS, DeskgymError
+from deskgym.options import PoolOptions
 from deskgym.vector import DeskgymVectorEnv
 
 logger = logging.getLogger("deskgym.fleet")
@@ -96,8 +98,11 @@ class ShardedVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         token: str | None = None,
         seed: int | None = None,
         autoreset_mode: str | AutoresetMode = "next_step",
+        options: PoolOptions | None = None,
         **kwargs: Any,
     ) -> None:
+        #: What every shard's pool is made with (``record`` names each shard's own run).
+        self.pool_options, self._kwargs = PoolOptions.split(options, kwargs)
         if not addresses:
             raise DeskgymError("INVALID_ARGUMENT", "address: give at least one server")
         mode = mode_of(autoreset_mode)
@@ -112,7 +117,6 @@ class ShardedVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         #: Every shard run recorded so far, as (server address, run name), re-placed
         #: shards' runs included.
         self.recorded_runs: list[tuple[str, str]] = []
-        self._kwargs = kwargs
         self._seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
         self._pool = concurrent.futures.ThreadPoolExecutor(len(self.addresses), thread_name_prefix="deskgym-shard")
         self.dead: set[int] = set()
@@ -154,15 +158,15 @@ class ShardedVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         return list(self._pool.map(ask, range(len(self.clients))))
 
     def _open(self, server: int, start: int, k: int, generation: int = 0) -> Shard:
-        kwargs = dict(self._kwargs)
-        if kwargs.get("record"):
+        opts = self.pool_options
+        if opts.record:
             # One recording per shard (run names are per server, a re-placed run may land
             # beside another shard or on a restarted server that kept the old one):
             # "<run>-<first env>", then "-r<n>" for the n-th re-placement.
-            kwargs["record"] = f"{kwargs['record']}-{start}" + (f"-r{generation}" if generation else "")
-            self.recorded_runs.append((self.addresses[server], kwargs["record"]))
+            opts = dataclasses.replace(opts, record=f"{opts.record}-{start}" + (f"-r{generation}" if generation else ""))
+            self.recorded_runs.append((self.addresses[server], opts.record or ""))
         env = DeskgymVectorEnv(self.task, k, client=self.clients[server], seed=self._seed + start,
-                               autoreset_mode=self.autoreset_mode, **kwargs)
+                               autoreset_mode=self.autoreset_mode, options=opts, **self._kwargs)
         return Shard(server, start, env)
 
     @property

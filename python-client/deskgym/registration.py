@@ -1,5 +1,6 @@
-"""Gymnasium ids for the bundled tasks, registered in one place, and ``make_vec``, which
-picks the vector env a call asks for (one server, many, or EnvPool-style)."""
+"""Gymnasium ids for the bundled tasks (listed in :mod:`deskgym.tasks`), registered in
+one place, and ``make_vec``, which picks the vector env a call asks for (one server,
+many, or EnvPool-style)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,11 @@ from typing import Any
 
 import gymnasium as gym
 
+from deskgym.client import Client
 from deskgym.envpool import DeskgymEnvPool
 from deskgym.fleet import ShardedVectorEnv
+from deskgym.tasks import TASKS, gym_id, server_tasks
 from deskgym.vector import DeskgymVectorEnv
-
-#: Bundled task id -> Gymnasium id.
-TASKS = {
-    "click-target": "deskgym/ClickTarget-v0",
-    "click-button": "deskgym/ClickButton-v0",
-    "drag-to-zone": "deskgym/DragToZone-v0",
-    "type-word": "deskgym/TypeWord-v0",
-    # No goal, reward 0, never terminates; runs on every profile (profile="desktop").
-    "blank": "deskgym/Blank-v0",
-}
 
 
 def miniwob_dir() -> str | None:
@@ -42,14 +35,19 @@ def miniwob_names() -> list[str]:
     return sorted(p.stem for p in (Path(d) / "html" / "miniwob").glob("*.html")) if d else []
 
 
-def register_envs() -> None:
+def register_envs(client: Client | None = None) -> None:
     """Registers every bundled task (idempotent): ``gymnasium.make("deskgym/ClickTarget-v0",
     address="127.0.0.1:50051")`` and ``gymnasium.make_vec(..., vectorization_mode="vector_entry_point")``;
     and each installed MiniWoB++ page with MiniWoB++'s own interface
     (:class:`deskgym.miniwob_env.MiniWoBEnv`): ``"deskgym/miniwob-click-button-v0"`` stands in
     for ``"miniwob/click-button-v1"``. deskgym's pixel interface to the same pages is
-    ``deskgym.make("miniwob/click-button")`` and ``deskgym.make_vec``."""
-    for task, env_id in TASKS.items():
+    ``deskgym.make("miniwob/click-button")`` and ``deskgym.make_vec``.
+
+    At import no server is asked: the ids are :data:`deskgym.TASKS`. Given ``client``,
+    the tasks are that server's list instead (:func:`deskgym.tasks.server_tasks`), so a
+    server newer than this package has its new tasks registered too."""
+    tasks = TASKS if client is None else {t: gym_id(t) for t in server_tasks(client.capabilities())}
+    for task, env_id in tasks.items():
         if env_id in gym.registry:
             continue
         gym.register(

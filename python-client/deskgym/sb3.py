@@ -47,7 +47,9 @@ class DeskgymVecEnv(VecEnv):
     """
 
     def __init__(self, task: str = "click-target", num_envs: int = 1, **kwargs: Any) -> None:
-        kwargs.setdefault("action_mode", "click_grid")
+        if kwargs.get("options") is None:
+            # (With ``options=``, its own action_mode stands: it is the caller's choice.)
+            kwargs.setdefault("action_mode", "click_grid")
         kwargs["autoreset_mode"] = "same_step"
         self.venv = DeskgymVectorEnv(task, num_envs, **kwargs)
         super().__init__(num_envs, self.venv.single_observation_space, self.venv.single_action_space)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -15,10 +15,11 @@ from deskgym.batching import autoreset_mode as mode_of
 from deskgym.batching import reset_args
 from deskgym.client import Checkpoint, Client, ExecResult, Pool, encoding_of
 from deskgym.desktop import Desktop
-from deskgym.env import OBS_TYPES, check_render_mode, fidelity_name
+from deskgym.env import check_render_mode, fidelity_name
 from deskgym.errors import ENV_FAULTS, DeskgymError, code_name
-from deskgym.modes import DEFAULT_GRID, ActionMode, convert_obs, obs_space
-from deskgym.observation import info, observation_space, stats
+from deskgym.modes import convert_obs
+from deskgym.observation import info, stats
+from deskgym.options import OBS_TYPES, PoolOptions
 from deskgym.v1 import deskgym_pb2 as pb
 
 class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
@@ -33,8 +34,9 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     With ``autoreset_mode="disabled"``, an env whose episode ended is not stepped again
     until reset (``reset(options={"reset_mask": ...})``): it repeats its last
     observation with reward 0 and its ended flags, so one ended env never fails the
-    batch. ``action_mode``/``grid``/``obs_format``/``info_timing`` are as for
-    :class:`deskgym.DeskgymEnv`; :attr:`last_stats` holds each env's measured timings.
+    batch. The pool options (``screen``, ``obs_type``, ``action_mode``...: the fields of
+    :class:`deskgym.options.PoolOptions`) are as for :class:`deskgym.DeskgymEnv`;
+    :attr:`last_stats` holds each env's measured timings.
     """
 
     metadata = {"autoreset_mode": AutoresetMode.NEXT_STEP, "render_modes": ["rgb_array"], "render_fps": 10}
@@ -47,23 +49,16 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         address: str | None = None,
         token: str | None = None,
         seed: int | None = None,
-        screen: tuple[int, int] | None = None,
-        obs_type: str = "rgb",
-        max_steps: int | None = None,
-        settle_ms: int | None = None,
         autoreset_mode: str | AutoresetMode = "next_step",
-        record: str | None = None,
         client: Client | None = None,
-        action_mode: str = "dict",
-        grid: tuple[int, int] = DEFAULT_GRID,
-        obs_format: str = "uint8_hwc",
-        info_timing: bool = False,
-        profile: str | None = None,
-        capabilities: Sequence[str] = (),
-        task_options: Mapping[str, Any] | None = None,
         render_mode: str | None = None,
+        options: PoolOptions | None = None,
         _pool: Pool | None = None,
+        **kwargs: Any,
     ) -> None:
+        #: What this vector env's pool was made with (as :attr:`deskgym.DeskgymEnv.pool_options`).
+        self.pool_options = opts = PoolOptions.of(options, kwargs, "DeskgymVectorEnv")
+        obs_type = opts.obs_type
         check_render_mode(render_mode)
         #: Gymnasium's render mode: ``"rgb_array"`` or None.
         self.render_mode = render_mode
@@ -83,19 +78,15 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
         self.client = client or Client(address, token)
         # Unseeded pools still get distinct, reproducible-per-run episode seeds.
         base_seed = seed if seed is not None else int(np.random.SeedSequence().generate_state(1, np.uint64)[0] >> 1)
-        self._pool: Pool | None = _pool or self.client.create_pool(
-            task, num_envs, screen=screen or (0, 0), seed=base_seed, max_steps=max_steps or 0, encoding=obs_type,
-            settle_ms=settle_ms, record=record, profile=profile, capabilities=capabilities,
-            task_options=task_options,
-        )
+        self._pool: Pool | None = _pool or opts.create_pool(self.client, task, num_envs, seed=base_seed, encoding=obs_type)
         #: Where the server writes this vector env's recording (when ``record`` names a run).
         self.recording_path = self._pool.recording_path
         self.env_ids = list(self._pool.env_ids)
         w, h = self._pool.width, self._pool.height
-        self.obs_format = obs_format
-        self.info_timing = info_timing
-        self.single_observation_space = obs_space(obs_format, observation_space(obs_type, w, h))
-        self._mode = ActionMode(action_mode, w, h, grid)
+        self.obs_format = opts.obs_format
+        self.info_timing = opts.info_timing
+        self.single_observation_space = opts.frame_space(obs_type, w, h)
+        self._mode = opts.action_mode_for(w, h)
         self.single_action_space = self._mode.space
         if obs_type == "rgb":
             self.observation_space = batch_space(self.single_observation_space, num_envs)

@@ -12,7 +12,7 @@ import pytest
 
 import deskgym
 from deskgym import datasets as ds
-from deskgym.axstream import Executor, Report, parse_all
+from deskgym.agents.axstream import Executor, Report, parse_all
 
 #: A model's two responses: the first ends its turn with observe, the second (written
 #: after the observation) drags and finishes.
@@ -350,7 +350,7 @@ def test_a_held_risky_action_runs_when_confirmed(address: str) -> None:
 
 @pytest.mark.spec("axstream:4.coordinate")
 def test_pixels_of_a_downscaled_observation_click_what_the_model_saw(address: str) -> None:
-    from deskgym.agents import RED, centroid, mask
+    from deskgym.agents.reference import RED, centroid, mask
 
     with episode(address, "click-target", 12) as (env, _):
         ex = Executor(env, observe={"max_long_edge": 160})

@@ -18,7 +18,7 @@ import pytest
 
 import deskgym
 import deskgym.datasets as ds
-from deskgym.agents import PixelAgent
+from deskgym.agents.reference import PixelAgent
 
 
 def mp4_seconds(mp4: bytes) -> float:

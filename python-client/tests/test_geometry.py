@@ -15,7 +15,7 @@ from conftest import RED, Server
 from PIL import Image
 
 import deskgym
-from deskgym.agents import centroid, mask
+from deskgym.agents.reference import centroid, mask
 from deskgym.errors import DeskgymError
 from deskgym.geometry import Display
 

@@ -123,7 +123,7 @@ def test_every_tool_over_stdio_on_a_bundled_task(address: str) -> None:
 def test_pixels_of_a_scaled_screenshot_click_what_the_agent_saw(address: str) -> None:
     import numpy as np
 
-    from deskgym.agents import RED, centroid, mask
+    from deskgym.agents.reference import RED, centroid, mask
 
     async def main() -> None:
         params = stdio_params(address, "--task", "click-target", "--seed", "5", "--screen", "640x480")

@@ -79,7 +79,9 @@ def wait_window(env: Any, pred: Callable[[Any], bool], what: str) -> None:
 def terminal(env: Any, pause: float = 0.3) -> None:
     """Opens a terminal the way a user does (Ctrl+Alt+T) and waits for its window."""
     env.step("pyautogui.hotkey('ctrl', 'alt', 't')", pause=pause)
-    wait_window(env, lambda w: w.title == "Terminal", "Terminal")
+    # By class: the home's .bashrc (Debian's, as Ubuntu's on OSWorld's image) titles the
+    # window "user@deskgym: ~" once bash has started.
+    wait_window(env, lambda w: w.wm_class == "Gnome-terminal", "Terminal")
 
 
 def type_line(env: Any, line: str) -> None:

@@ -1,7 +1,8 @@
-"""The README is the front door: every Python snippet in it runs as written against a
-real server (`DESKGYM_ADDRESS` pointing at it), and its tables name every server flag
-and every action verb. A snippet is skipped only where the README says why just above
-it (`<!-- snippet: skip: ... -->`): another machine, a cluster, another Python."""
+"""The README is the front door and docs/ the guides behind it: every Python snippet in
+them runs as written against a real server (`DESKGYM_ADDRESS` pointing at it), and the
+tables name every server flag and every action verb. A snippet is skipped only where
+the page says why just above it (`<!-- snippet: skip: ... -->`): another machine, a
+cluster, another Python. (test_docs.py keeps the generated pages and the links true.)"""
 
 from __future__ import annotations
 
@@ -17,19 +18,25 @@ import pytest
 from conftest import Server, server_binary
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 SKIP = re.compile(r"<!-- snippet: skip: (.+?) -->\n$")
 
 
-def snippets() -> list[tuple[int, str, str | None]]:
-    """(line, code, skip reason) of every ```python block."""
-    out = []
-    # A block ends at a line of its own ``` (a ``` inside a line, as in a string, does not).
-    for m in re.finditer(r"^```python\n(.*?)^```$", README, re.S | re.M):
-        line = README.count("\n", 0, m.start()) + 1
-        before = README[: m.start()]
-        skip = SKIP.search(before[before.rfind("\n", 0, len(before) - 1) + 1 :])
-        out.append((line, m.group(1), skip.group(1) if skip else None))
+def snippets() -> list[tuple[str, str, str | None]]:
+    """(page:line, code, skip reason) of every ```python block of the README and the
+    guides; a snippet two pages share runs once."""
+    out, seen = [], set()
+    for page in PAGES:
+        text = page.read_text()
+        # A block ends at a line of its own ``` (a ``` inside a line, as in a string, does not).
+        for m in re.finditer(r"^```python\n(.*?)^```$", text, re.S | re.M):
+            if m.group(1) in seen:
+                continue
+            seen.add(m.group(1))
+            where = f"{page.relative_to(ROOT).as_posix()}:{text.count(chr(10), 0, m.start()) + 1}"
+            before = text[: m.start()]
+            skip = SKIP.search(before[before.rfind("\n", 0, len(before) - 1) + 1 :])
+            out.append((where, m.group(1), skip.group(1) if skip else None))
     return out
 
 
@@ -57,12 +64,12 @@ def readme_cwd(tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch, readme_s
     return tmp_path
 
 
-@pytest.mark.parametrize("line,code,skip", SNIPPETS, ids=[f"line{s[0]}" for s in SNIPPETS])
-def test_snippet_runs_as_written(line: int, code: str, skip: str | None, readme_cwd: pathlib.Path) -> None:
+@pytest.mark.parametrize("where,code,skip", SNIPPETS, ids=[s[0] for s in SNIPPETS])
+def test_snippet_runs_as_written(where: str, code: str, skip: str | None, readme_cwd: pathlib.Path) -> None:
     if skip is not None:
         pytest.skip(skip)
     namespace: dict[str, Any] = {"__name__": "__readme__"}
-    exec(compile(code, f"README.md:{line}", "exec"), namespace)  # noqa: S102 - the README's own code
+    exec(compile(code, where, "exec"), namespace)  # noqa: S102 - the docs' own code
     for value in list(namespace.values()):
         close = getattr(value, "close", None)
         if callable(close) and type(value).__module__.startswith(("deskgym", "gymnasium", "stable_baselines3")):
@@ -79,9 +86,9 @@ def test_every_skip_says_why() -> None:
 def test_the_server_flags_table_names_every_flag() -> None:
     help_text = subprocess.run([server_binary(), "--help"], capture_output=True, text=True, check=True).stdout
     flags = sorted(set(re.findall(r"^\s+(--[a-z][a-z0-9-]+)", help_text, re.M)) - {"--help"})
-    section = README[README.index("## The server") : README.index("## Benchmarks")]
+    section = (ROOT / "docs" / "server.md").read_text()
     missing = [f for f in flags if f"`{f}`" not in section]
-    assert not missing, f"flags of --help missing from the README's server table: {missing}"
+    assert flags and not missing, f"flags of --help missing from docs/server.md's table: {missing}"
 
 
 def test_the_actions_table_names_every_verb() -> None:
@@ -89,7 +96,8 @@ def test_the_actions_table_names_every_verb() -> None:
     block = proto[proto.index("message Action {") :]
     block = block[block.index("oneof verb {") : block.index("}")]
     verbs = re.findall(r"^\s+\w+ (\w+) = \d+;", block, re.M)
-    table = README[README.index("### Actions") : README.index("### Observations")]
+    guide = (ROOT / "docs" / "training.md").read_text()
+    table = guide[guide.index("## Actions") : guide.index("## Observations")]
     missing = [v for v in verbs if f"`{v}`" not in table]
-    assert verbs and not missing, f"verbs of the proto missing from the README's Actions table: {missing}"
+    assert verbs and not missing, f"verbs of the proto missing from docs/training.md's Actions table: {missing}"
 

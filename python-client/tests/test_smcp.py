@@ -19,7 +19,7 @@ from aiohttp import web
 from conftest import Server
 from PIL import Image
 
-from deskgym import smcp
+from deskgym.agents import smcp
 
 NS = "/smcp"
 NAME = "deskgym-test"

@@ -14,7 +14,7 @@ import pytest
 from PIL import Image
 
 import deskgym
-from deskgym.agents import FIELD, GREEN, ORANGE, RED, centroid, mask
+from deskgym.agents.reference import FIELD, GREEN, ORANGE, RED, centroid, mask
 from deskgym.agents import anthropic as claude
 from deskgym.agents import openai as oai
 from deskgym.errors import DeskgymError

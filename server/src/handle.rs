@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use crate::backend::Desktop;
 use crate::spec::{PoolSpec, Usage};
 use crate::sync::lock;
+use deskgym_worker::Desktop;
 
 /// A pool: a set of envs created together, and its warm spares.
 #[derive(Debug)]

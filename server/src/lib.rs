@@ -3,8 +3,8 @@
 //! # Layout
 //! Modules depend one way (`scripts/check_layers.py` fails CI on a cycle; `--layers`
 //! prints them), lowest first:
-//! - leaves: `backend` (what a desktop is: real Xvfb + task app, or an in-memory fake
-//!   for tests), `capability` (the boundary capabilities a grant check names), `conn` (connection budgets), `encode` (RAW/PNG/JPEG), `metrics` (the
+//! - leaves: `capability` (the boundary capabilities a grant check names), `conn`
+//!   (connection budgets), `encode` (RAW/PNG/JPEG), `metrics` (the
 //!   hot-path counters), `profiles` (the profile catalog), `sync`;
 //! - `config` (limits, server settings, the token file), `tasks` (declarative tasks);
 //! - `auth` (principals and quotas on each request), `spec` (a validated CreatePool
@@ -31,7 +31,6 @@
 mod a11y;
 mod auth;
 mod axstream;
-mod backend;
 mod calls;
 mod capability;
 mod checked;
@@ -220,11 +219,11 @@ pub async fn run_with(
         hide,
         tenants: !config.principals.is_empty(),
     };
-    let backend: Arc<dyn backend::Backend> = match config.backend {
-        BackendKind::Real => Arc::new(backend::Real),
+    let backend: Arc<dyn deskgym_worker::Backend> = match config.backend {
+        BackendKind::Real => Arc::new(deskgym_worker::LocalBackend),
         BackendKind::Fake => {
             tracing::warn!("--backend fake: desktops are in memory (no X, no apps), for tests");
-            Arc::new(backend::fake::FakeBackend::new())
+            Arc::new(deskgym_worker::fake::FakeBackend::new())
         }
     };
     let mgr = Arc::new(

@@ -82,6 +82,10 @@ struct ProfileDef {
     /// Directories created in every new home (relative paths).
     #[serde(default)]
     dirs: Vec<String>,
+    /// A home built once per machine by running its applications (their first-start
+    /// state), put into every new home before `dirs` and `files`.
+    #[serde(default)]
+    home_base: Option<HomeBase>,
     /// Its own sandbox limits, in place of the server's.
     #[serde(default)]
     limits: ProfileLimits,
@@ -89,6 +93,18 @@ struct ProfileDef {
     /// `urls` or `paths_or_urls`.
     #[serde(default)]
     app_args: BTreeMap<String, AppArgs>,
+}
+
+/// Where a profile's machine-built home lies, and what builds it: the files an app
+/// writes on its first start depend on this machine's builds (paths, versions, plug-in
+/// lists), so they are made here, not shipped in the catalog.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HomeBase {
+    /// The built home (absolute).
+    dir: PathBuf,
+    /// The command that builds it, for the warning when it is not there.
+    built_by: String,
 }
 
 /// A profile's own sandbox limits (the server's flags where unset).
@@ -355,10 +371,21 @@ fn parse(
             return Err(format!("{what}: profile {name}: an empty argv"));
         }
         if !def.sandbox
-            && (!def.session.is_empty() || !def.apps.is_empty() || !def.files.is_empty())
+            && (!def.session.is_empty()
+                || !def.apps.is_empty()
+                || !def.files.is_empty()
+                || def.home_base.is_some())
         {
             return Err(format!(
-                "{what}: profile {name}: session, apps and files need `sandbox = true`"
+                "{what}: profile {name}: session, apps, files and home_base need `sandbox = true`"
+            ));
+        }
+        if let Some(b) = &def.home_base
+            && !b.dir.is_absolute()
+        {
+            return Err(format!(
+                "{what}: profile {name}: home_base.dir {:?} must be an absolute path",
+                b.dir
             ));
         }
         for d in &def.dirs {
@@ -417,7 +444,22 @@ fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, Strin
     let sandbox = if def.sandbox {
         let dir = templates.join(name);
         if missing.is_empty() {
-            write_template(&dir, &def.files, &def.dirs)
+            let base = def.home_base.as_ref().and_then(|b| {
+                let there = b.dir.is_dir();
+                if !there {
+                    // The profile still runs, on its catalog files alone: a home without
+                    // the apps' first-start state, which some tasks notice.
+                    tracing::warn!(
+                        profile = name,
+                        "{} is missing: its homes lack the applications' first-start \
+                         state; build it with `{}`",
+                        b.dir.display(),
+                        b.built_by
+                    );
+                }
+                there.then_some(b.dir.as_path())
+            });
+            write_template(&dir, base, &def.files, &def.dirs)
                 .map_err(|e| format!("profile {name}: {e}"))?;
         }
         Some(SandboxConfig {
@@ -451,10 +493,18 @@ fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, Strin
     })
 }
 
-fn write_template(dir: &Path, files: &[SeedFile], dirs: &[String]) -> Result<(), String> {
+fn write_template(
+    dir: &Path,
+    base: Option<&Path>,
+    files: &[SeedFile],
+    dirs: &[String],
+) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
     let _ = std::fs::remove_dir_all(dir);
     std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    if let Some(base) = base {
+        copy_base(base, dir).map_err(|e| format!("home base {}: {e}", base.display()))?;
+    }
     for d in dirs {
         let path = dir.join(d);
         std::fs::create_dir_all(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -481,6 +531,29 @@ fn write_template(dir: &Path, files: &[SeedFile], dirs: &[String]) -> Result<(),
         // file's own mode (`home_modes`).
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(f.mode | 0o444))
             .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Copies a machine-built home into a template: files and folders readable by every
+/// sandbox's user (each copies it into its own home), links as links, nothing else.
+fn copy_base(from: &Path, to: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        let meta = std::fs::symlink_metadata(&src)?;
+        let mode = meta.permissions().mode() & 0o7777;
+        if meta.file_type().is_symlink() {
+            std::os::unix::fs::symlink(std::fs::read_link(&src)?, &dst)?;
+        } else if meta.is_dir() {
+            std::fs::create_dir_all(&dst)?;
+            copy_base(&src, &dst)?;
+            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(mode | 0o755))?;
+        } else if meta.is_file() {
+            std::fs::copy(&src, &dst)?;
+            std::fs::set_permissions(&dst, std::fs::Permissions::from_mode(mode | 0o444))?;
+        }
     }
     Ok(())
 }
@@ -621,6 +694,44 @@ requires = { deskgym-no-such-program = "deskgym-ghost-pkg" }
     }
 
     #[test]
+    fn a_machine_built_home_goes_under_the_catalogs_files_and_may_be_missing() {
+        let dir = std::env::temp_dir().join(format!("deskgym-cat-base-{}", std::process::id()));
+        let base = dir.join("built");
+        std::fs::create_dir_all(base.join(".config/app")).unwrap();
+        std::fs::write(base.join(".config/app/state"), "from the app").unwrap();
+        std::fs::write(base.join(".config/app/seeded"), "from the app").unwrap();
+        let file = dir.join("extra.toml");
+        let profile = |name: &str, at: &Path| {
+            format!(
+                "[profiles.{name}]\ndescription = \"b\"\nsandbox = true\n\
+                 home_base = {{ dir = {:?}, built_by = \"make-it\" }}\n\
+                 files = [{{ path = \".config/app/seeded\", content = \"from the catalog\" }}]\n",
+                at.display().to_string()
+            )
+        };
+        let text = profile("built", &base) + &profile("unbuilt", &dir.join("nowhere"));
+        std::fs::write(&file, text).unwrap();
+        let c = Catalog::load(Some(&file)).unwrap();
+        let home = |n: &str| {
+            let p = c.get(n).unwrap();
+            assert!(p.available(), "{:?}", p.missing);
+            p.sandbox(&[], SandboxLimits::default())
+                .unwrap()
+                .home_template
+                .unwrap()
+        };
+        let t = home("built");
+        let read = |p: PathBuf| std::fs::read_to_string(p).unwrap();
+        assert_eq!(read(t.join(".config/app/state")), "from the app");
+        assert_eq!(read(t.join(".config/app/seeded")), "from the catalog");
+        let t = home("unbuilt");
+        assert!(!t.join(".config/app/state").exists());
+        assert_eq!(read(t.join(".config/app/seeded")), "from the catalog");
+        drop(c);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn bad_catalogs_are_refused_with_a_reason() {
         for (text, why) in [
             (
@@ -636,6 +747,10 @@ requires = { deskgym-no-such-program = "deskgym-ghost-pkg" }
                 "relative path",
             ),
             ("[profiles.C]\ndescription='x'", "lowercase"),
+            (
+                "[profiles.d]\ndescription='x'\nsandbox=true\nhome_base={dir='rel', built_by='x'}",
+                "absolute path",
+            ),
             ("[profiles.c]\ndescription='x'\nbogus=1", "unknown field"),
         ] {
             let dir = std::env::temp_dir().join(format!(

@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use deskgym_proto::v1 as pb;
-use deskgym_worker::{DesktopConfig, DesktopError, Family, SandboxConfig, Settle, SettlePolicy};
+use deskgym_worker::{DesktopConfig, DesktopError, Family, Settle, SettlePolicy};
 use deskgym_worker::{WebClock as Clock, WebReward as Reward, WebSpec};
 
-use crate::backend::{Backend, Desktop};
 use crate::config::Limits;
 use crate::profiles::{Catalog, Profile};
-use crate::tasks::{TaskDef, Tasks};
+use crate::tasks::{TaskDef, TaskFamily, Tasks};
+use deskgym_worker::{Backend, Desktop};
 
 /// A request field that is malformed: which field (dotted path, e.g.
 /// `action.click.target.point_px`) and how to fix it. Every layer's "bad request".
@@ -147,12 +147,11 @@ pub(crate) struct PoolSpec {
     pub(crate) backend: Arc<dyn Backend>,
     /// The desktop profile.
     pub(crate) profile: Arc<Profile>,
-    /// Its sandbox (`None`: the task app on a bare display).
-    pub(crate) sandbox: Option<SandboxConfig>,
+    /// Its desktops' family with what it needs (the sandbox, the script, the page),
+    /// resolved once from the task's family and the profile.
+    pub(crate) family: Family,
     /// Capabilities granted to the pool.
     pub(crate) capabilities: Vec<String>,
-    /// A web task's page, browser, clock and reward (`None` for other tasks).
-    pub(crate) web: Option<Arc<WebSpec>>,
 }
 
 /// Shortest lease: a client renews every TTL/3, so shorter would be mostly renewals.
@@ -167,13 +166,8 @@ impl PoolSpec {
             width: self.screen.width,
             height: self.screen.height,
             settle: self.settle,
-            // The family, chosen once: the worker starts its runner from it.
-            family: match (&self.sandbox, &self.web, &self.task.script) {
-                (None, _, _) => Family::TaskApp,
-                (Some(sb), Some(web), _) => Family::Page(sb.clone(), web.clone()),
-                (Some(sb), None, Some(script)) => Family::Script(sb.clone(), script.clone()),
-                (Some(sb), None, None) => Family::Blank(sb.clone()),
-            },
+            // The worker starts its runner from it.
+            family: self.family.clone(),
         }
     }
 
@@ -362,7 +356,7 @@ pub(crate) fn validate(
     let settle_policy = match pb::SettlePolicy::try_from(settle_req.policy) {
         Ok(pb::SettlePolicy::Sync) => SettlePolicy::Sync,
         Ok(pb::SettlePolicy::Damage) => SettlePolicy::Damage,
-        Ok(pb::SettlePolicy::Browser) if task.page.is_some() => SettlePolicy::Browser,
+        Ok(pb::SettlePolicy::Browser) if task.family.page().is_some() => SettlePolicy::Browser,
         Ok(pb::SettlePolicy::Browser) => {
             return Err(Invalid::new(
                 "settle.policy",
@@ -376,7 +370,7 @@ pub(crate) fn validate(
         // A quiet window asked for means XDamage (its meaning before policies).
         Ok(pb::SettlePolicy::Unspecified) if settle_req.settle_ms.is_some() => SettlePolicy::Damage,
         // The task's own policy when its app draws; the profile's for a session.
-        Ok(pb::SettlePolicy::Unspecified) if task.page.is_some() => task.settle,
+        Ok(pb::SettlePolicy::Unspecified) if task.family.page().is_some() => task.settle,
         Ok(pb::SettlePolicy::Unspecified) => match profile.settle {
             Some(SettlePolicy::Browser) | None => task.settle,
             Some(p) if profile.sandboxed() => p,
@@ -426,15 +420,22 @@ pub(crate) fn validate(
             processes: l.max_sandbox_processes,
         },
     );
-    if let (Some(page), Some(sb)) = (&task.page, sandbox.as_mut()) {
+    if let (Some(page), Some(sb)) = (task.family.page(), sandbox.as_mut()) {
         sb.shares
             .push((page.root.clone(), crate::tasks::WEB_ROOT.to_string()));
     }
     if let Some(sb) = sandbox.as_mut() {
         sb.network |= capabilities.iter().any(|c| c == "network");
     }
+    // The desktop family, from the task's: on a bare display only the task app runs.
+    let family = match (sandbox, &task.family, web) {
+        (None, _, _) => Family::TaskApp,
+        (Some(sb), TaskFamily::Script(script), _) => Family::Script(sb, script.clone()),
+        (Some(sb), TaskFamily::Web(_), Some(web)) => Family::Web(sb, web),
+        (Some(sb), _, _) => Family::Blank(sb),
+    };
     Ok(PoolSpec {
-        web,
+        family,
         task,
         screen: Screen { width, height },
         seed: req.seed,
@@ -448,7 +449,6 @@ pub(crate) fn validate(
         warm_spares: req.warm_spares,
         lease: (req.lease_ttl_ms > 0).then(|| Duration::from_millis(req.lease_ttl_ms.into())),
         backend: backend.clone(),
-        sandbox,
         profile,
         capabilities,
     })
@@ -461,7 +461,7 @@ fn web_spec(
     profile: &Profile,
     options: &std::collections::HashMap<String, String>,
 ) -> Result<Option<Arc<WebSpec>>, SpecError> {
-    let Some(page) = &task.page else {
+    let Some(page) = task.family.page() else {
         if let Some(key) = options.keys().min() {
             return Err(Invalid::new(
                 format!("task_options.{}", quote(key)),
@@ -571,7 +571,7 @@ mod tests {
             catalog: Catalog::load(None).unwrap(),
             ..Policy::default()
         };
-        let backend: Arc<dyn Backend> = Arc::new(crate::backend::fake::FakeBackend::new());
+        let backend: Arc<dyn Backend> = Arc::new(deskgym_worker::fake::FakeBackend::new());
         let field_of = |req: pb::CreatePoolRequest| match validate(
             &req,
             &Limits::default(),

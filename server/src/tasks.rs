@@ -32,12 +32,33 @@ pub(crate) struct TaskDef {
     pub(crate) profile: String,
     /// Runs on every profile.
     pub(crate) any_profile: bool,
-    /// A declarative task's setup and checker (app names resolved), `None` for bundled.
-    pub(crate) script: Option<Arc<ScriptSpec>>,
-    /// A web task's page, `None` for the others.
-    pub(crate) page: Option<WebPage>,
+    /// Which family the task is of, with what that family needs.
+    pub(crate) family: TaskFamily,
     /// Screen size when a pool sets none (a MiniWoB++ page: its 160x210 task area).
     pub(crate) screen: Option<(u32, u32)>,
+}
+
+/// A task's family, named once where the task is declared (the pool's desktop family
+/// follows from it and the profile, never from which options are set).
+#[derive(Debug, Clone)]
+pub(crate) enum TaskFamily {
+    /// A bundled task: the task app draws it on a bare display, or a profile's session
+    /// runs with no task (`blank` on a sandboxed profile).
+    Bundled,
+    /// A declarative task: its setup and checker (app names resolved).
+    Script(Arc<ScriptSpec>),
+    /// A web task: its page.
+    Web(WebPage),
+}
+
+impl TaskFamily {
+    /// The web task's page, for the others `None`.
+    pub(crate) fn page(&self) -> Option<&WebPage> {
+        match self {
+            Self::Web(page) => Some(page),
+            _ => None,
+        }
+    }
 }
 
 /// A web task's page: a file under a host directory that its sandbox shows at
@@ -129,8 +150,7 @@ fn bundled_app_tasks() -> Vec<Arc<TaskDef>> {
                 settle: t.settle,
                 profile: t.profile.into(),
                 any_profile: t.any_profile,
-                script: None,
-                page: None,
+                family: TaskFamily::Bundled,
                 screen: None,
             })
         })
@@ -261,8 +281,7 @@ fn miniwob_tasks(package: &Path) -> Result<Vec<Arc<TaskDef>>, String> {
                 settle: SettlePolicy::Browser,
                 profile: WEB_PROFILE.into(),
                 any_profile: false,
-                script: None,
-                page: Some(WebPage {
+                family: TaskFamily::Web(WebPage {
                     root: html.clone(),
                     path: format!("miniwob/{name}.html"),
                 }),
@@ -346,13 +365,12 @@ fn declare(t: TaskToml, profiles: &Catalog) -> Result<TaskDef, String> {
         settle: SettlePolicy::Damage,
         profile: t.profile,
         any_profile: false,
-        script: Some(Arc::new(ScriptSpec {
+        family: TaskFamily::Script(Arc::new(ScriptSpec {
             instruction: t.instruction,
             setup,
             check: t.check,
             reward: t.reward,
         })),
-        page: None,
         screen: None,
         id: t.id,
     })
@@ -366,9 +384,14 @@ mod tests {
     fn bundled_tasks_load_with_their_apps_resolved() {
         let profiles = Catalog::load(None).unwrap();
         let tasks = Tasks::load(None, None, &profiles).unwrap();
-        assert!(tasks.get("click-target").unwrap().script.is_none());
+        assert!(matches!(
+            tasks.get("click-target").unwrap().family,
+            TaskFamily::Bundled
+        ));
         let t = tasks.get("desktop/editor-save").unwrap();
-        let s = t.script.as_ref().unwrap();
+        let TaskFamily::Script(s) = &t.family else {
+            panic!("{t:?} is not a declarative task")
+        };
         assert!(
             s.setup
                 .iter()
@@ -397,7 +420,7 @@ mod tests {
         let t = tasks.get("miniwob/click-button").unwrap();
         assert_eq!(t.profile, WEB_PROFILE);
         assert_eq!(t.screen, Some((160, 210)));
-        assert_eq!(t.page.as_ref().unwrap().path, "miniwob/click-button.html");
+        assert_eq!(t.family.page().unwrap().path, "miniwob/click-button.html");
         assert!(tasks.get("miniwob/notes").is_none());
         assert_eq!(
             tasks.close_to("miniwob/click-buton")[0],

@@ -28,7 +28,10 @@ mod wire;
 use exec::{exec, helper};
 use relay::connect;
 pub(crate) use wire::SessionSpec;
-pub use wire::{Entry, ExecCancel, ExecEnd, ExecSpec, Reply, Request, SessionProgram};
+pub use wire::{
+    Entry, ExecCancel, ExecEnd, ExecSpec, Executed, FileChunk, Listing, Reply, Request,
+    SessionProgram,
+};
 
 /// Where the session's programs and the sandbox's user start.
 pub(crate) const HOME: &str = "/home/user";

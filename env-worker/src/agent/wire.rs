@@ -221,6 +221,39 @@ pub struct ExecEnd {
     pub duration_ms: f64,
 }
 
+/// Part of a file, as a read returns it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct FileChunk {
+    /// The file's whole size, in bytes.
+    pub size: u64,
+    /// The bytes read from the asked offset.
+    pub data: Vec<u8>,
+    /// The read reached the end of the file.
+    pub eof: bool,
+}
+
+/// A directory listing.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Listing {
+    /// The directory, resolved (what a relative path named).
+    pub path: String,
+    /// What is under it, to the asked depth.
+    pub entries: Vec<Entry>,
+    /// More entries than were asked for were there.
+    pub truncated: bool,
+}
+
+/// How a command ended, with what it wrote.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Executed {
+    /// Exit status, signal, truncation, time.
+    pub end: ExecEnd,
+    /// What it wrote to stdout (empty when the output was streamed).
+    pub stdout: Vec<u8>,
+    /// What it wrote to stderr (empty when the output was streamed).
+    pub stderr: Vec<u8>,
+}
+
 /// The agent's answer.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 #[serde(tag = "reply", rename_all = "snake_case")]

@@ -18,10 +18,10 @@ use crate::task_app::AppState;
 use crate::x11::XSession;
 
 mod blank;
-mod page;
 mod script;
 mod session;
 mod task_app;
+mod web;
 
 pub(crate) use session::Session;
 pub(crate) use task_app::no_sandbox;
@@ -52,7 +52,7 @@ pub enum Family {
     /// step. Shared: the step path takes a reference count, not a copy of the setup.
     Script(SandboxConfig, Arc<ScriptSpec>),
     /// A web task on a profile's session: a page in its browser, scored by the page.
-    Page(SandboxConfig, Arc<crate::web::WebSpec>),
+    Web(SandboxConfig, Arc<crate::web::WebSpec>),
 }
 
 /// The outcome of a reset or step, before capture.
@@ -131,7 +131,7 @@ pub(crate) fn start(
         Family::TaskApp => Box::new(task_app::TaskAppRunner::start(config, display)?),
         Family::Blank(sb) => Box::new(blank::BlankRunner::start(sb, display)?),
         Family::Script(sb, s) => Box::new(script::ScriptRunner::start(sb, Arc::clone(s), display)?),
-        Family::Page(sb, spec) => Box::new(page::PageRunner::start(
+        Family::Web(sb, spec) => Box::new(web::WebRunner::start(
             sb,
             Arc::clone(spec),
             config,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::{Ctx, Outcome, Runner, Session};
 use crate::action::Action;
-use crate::agent::{ExecEnd, ExecSpec};
+use crate::agent::{ExecSpec, Executed};
 use crate::error::{DesktopError, Result};
 use crate::sandbox::SandboxConfig;
 use crate::script::{self, ScriptSpec, SetupStep};
@@ -39,7 +39,7 @@ impl ScriptRunner {
     }
 
     /// A shell line in the sandbox with the episode's seed in its environment.
-    fn run_line(&mut self, line: &str, timeout_ms: u64) -> Result<(ExecEnd, Vec<u8>, Vec<u8>)> {
+    fn run_line(&mut self, line: &str, timeout_ms: u64) -> Result<Executed> {
         let spec = ExecSpec {
             argv: vec!["/bin/sh".into(), "-c".into(), line.into()],
             env: script::seed_env(self.seed),
@@ -57,7 +57,9 @@ impl ScriptRunner {
         for (i, step) in script.setup.iter().enumerate() {
             match step {
                 SetupStep::Exec(line) => {
-                    let (end, _, err) = self.run_line(line, SETUP_STEP_MS)?;
+                    let Executed {
+                        end, stderr: err, ..
+                    } = self.run_line(line, SETUP_STEP_MS)?;
                     if end.exit_code != Some(0) {
                         return Err(DesktopError::Exec(format!(
                             "setup step {i} ({line:?}) failed ({}): {}",
@@ -81,7 +83,9 @@ impl ScriptRunner {
     /// Runs the checker: the reward so far and whether the episode ended.
     fn check(&mut self) -> Result<AppState> {
         let line = self.script.check.clone();
-        let (end, out, _) = self.run_line(&line, CHECK_MS)?;
+        let Executed {
+            end, stdout: out, ..
+        } = self.run_line(&line, CHECK_MS)?;
         let (reward, done) = script::judge(self.script.reward, end.exit_code, &out);
         Ok(AppState {
             reward,

@@ -8,7 +8,7 @@ use std::os::unix::net::UnixStream;
 use std::time::Duration;
 
 use super::Sandbox;
-use crate::agent::{Entry, ExecEnd, ExecSpec, Reply, Request};
+use crate::agent::{ExecSpec, Executed, FileChunk, Listing, Reply, Request};
 use crate::error::{DesktopError, Result};
 use crate::limits::Cgroup;
 
@@ -121,7 +121,7 @@ impl Sandbox {
         spec: &ExecSpec,
         stdin: &[u8],
         sink: &mut dyn FnMut(bool, &[u8]),
-    ) -> Result<(ExecEnd, Vec<u8>, Vec<u8>)> {
+    ) -> Result<Executed> {
         let spec = ExecSpec {
             stdin_len: stdin.len(),
             ..spec.clone()
@@ -169,7 +169,11 @@ impl Sandbox {
                 conn.read_exact(&mut out)?;
                 let mut err = vec![0; end.stderr_len];
                 conn.read_exact(&mut err)?;
-                Ok((end, out, err))
+                Ok(Executed {
+                    end,
+                    stdout: out,
+                    stderr: err,
+                })
             }
             Reply::Failed { message } => Err(self
                 .over_memory(oom_before)
@@ -220,13 +224,8 @@ impl Sandbox {
         }
     }
 
-    /// Reads at most `max` bytes of a file from `offset`: (file size, data, eof).
-    pub(crate) fn read_file(
-        &self,
-        path: &str,
-        offset: u64,
-        max: u64,
-    ) -> Result<(u64, Vec<u8>, bool)> {
+    /// Reads at most `max` bytes of a file from `offset`.
+    pub(crate) fn read_file(&self, path: &str, offset: u64, max: u64) -> Result<FileChunk> {
         let req = Request::Read {
             path: path.into(),
             offset,
@@ -239,7 +238,7 @@ impl Sandbox {
                 }
                 let mut data = vec![0; len];
                 conn.read_exact(&mut data)?;
-                Ok((size, data, eof))
+                Ok(FileChunk { size, data, eof })
             }
             (other, _) => Err(file_error(other)),
         }
@@ -265,13 +264,8 @@ impl Sandbox {
         }
     }
 
-    /// Lists a directory: (resolved path, entries, truncated).
-    pub(crate) fn list_dir(
-        &self,
-        path: &str,
-        depth: u32,
-        max: usize,
-    ) -> Result<(String, Vec<Entry>, bool)> {
+    /// Lists a directory.
+    pub(crate) fn list_dir(&self, path: &str, depth: u32, max: usize) -> Result<Listing> {
         let req = Request::List {
             path: path.into(),
             depth,
@@ -282,7 +276,11 @@ impl Sandbox {
                 path,
                 entries,
                 truncated,
-            } if entries.len() <= max => Ok((path, entries, truncated)),
+            } if entries.len() <= max => Ok(Listing {
+                path,
+                entries,
+                truncated,
+            }),
             Reply::Listed { .. } => Err(untrusted("more entries than it was asked for")),
             other => Err(file_error(other)),
         }

@@ -19,6 +19,7 @@ import posixpath
 import shlex
 import threading
 import time
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, quote, unquote
@@ -70,6 +71,18 @@ def cursor_png(rgb: bytes, width: int, height: int, x: int, y: int) -> bytes:
     return out.getvalue()
 
 
+@dataclass
+class Call:
+    """One request the bridge answered: its path, HTTP status and, for a command, the
+    command's exit code and stderr."""
+
+    path: str
+    status: int = 0
+    returncode: int | None = None
+    stderr: str = ""
+    error: str = ""
+
+
 class Bridge:
     """One env's OSWorld HTTP interface on ``127.0.0.1:port`` (``port`` 0: a free one)."""
 
@@ -81,6 +94,10 @@ class Bridge:
         class Handler(_Handler):
             owner = bridge
 
+        #: While a list, every request is noted in it (:class:`Call`): the env's setup
+        #: controller opens one per setup step, to learn what the desktop answered when
+        #: OSWorld's step logs a failure and goes on.
+        self.trace: list[Call] | None = None
         self.server = ThreadingHTTPServer((host, port), Handler)
         self.server.daemon_threads = True
         self.port: int = self.server.server_address[1]
@@ -111,8 +128,11 @@ class Bridge:
             argv = ["sh", "-c", line]
         else:
             argv = [expand(str(c)) for c in command]
-        # setsid -f: its own session, so it outlives this exec; no pipes left open.
-        r = self.env.exec(["sh", "-c", 'exec setsid -f "$@" >/dev/null 2>&1 </dev/null', "sh", *argv], timeout=10)
+        # setsid -f: its own session, so it outlives this exec; no pipes left open. A
+        # program that is not there is an error, as OSWorld's server's Popen raises.
+        script = 'command -v "$1" >/dev/null || { echo "$1: not found" >&2; exit 127; }; ' \
+                 'exec setsid -f "$@" >/dev/null 2>&1 </dev/null'
+        r = self.env.exec(["sh", "-c", script, "sh", *argv], timeout=10)
         if not r.ok:
             raise DeskgymError("FAILED_PRECONDITION", f"cannot launch {argv!r}: {r.stderr.strip()}")
 
@@ -213,6 +233,8 @@ class Bridge:
 
 class _Handler(BaseHTTPRequestHandler):
     owner: Bridge
+    #: The request being answered, while the bridge keeps a trace.
+    call: Call | None = None
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True
 
@@ -234,6 +256,11 @@ class _Handler(BaseHTTPRequestHandler):
         return d
 
     def _send(self, code: int, body: bytes, ctype: str) -> None:
+        call = self.call
+        if call is not None:
+            call.status = code
+            if code >= 400:
+                call.error = body[:500].decode(errors="replace")
         self.send_response(code)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
@@ -266,8 +293,21 @@ class _Handler(BaseHTTPRequestHandler):
         self._route("POST")
 
     def _route(self, method: str) -> None:
-        b = self.owner
         path = self.path.split("?", 1)[0].rstrip("/")
+        trace = self.owner.trace
+        self.call = None
+        if trace is not None:
+            # In the trace before the answer goes out: the caller reads it as soon as it
+            # has the answer. `_send` notes the status before it writes a byte.
+            self.call = Call(path)
+            trace.append(self.call)
+        try:
+            self._answer(method, path)
+        finally:
+            self.call = None
+
+    def _answer(self, method: str, path: str) -> None:
+        b = self.owner
         try:
             if path == "/screenshot":
                 shot = b.env.screenshot(encoding="rgb")
@@ -281,7 +321,10 @@ class _Handler(BaseHTTPRequestHandler):
             elif path in ("/execute", "/setup/execute") and method == "POST":
                 d = self._json_in()
                 shell = bool(d.get("shell", False))
-                self._json(b.execute(d.get("command", "" if shell else []), shell))
+                r = b.execute(d.get("command", "" if shell else []), shell)
+                if self.call is not None:
+                    self.call.returncode, self.call.stderr = r["returncode"], r["error"][-2000:]
+                self._json(r)
             elif path == "/setup/launch" and method == "POST":
                 d = self._json_in()
                 b.launch(d.get("command", ""), bool(d.get("shell", False)))

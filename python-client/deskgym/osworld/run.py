@@ -10,14 +10,21 @@ no agent, and a coverage table.
 With ``--agent MODULE:CLASS`` (built with ``--agent-kwargs`` JSON, one per desktop) each
 task runs as OSWorld's ``lib_run_single`` runs it (:mod:`deskgym.osworld.suite`): results
 under ``<result-dir>/<action-space>/<observation-type>/<model>/<domain>/<id>/``; a
-task with ``result.txt`` is finished and a rerun skips it, so a stopped run resumes.
+task with an outcome (``outcome.json``, or ``result.txt`` of an older run) is finished
+and a rerun skips it, so a stopped run resumes. Each task is ``scored``, ``invalid``
+(a failed setup step, a crash, an evaluator exception, ``--task-timeout``: with its
+cause) or ``infeasible`` (:mod:`deskgym.osworld.outcomes`); ``scores.md`` averages the
+scored tasks only and counts the invalid ones apart, and ``--rerun-invalid`` reruns
+exactly the tasks the previous results hold as invalid.
 
 With ``--check``, per task (``<result-dir>/check.jsonl``, one JSON line each, appended
 as tasks finish): ``reset_ok`` (reset and setup ran), ``evaluate_ok`` (the metric
 returned a number), the ``score`` with no action (a feasible task scoring 1 is listed as
 suspect: the fresh desktop already satisfies it), ``seconds``, and ``error`` naming what
-failed; tasks already in ``check.jsonl`` are not run again. At the end ``coverage.md``
-holds the table per domain. ``--stand-ins`` fills the cache with a valid file of each
+failed, every setup and postconfig step's outcome (``setup``; ``setup_failed`` names
+each failed step) and the ``status``; tasks already in ``check.jsonl`` are not run again
+(with ``--rerun-invalid``, those whose last row is invalid are, and their new row
+wins). At the end ``coverage.md`` holds the table per domain. ``--stand-ins`` fills the cache with a valid file of each
 type a task fetches (see :mod:`deskgym.osworld.standins`) where the file is missing, so
 the sweep runs offline.
 
@@ -27,6 +34,11 @@ servers of ``--address``, repeatable) and runs its share of the tasks in turn, p
 a line per finished task with the run's progress. Needs servers started with
 ``--allow-capabilities exec,files,windows,launch_app,clipboard`` (and ``network`` for
 ``--network``: tasks that open live pages).
+
+``--compare OTHER`` runs nothing: it lists the tasks whose outcome (status, and score
+where there is one) differs between ``--result-dir`` (its ``check.jsonl``, or the agent
+run's ``outcome.json`` files under it) and ``OTHER``, so two sweeps can be held against
+each other.
 """
 
 from __future__ import annotations
@@ -43,7 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from deskgym.osworld.check import check_task, coverage
-from deskgym.osworld.suite import finished, run_task
+from deskgym.osworld.outcomes import INVALID, compare, last_rows, load_rows, scores_table, status_of
+from deskgym.osworld.suite import outcome, run_task
 
 __all__ = ["check_task", "coverage", "load", "main"]
 
@@ -82,10 +95,10 @@ class Progress:
             if self.sink is not None:
                 self.sink.write(json.dumps(row) + "\n")
                 self.sink.flush()
-            failed = sum(1 for r in self.rows if r.get("error"))
+            failed = sum(1 for r in self.rows if status_of(r) == INVALID)
             print(f"[{len(self.rows)}/{self.total}] {row['domain']}/{row['id'][:8]} {'ok' if ok else 'FAIL'} "
                   f"{what} {row['seconds']}s | running {self.running}, failed {failed}, "
-                  f"{time.monotonic() - self.t0:.0f}s {row.get('error', '')[:100]}", flush=True)
+                  f"{time.monotonic() - self.t0:.0f}s {(row.get('cause') or row.get('error', ''))[:100]}", flush=True)
 
 
 def _pool(todo: queue.Queue[tuple[str, dict[str, Any]]], num_envs: int, make_env: Callable[[int], Any],
@@ -119,18 +132,6 @@ def _pool(todo: queue.Queue[tuple[str, dict[str, Any]]], num_envs: int, make_env
                          f"{failures[0]}")
 
 
-def _scores(rows: Sequence[dict[str, Any]]) -> str:
-    by: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        by.setdefault(r["domain"], []).append(r)
-    lines = ["| domain | tasks | finished | mean score |", "|---|---|---|---|"]
-    for d in sorted(by) + ["**all**"]:
-        rs = rows if d == "**all**" else by[d]
-        done = [r["score"] for r in rs if r["score"] is not None]
-        lines.append(f"| {d} | {len(rs)} | {len(done)} | {sum(done) / len(done) if done else 0:.3f} |")
-    return "\n".join(lines) + "\n"
-
-
 def _make_agent(spec: str, kwargs: dict[str, Any]) -> Any:
     module, _, name = spec.partition(":")
     if not name:
@@ -138,12 +139,20 @@ def _make_agent(spec: str, kwargs: dict[str, Any]) -> Any:
     return getattr(importlib.import_module(module), name)(**kwargs)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
+def _due(prev: dict[str, Any] | None, rerun_invalid: bool) -> bool:
+    """Whether a task runs: one with no outcome yet; with ``--rerun-invalid``, exactly
+    those whose outcome is invalid."""
+    if rerun_invalid:
+        return prev is not None and status_of(prev) == INVALID
+    return prev is None
+
+
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m deskgym.osworld.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="reset, set up and evaluate each task with no agent")
     p.add_argument("--agent", help="MODULE:CLASS with OSWorld's predict(instruction, obs)")
     p.add_argument("--agent-kwargs", default="{}", help="JSON object of the agent's constructor arguments")
-    p.add_argument("--test-all", type=Path, required=True, help="OSWorld's test_all.json (domain -> task ids)")
+    p.add_argument("--test-all", type=Path, help="OSWorld's test_all.json (domain -> task ids)")
     p.add_argument("--examples", type=Path, help="folder of <domain>/<id>.json (default: beside --test-all)")
     p.add_argument("--domain", action="append", default=[], help="only this domain (repeatable)")
     p.add_argument("--limit", type=int, default=0, help="at most this many tasks per domain")
@@ -166,7 +175,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     p.add_argument("--wait-after-reset", type=float, default=3.0,
                    help="seconds between a reset and the first observation (apps the setup launched)")
     p.add_argument("--no-recording", action="store_true", help="no recording.mp4 per task")
+    p.add_argument("--task-timeout", type=float, default=0,
+                   help="an agent's episode running past this many seconds is invalid (checked between actions)")
+    p.add_argument("--rerun-invalid", action="store_true",
+                   help="run exactly the tasks the previous results in --result-dir hold as invalid")
+    p.add_argument("--compare", type=Path, metavar="OTHER_RESULTS",
+                   help="run nothing: list the tasks whose outcome differs between --result-dir and this")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    p = _parser()
     a = p.parse_args(argv)
+    if a.compare:
+        diff = compare(load_rows(a.result_dir), load_rows(a.compare))
+        print("\n".join(diff) if diff else "no task's outcome differs", flush=True)
+        print(f"{len(diff)} tasks differ between {a.result_dir} and {a.compare}", flush=True)
+        return
+    if a.test_all is None:
+        p.error("--test-all is needed (except with --compare)")
     if a.check == bool(a.agent):
         p.error("give one of --check (no agent) and --agent MODULE:CLASS")
     examples = a.examples or a.test_all.parent / "examples"
@@ -182,48 +209,61 @@ def main(argv: Sequence[str] | None = None) -> None:
                           require_a11y_tree=a11y, action_space=a.action_space, network=a.network,
                           offline=a.offline)
 
-    todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
     if a.check:
-        log = a.result_dir / "check.jsonl"
-        before = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
-        seen = {r["id"] for r in before}
-        for d, t in tasks:
-            if t["id"] not in seen:
-                todo.put((d, t))
-        print(f"{len(tasks)} tasks, {len(tasks) - todo.qsize()} done before, {todo.qsize()} to run "
-              f"on {a.num_envs} desktops", flush=True)
-        with log.open("a") as sink:
-            progress = Progress(todo.qsize(), sink)
+        _check_all(a, tasks, make_env)
+    else:
+        _run_agents(a, tasks, make_env)
 
-            def check(env: Any, _i: int, domain: str, task: dict[str, Any]) -> None:
-                progress.started()
-                row = check_task(env, domain, task, a.stand_ins)
-                progress.done(row, row["evaluate_ok"], "evaluated" if row["evaluate_ok"] else "")
 
-            _pool(todo, a.num_envs, make_env, check)
-        ids = {t["id"] for _, t in tasks}
-        checked = [r for r in before + progress.rows if r["id"] in ids]
-        table = coverage(checked)
-        (a.result_dir / "coverage.md").write_text(table)
-        print(table + f"\n{time.monotonic() - progress.t0:.0f} s; rows in {log}", flush=True)
-        for r in checked:
-            if r.get("suspect"):
-                print(f"suspect: {r['domain']}/{r['id']} scores 1 with no action")
-        return
+def _check_all(a: argparse.Namespace, tasks: list[tuple[str, dict[str, Any]]], make_env: Callable[[int], Any]) -> None:
+    """``--check``: every due task with no agent, rows to ``check.jsonl``, the table to
+    ``coverage.md``."""
+    todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+    log = a.result_dir / "check.jsonl"
+    before = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+    last = last_rows(before)
+    for d, t in tasks:
+        if _due(last.get(t["id"]), a.rerun_invalid):
+            todo.put((d, t))
+    print(f"{len(tasks)} tasks, {len(tasks) - todo.qsize()} done before, {todo.qsize()} to run "
+          f"{'again (invalid before) ' if a.rerun_invalid else ''}on {a.num_envs} desktops", flush=True)
+    with log.open("a") as sink:
+        progress = Progress(todo.qsize(), sink)
 
+        def check(env: Any, _i: int, domain: str, task: dict[str, Any]) -> None:
+            progress.started()
+            row = check_task(env, domain, task, a.stand_ins)
+            progress.done(row, row["status"] != INVALID, row["status"])
+
+        _pool(todo, a.num_envs, make_env, check)
+    ids = {t["id"] for _, t in tasks}
+    checked = [r for r in last_rows(before + progress.rows).values() if r["id"] in ids]
+    table = coverage(checked)
+    (a.result_dir / "coverage.md").write_text(table)
+    print(table + f"\n{time.monotonic() - progress.t0:.0f} s; rows in {log}", flush=True)
+    for r in checked:
+        if r.get("suspect"):
+            print(f"suspect: {r['domain']}/{r['id']} scores 1 with no action")
+
+
+def _run_agents(a: argparse.Namespace, tasks: list[tuple[str, dict[str, Any]]], make_env: Callable[..., Any]) -> None:
+    """``--agent``: an episode per due task in OSWorld's result layout, the means to
+    ``scores.md``."""
+    todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
     kwargs = json.loads(a.agent_kwargs)
     agents = [_make_agent(a.agent, kwargs) for _ in range(max(1, a.num_envs))]
     model = a.model or getattr(agents[0], "model", None) or type(agents[0]).__name__
     base = a.result_dir / a.action_space / a.observation_type / str(model)
     rows: list[dict[str, Any]] = []
     for d, t in tasks:
-        score = finished(base, d, t["id"])
-        if score is None:
+        prev = outcome(base, d, t)
+        if _due(prev, a.rerun_invalid):
             todo.put((d, t))
-        else:
-            rows.append({"domain": d, "id": t["id"], "score": score})
-    print(f"{len(tasks)} tasks, {len(rows)} finished before, {todo.qsize()} to run on {a.num_envs} desktops; "
-          f"results in {base}", flush=True)
+        elif prev is not None:
+            rows.append(prev)
+    print(f"{len(tasks)} tasks, {len(rows)} finished before, {todo.qsize()} to run "
+          f"{'again (invalid before) ' if a.rerun_invalid else ''}on {a.num_envs} desktops; results in {base}",
+          flush=True)
     progress = Progress(todo.qsize())
     a11y = a.observation_type != "screenshot"
 
@@ -235,11 +275,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             standins.fill(a.cache_dir, task)
         row = run_task(env, agents[i], base, domain, task, max_steps=a.max_steps,
                        sleep_after=a.sleep_after_execution, wait_after_reset=a.wait_after_reset,
-                       record=not a.no_recording)
-        progress.done(row, row["score"] is not None, f"score {row['score']} in {row['steps']} steps")
+                       record=not a.no_recording, timeout=a.task_timeout)
+        progress.done(row, row["status"] != INVALID, f"{row['status']} {row['score']} in {row['steps']} steps")
 
     _pool(todo, a.num_envs, lambda i: make_env(i, a11y), episode)
-    table = _scores(rows + progress.rows)
+    table = scores_table(rows + progress.rows)
     (base / "scores.md").write_text(table)
     print(table + f"\n{time.monotonic() - progress.t0:.0f} s", flush=True)
 

@@ -1,9 +1,12 @@
 """An agent over OSWorld's tasks, in OSWorld's own result layout (what its ``run.py`` and
 ``show_result.py`` read): per task ``<result dir>/<action space>/<observation type>/
 <model>/<domain>/<task id>/`` holds ``traj.jsonl`` (a line per action), a screenshot per
-step (``step_<n>_<timestamp>.png``), ``recording.mp4`` and ``result.txt`` (the score),
-written last: a task with ``result.txt`` is finished and never run again; one without
-is cleared and run afresh.
+step (``step_<n>_<timestamp>.png``), ``recording.mp4``, ``outcome.json`` (the task's
+status: ``scored``, ``invalid`` with its cause, or ``infeasible``, and each setup step's
+outcome; see :mod:`deskgym.osworld.outcomes`) and, for a task with a valid score,
+``result.txt`` (what OSWorld's ``show_result.py`` reads), written last. A task with an
+outcome is finished and not run again (``--rerun-invalid`` reruns the invalid ones);
+one without is cleared and run afresh.
 
 An agent is any object with OSWorld's ``predict(instruction, obs) -> (response,
 actions)`` (``mm_agents``' ``PromptAgent`` and friends as they are) and, optionally,
@@ -21,7 +24,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-__all__ = ["finished", "run_task", "task_dir"]
+from deskgym.osworld.check import feasible
+from deskgym.osworld.check import record as record_outcomes
+from deskgym.osworld.outcomes import INVALID
+
+__all__ = ["finished", "outcome", "run_task", "task_dir"]
 
 logger = logging.getLogger("deskgym.osworld")
 
@@ -41,6 +48,22 @@ def finished(base: Path, domain: str, task_id: str) -> float | None:
         return None
 
 
+def outcome(base: Path, domain: str, task: dict[str, Any]) -> dict[str, Any] | None:
+    """The task's row when it has finished: its ``outcome.json``, or, for a run written
+    before outcomes were, its ``result.txt`` (then scored, or infeasible); else None."""
+    d = task_dir(base, domain, task["id"])
+    try:
+        row: dict[str, Any] = json.loads((d / "outcome.json").read_text())
+        return row
+    except (OSError, ValueError):
+        pass
+    score = finished(base, domain, task["id"])
+    if score is None:
+        return None
+    return {"domain": domain, "id": task["id"], "score": score, "feasible": feasible(task),
+            "status": "scored" if feasible(task) else "infeasible", "cause": ""}
+
+
 def _reset_agent(agent: Any) -> None:
     reset = getattr(agent, "reset", None)
     if reset is None:
@@ -53,15 +76,20 @@ def _reset_agent(agent: Any) -> None:
 
 
 def run_task(env: Any, agent: Any, base: Path, domain: str, task: dict[str, Any], *, max_steps: int,
-             sleep_after: float, wait_after_reset: float, record: bool) -> dict[str, Any]:
-    """One episode of ``agent`` on ``task``; returns its row (``score`` None when the task
-    failed, ``error`` saying how)."""
+             sleep_after: float, wait_after_reset: float, record: bool, timeout: float = 0) -> dict[str, Any]:
+    """One episode of ``agent`` on ``task``; returns its row: ``status`` (``scored``,
+    ``invalid``, ``infeasible``), ``score`` (None when invalid), ``cause`` and ``error``
+    saying what made it invalid (``reset: ...``, ``agent: ...``, ``step: ...``,
+    ``evaluate: ...``, ``timeout: ...`` when the episode ran past ``timeout`` seconds,
+    checked between actions; or the first failed setup step)."""
     out = task_dir(base, domain, task["id"])
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    row: dict[str, Any] = {"domain": domain, "id": task["id"], "score": None, "steps": 0, "error": ""}
+    row: dict[str, Any] = {"domain": domain, "id": task["id"], "score": None, "feasible": feasible(task),
+                           "steps": 0, "error": ""}
     t0 = time.monotonic()
     recording = False
+    stage = "reset"
     with (out / "traj.jsonl").open("a") as traj:
         try:
             _reset_agent(agent)
@@ -73,7 +101,11 @@ def run_task(env: Any, agent: Any, base: Path, domain: str, task: dict[str, Any]
                 recording = True
             done, step = False, 0
             while not done and step < max_steps:
+                if timeout and time.monotonic() - t0 > timeout:
+                    raise TimeoutError(f"ran past {timeout:g} s, at step {step}")
+                stage = "agent"
                 response, actions = agent.predict(task["instruction"], obs)
+                stage = "step"
                 for action in actions or []:
                     stamp = datetime.datetime.now().strftime("%Y%m%d@%H%M%S")
                     obs, reward, done, info = env.step(action, sleep_after)
@@ -88,10 +120,12 @@ def run_task(env: Any, agent: Any, base: Path, domain: str, task: dict[str, Any]
                         break
                 step += 1
             row["steps"] = step
+            stage = "evaluate"
             score = float(env.evaluate())
             row["score"] = score
         except Exception as e:  # noqa: BLE001 - a task's failure is its row, never the run's
-            row["error"] = f"{type(e).__name__}: {e}"[:2000]
+            where = "timeout" if isinstance(e, TimeoutError) and stage != "evaluate" else stage
+            row["error"] = f"{where}: {type(e).__name__}: {e}"[:2000]
             traj.write(json.dumps({"Error": row["error"]}) + "\n")
         finally:
             if recording:
@@ -100,7 +134,12 @@ def run_task(env: Any, agent: Any, base: Path, domain: str, task: dict[str, Any]
                 except Exception as e:  # noqa: BLE001 - the score stands without its video
                     logger.error("task %s: recording: %s", task["id"], e)
     row["seconds"] = round(time.monotonic() - t0, 1)
+    record_outcomes(row, getattr(env, "setup_outcomes", []))
+    if row["status"] == INVALID and row["score"] is not None:
+        # What the metric said on a desktop whose setup failed: kept, never counted.
+        row["score"], row["invalid_score"] = None, row["score"]
+    (out / "outcome.json").write_text(json.dumps(row, indent=1) + "\n")
     if row["score"] is not None:
-        # Last: its presence marks the task finished.
+        # Last: OSWorld's show_result.py reads it; a task without one has no valid score.
         (out / "result.txt").write_text(f"{row['score']}\n")
     return row

@@ -3,11 +3,17 @@
 
 use deskgym_proto::v1 as pb;
 
-use crate::backend::{Executed, Listing};
 use deskgym_worker::WindowInfo;
+use deskgym_worker::{Executed, Listing};
 
 /// A directory listing on the wire.
-pub(crate) fn listing((path, entries, truncated): Listing) -> pb::ListDirectoryResponse {
+pub(crate) fn listing(
+    Listing {
+        path,
+        entries,
+        truncated,
+    }: Listing,
+) -> pb::ListDirectoryResponse {
     pb::ListDirectoryResponse {
         path,
         entries: entries
@@ -44,7 +50,13 @@ pub(crate) fn windows_response(ws: Vec<WindowInfo>) -> pb::ListWindowsResponse {
 }
 
 /// How a command ended, on the wire.
-pub(crate) fn exec_response((end, stdout, stderr): Executed) -> pb::ExecResponse {
+pub(crate) fn exec_response(
+    Executed {
+        end,
+        stdout,
+        stderr,
+    }: Executed,
+) -> pb::ExecResponse {
     pb::ExecResponse {
         exit_code: end.exit_code,
         signal: end.signal,

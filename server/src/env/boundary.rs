@@ -4,8 +4,9 @@ use super::*;
 
 impl Env {
     /// Blocking: runs `f` on the env's live desktop (NO_DESKTOP without one); a failure
-    /// is handled like any other (a dead desktop is let go).
-    pub(super) fn on_desktop<T>(
+    /// is handled like any other (a dead desktop is let go). A verb with nothing for
+    /// the event log calls it straight from its handler (docs/adding-a-verb.md).
+    pub(crate) fn on_desktop<T>(
         &self,
         f: impl FnOnce(&mut Box<dyn Desktop>) -> Result<T, EnvError>,
     ) -> Result<T, EnvError> {
@@ -25,7 +26,7 @@ impl Env {
         &self,
         spec: &ExecSpec,
         stdin: &[u8],
-        sink: Option<crate::backend::Sink<'_>>,
+        sink: Option<deskgym_worker::Sink<'_>>,
     ) -> Result<Executed, EnvError> {
         let sink_used = sink.is_some();
         // Bytes streamed per channel (stderr, stdout), for the event log.
@@ -55,10 +56,10 @@ impl Env {
                 "exec",
                 &self.id,
                 serde_json::json!({
-                    "argv": argv, "exit_code": r.0.exit_code, "signal": r.0.signal,
-                    "timed_out": r.0.timed_out, "duration_ms": r.0.duration_ms,
-                    "stdout_bytes": r.0.stdout_len.max(streamed[1]),
-                    "stderr_bytes": r.0.stderr_len.max(streamed[0]),
+                    "argv": argv, "exit_code": r.end.exit_code, "signal": r.end.signal,
+                    "timed_out": r.end.timed_out, "duration_ms": r.end.duration_ms,
+                    "stdout_bytes": r.end.stdout_len.max(streamed[1]),
+                    "stderr_bytes": r.end.stderr_len.max(streamed[0]),
                     "streamed": sink_used,
                 }),
             )

@@ -160,7 +160,10 @@ impl Env {
             let out = d.reset(seed)?;
             self.note_socket(Some(&**d));
             let (actions, seen) = (&cp.episode.actions, &cp.episode.seen);
-            let (mut out, unsettled) = d.replay(actions, seen, true, out)?;
+            let deskgym_worker::Replayed {
+                outcome: mut out,
+                unsettled,
+            } = d.replay(actions, seen, true, out)?;
             self.still(d)?;
             let mut frame = d.capture()?;
             let sandboxed = self.pool.spec.profile.sandboxed();
@@ -171,7 +174,7 @@ impl Env {
                 replayed = "settled";
                 let first = d.reset(seed)?;
                 self.note_socket(Some(&**d));
-                out = d.replay(actions, seen, false, first)?.0;
+                out = d.replay(actions, seen, false, first)?.outcome;
                 self.still(d)?;
                 frame = d.capture()?;
             }

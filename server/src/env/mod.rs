@@ -16,7 +16,6 @@ use deskgym_proto::v1 as pb;
 use deskgym_worker::{Action, DesktopError, Frame, Point, SettleReport};
 
 use crate::a11y::{self, Planned, QueryMiss, Refs, Sel, Slot, TreeOpts};
-use crate::backend::{Desktop, Executed};
 use crate::encode::EncodeError;
 use crate::frame_cache::{Blob, FrameCache};
 use crate::handle::Pool;
@@ -25,6 +24,7 @@ use crate::spec::{Invalid, PoolSpec};
 use crate::sync::lock;
 use deskgym_worker::ExecSpec;
 use deskgym_worker::WindowInfo;
+use deskgym_worker::{Desktop, Executed};
 
 /// Why an operation on an env failed.
 #[derive(Debug, thiserror::Error)]

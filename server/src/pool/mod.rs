@@ -27,7 +27,6 @@ use deskgym_proto::v1 as pb;
 use tokio::sync::oneshot;
 
 use crate::auth::Principal;
-use crate::backend::{Backend, Desktop};
 use crate::config::Limits;
 use crate::env::{Call, Checkpoint, Env, EnvError, ObsOptions};
 use crate::frame_cache::FrameCache;
@@ -35,6 +34,7 @@ use crate::handle::Pool;
 use crate::record::{self, RecordSettings, RecordingError};
 use crate::spec::{Invalid, PoolSpec, Screen, Usage};
 use crate::sync::lock;
+use deskgym_worker::{Backend, Desktop};
 
 mod checkpoints;
 mod error;
@@ -123,7 +123,12 @@ impl PoolManager {
         threads: usize,
         record: RecordSettings,
     ) -> std::io::Result<Self> {
-        Self::with_backend(limits, threads, record, Arc::new(crate::backend::Real))
+        Self::with_backend(
+            limits,
+            threads,
+            record,
+            Arc::new(deskgym_worker::LocalBackend),
+        )
     }
 
     /// Creates a manager whose desktops come from `backend`.

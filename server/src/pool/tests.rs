@@ -3,8 +3,8 @@
 use std::sync::atomic::Ordering;
 
 use super::*;
-use crate::backend::fake::FakeBackend;
 use deskgym_worker::Action;
+use deskgym_worker::fake::FakeBackend;
 
 fn manager(max_envs: u32) -> (Arc<PoolManager>, Arc<FakeBackend>) {
     let backend = Arc::new(FakeBackend::new());

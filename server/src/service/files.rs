@@ -152,8 +152,8 @@ impl DeskgymService {
             .on_env(&env, Call::Files, self.mgr.op_timeout(), move |e, _| {
                 e.files("get_file", &path, |d| d.read_file(&path, offset, max))
             })?;
-        let (size, data, eof) = job.finish().await?;
-        Ok(Response::new(file_chunks(offset, size, data, eof)))
+        let c = job.finish().await?;
+        Ok(Response::new(file_chunks(offset, c.size, c.data, c.eof)))
     }
 
     pub(super) async fn do_list_directory(

@@ -1,35 +1,47 @@
-//! In-memory desktops (`--backend fake`, and the pool's unit tests): the bundled tasks'
-//! own logic (`deskgym_worker::tasks`) fed the task app's inputs, and frames drawn from
-//! the task's scene (shapes in their colours; text as blocks), so a client test that
-//! finds the red target by its pixels works without X.
+//! In-memory desktops (the server's `--backend fake`, and its pool's unit tests): the
+//! bundled tasks' own logic ([`crate::tasks`]) fed the task app's inputs, and frames
+//! drawn from the task's scene (shapes in their colours; text as blocks), so a client
+//! test that finds the red target by its pixels works without X. Same seed and actions,
+//! same frame hash, as on a real desktop.
+//!
+//! Public, not behind a cargo feature: the server's release binary offers
+//! `--backend fake` (the Python client's fast test tier runs against it), so every
+//! build that matters would turn a feature on.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 
-use deskgym_worker::{AppState, Button, SettleReport};
-use deskgym_worker::{Color, Draw, Episode, FontMetrics, Input};
-
-use super::*;
+use crate::a11y::{Limits, Live, Tree, widget_tree};
+use crate::action::{Action, Button, Point};
+use crate::contract::{Backend, Desktop, Replayed};
+use crate::error::{DesktopError, Result};
+use crate::frame::Frame;
+use crate::keys::{char_keysym, parse_chord};
+use crate::runner::{DesktopConfig, Outcome};
+use crate::settle::SettleReport;
+use crate::task_app::AppState;
+use crate::tasks::{Color, Draw, Episode, FontMetrics, Input};
+use crate::windows::WindowInfo;
 
 /// Knobs tests turn: starts that fail, desktops that die.
 #[derive(Debug, Default)]
-pub(crate) struct FakeBackend {
+pub struct FakeBackend {
     /// Desktops started so far.
-    pub(crate) started: AtomicU32,
+    pub started: AtomicU32,
     /// Starts left before every further start fails (negative: never fail).
-    pub(crate) fail_after: AtomicI64,
+    pub fail_after: AtomicI64,
     /// Set on every desktop started: when true they report themselves dead.
-    pub(crate) dead: Arc<AtomicBool>,
+    pub dead: Arc<AtomicBool>,
     /// When true, a fast replay loses the first key it sends without a settle (as an
     /// app that reads input timing would differ).
-    pub(crate) fast_replay_loses_a_key: Arc<AtomicBool>,
+    pub fast_replay_loses_a_key: Arc<AtomicBool>,
     /// Replays done with every action settled, fast ones not counted.
-    pub(crate) settled_replays: Arc<AtomicU32>,
+    pub settled_replays: Arc<AtomicU32>,
 }
 
 impl FakeBackend {
     /// A backend whose starts never fail.
-    pub(crate) fn new() -> Self {
+    pub fn new() -> Self {
         Self {
             fail_after: AtomicI64::new(-1),
             ..Self::default()
@@ -38,7 +50,7 @@ impl FakeBackend {
 }
 
 impl Backend for FakeBackend {
-    fn start(&self, config: DesktopConfig) -> Result<Box<dyn Desktop>, DesktopError> {
+    fn start(&self, config: DesktopConfig) -> Result<Box<dyn Desktop>> {
         // Check and count down in one atomic step: starts run in parallel.
         let left = self
             .fail_after
@@ -104,7 +116,7 @@ impl FakeDesktop {
 }
 
 impl Desktop for FakeDesktop {
-    fn reset(&mut self, seed: u64) -> WorkerResult<Outcome> {
+    fn reset(&mut self, seed: u64) -> Result<Outcome> {
         self.check_alive()?;
         let c = &self.config;
         self.episode = Episode::new(&c.task, seed, c.width, c.height);
@@ -117,7 +129,7 @@ impl Desktop for FakeDesktop {
         _seen: &[u128],
         fast: bool,
         mut out: Outcome,
-    ) -> WorkerResult<(Outcome, usize)> {
+    ) -> Result<Replayed> {
         if !fast {
             self.settled_replays.fetch_add(1, Ordering::AcqRel);
         }
@@ -131,10 +143,13 @@ impl Desktop for FakeDesktop {
             }
             out = self.step(a)?;
         }
-        Ok((out, unsettled))
+        Ok(Replayed {
+            outcome: out,
+            unsettled,
+        })
     }
 
-    fn step(&mut self, action: &Action) -> WorkerResult<Outcome> {
+    fn step(&mut self, action: &Action) -> Result<Outcome> {
         self.check_alive()?;
         // The task app's inputs for each action, as X would deliver them.
         let mut inputs = Vec::new();
@@ -210,12 +225,12 @@ impl Desktop for FakeDesktop {
                 self.pointer = p;
             }
             Action::TypeText(t) => inputs.extend(t.chars().map(|c| Input::Key {
-                keysym: deskgym_worker::char_keysym(c),
+                keysym: char_keysym(c),
             })),
             Action::Key(chord) => {
                 // A chord's last key is the one that types (modifiers do not reach tasks).
-                let keys = deskgym_worker::parse_chord(chord)
-                    .map_err(|m| DesktopError::invalid("action.key.keys", m))?;
+                let keys =
+                    parse_chord(chord).map_err(|m| DesktopError::invalid("action.key.keys", m))?;
                 inputs.extend(keys.last().map(|k| Input::Key { keysym: *k }));
             }
             Action::Wait(ms) => std::thread::sleep(std::time::Duration::from_millis((*ms).into())),
@@ -229,16 +244,16 @@ impl Desktop for FakeDesktop {
         Ok(self.outcome())
     }
 
-    fn quiesce(&mut self, _: u32, _: u32) -> WorkerResult<deskgym_worker::SettleReport> {
+    fn quiesce(&mut self, _: u32, _: u32) -> Result<SettleReport> {
         // A fake screen never changes on its own: it is quiet at once.
         self.check_alive()?;
-        Ok(deskgym_worker::SettleReport {
+        Ok(SettleReport {
             quiesced: true,
             ..Default::default()
         })
     }
 
-    fn capture(&mut self) -> WorkerResult<Frame> {
+    fn capture(&mut self) -> Result<Frame> {
         self.check_alive()?;
         let (w, h) = (self.config.width, self.config.height);
         let mut canvas = Canvas {
@@ -262,7 +277,7 @@ impl Desktop for FakeDesktop {
         self.display
     }
 
-    fn check_alive(&mut self) -> WorkerResult<()> {
+    fn check_alive(&mut self) -> Result<()> {
         if self.dead.load(Ordering::Acquire) {
             return Err(DesktopError::DisplayGone {
                 display: self.display,
@@ -276,40 +291,19 @@ impl Desktop for FakeDesktop {
         Vec::new()
     }
 
-    fn windows(&mut self) -> WorkerResult<Vec<WindowInfo>> {
+    fn windows(&mut self) -> Result<Vec<WindowInfo>> {
         Ok(Vec::new())
     }
 
-    fn clipboard(&mut self) -> WorkerResult<String> {
+    fn clipboard(&mut self) -> Result<String> {
         Ok(String::new())
     }
 
-    fn set_clipboard(&mut self, _: &str) -> WorkerResult<()> {
+    fn set_clipboard(&mut self, _: &str) -> Result<()> {
         Ok(())
     }
 
-    fn read_file(&mut self, _: &str, _: u64, _: u64) -> WorkerResult<(u64, Vec<u8>, bool)> {
-        Err(DesktopError::Exec("the fake backend has no sandbox".into()))
-    }
-
-    fn write_file(&mut self, _: &str, _: u64, _: u32, _: &[u8]) -> WorkerResult<u64> {
-        Err(DesktopError::Exec("the fake backend has no sandbox".into()))
-    }
-
-    fn list_dir(&mut self, _: &str, _: u32, _: usize) -> WorkerResult<Listing> {
-        Err(DesktopError::Exec("the fake backend has no sandbox".into()))
-    }
-
-    fn exec(
-        &mut self,
-        _: &ExecSpec,
-        _: &[u8],
-        _: Option<super::Sink<'_>>,
-    ) -> WorkerResult<Executed> {
-        Err(DesktopError::Exec("the fake backend has no sandbox".into()))
-    }
-
-    fn tree(&mut self, _: &Limits) -> WorkerResult<Tree> {
+    fn tree(&mut self, _: &Limits) -> Result<Tree> {
         self.check_alive()?;
         let widgets = self
             .episode
@@ -317,10 +311,10 @@ impl Desktop for FakeDesktop {
             .map(|e| e.widgets())
             .unwrap_or_default();
         let (w, h) = (self.config.width as i32, self.config.height as i32);
-        Ok(deskgym_worker::widget_tree("fake", &widgets, w, h))
+        Ok(widget_tree("fake", &widgets, w, h))
     }
 
-    fn live(&mut self, id: &str) -> WorkerResult<Live> {
+    fn live(&mut self, id: &str) -> Result<Live> {
         let n = self.tree(&Limits::default())?.take(id)?;
         Ok(Live::from(&n))
     }

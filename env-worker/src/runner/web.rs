@@ -14,14 +14,14 @@ use crate::x11::XSession;
 
 /// A page and the session whose browser shows it. Fields drop in order: the page
 /// before the sandbox that runs its browser.
-pub(crate) struct PageRunner {
+pub(crate) struct WebRunner {
     page: Option<Page>,
     session: Session,
     spec: Arc<WebSpec>,
     size: (u32, u32),
 }
 
-impl PageRunner {
+impl WebRunner {
     /// Starts the session and opens the page. The X pointer becomes this session's
     /// (`grab_pointer`): the page's input comes through DevTools.
     pub(crate) fn start(
@@ -55,7 +55,7 @@ impl PageRunner {
     }
 }
 
-impl Runner for PageRunner {
+impl Runner for WebRunner {
     fn reset(&mut self, cx: Ctx<'_>, seed: u64) -> Result<Outcome> {
         // The browser and its sandbox stay up (the page starts its next episode) unless
         // something else ran in the sandbox (exec, files): then both start anew.

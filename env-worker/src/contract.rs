@@ -1,0 +1,141 @@
+//! The desktop contract: what a server asks of one desktop, whoever runs it.
+//!
+//! A [`Backend`] starts desktops; a [`Desktop`] is one of them, driven one call at a
+//! time. Two implementations ship: the local one ([`crate::LocalDesktop`], an Xvfb, an
+//! X session and the task family's programs on this host) and an in-memory fake
+//! ([`crate::fake`], the bundled tasks' logic with no X server). The server holds
+//! `Box<dyn Desktop>` and never learns which it has.
+//!
+//! # A remote implementation
+//! The trait is object-safe and its results are owned plain data with no handle into
+//! this process (`FileChunk`, `Listing`, `Executed`, `Tree` and `Live` already derive
+//! serde; `Outcome`, `Frame`, `SettleReport` and `WindowInfo` would take the same
+//! derives), so a desktop on another host plugs in as one more `Backend` whose
+//! `start` connects to a worker there and returns a `Desktop` that sends each call as
+//! a request and decodes the answer. Two methods and a field are about this host and
+//! answer plainly for a remote desktop: [`Desktop::pids`] is empty (an overrun is
+//! ended by closing the connection), [`Desktop::agent_socket`] is `None` (port
+//! tunnels then need a relay of their own), and `ExecSpec::cancel` is honoured by
+//! hanging up. A streamed exec's `sink` is called as output frames arrive.
+
+use crate::a11y::{Limits, Live, Tree};
+use crate::action::{Action, Point};
+use crate::agent::{ExecSpec, Executed, FileChunk, Listing};
+use crate::error::{DesktopError, Result};
+use crate::frame::Frame;
+use crate::runner::{DesktopConfig, Outcome};
+use crate::sandbox::AgentPeer;
+use crate::settle::SettleReport;
+use crate::windows::WindowInfo;
+
+/// Where a streamed exec's output goes, as it comes: (from stdout, else stderr; bytes).
+pub type Sink<'a> = &'a mut dyn FnMut(bool, &[u8]);
+
+/// What a replay ended on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Replayed {
+    /// The last action's outcome (the reset's, with no actions).
+    pub outcome: Outcome,
+    /// How many actions were sent without waiting for their settle.
+    pub unsettled: usize,
+}
+
+/// One running desktop. Every call blocks until the desktop has answered; at most one
+/// call is in flight per desktop (the server's env flight makes sure).
+pub trait Desktop: Send + std::fmt::Debug {
+    /// Starts a new episode laid out from `seed`.
+    fn reset(&mut self, seed: u64) -> Result<Outcome>;
+    /// Performs one action and waits for the screen to be final.
+    fn step(&mut self, action: &Action) -> Result<Outcome>;
+    /// Replays `actions` after a reset whose outcome is `out`. With `fast`, keys in a
+    /// run go without a settle; without it, `seen` (the frame each action left, 0:
+    /// unknown) is what the replay waits for after each action. By default every
+    /// action is a step.
+    fn replay(
+        &mut self,
+        actions: &[Action],
+        _seen: &[u128],
+        _fast: bool,
+        out: Outcome,
+    ) -> Result<Replayed> {
+        let mut outcome = out;
+        for a in actions {
+            outcome = self.step(a)?;
+        }
+        Ok(Replayed {
+            outcome,
+            unsettled: 0,
+        })
+    }
+    /// Captures the screen.
+    fn capture(&mut self) -> Result<Frame>;
+    /// Waits, without acting, until the screen has been quiet for `quiet_ms` (at most
+    /// `max_ms`).
+    fn quiesce(&mut self, quiet_ms: u32, max_ms: u32) -> Result<SettleReport>;
+    /// Pointer position as placed by the last action.
+    fn pointer(&self) -> Point;
+    /// Display number (operators find the env's X server by it).
+    fn display(&self) -> u32;
+    /// Fails with [`DesktopError::DisplayGone`] or [`DesktopError::App`] when a part
+    /// of the desktop died.
+    fn check_alive(&mut self) -> Result<()>;
+    /// Pids on this host to SIGKILL when a call overruns its deadline (none for a fake
+    /// or a remote desktop).
+    fn pids(&self) -> Vec<u32>;
+    /// True when a reset would restart its session (a used sandbox): a warm spare is
+    /// then the faster reset.
+    fn restarts_to_reset(&self) -> bool {
+        false
+    }
+    /// The sandbox agent's socket, for port tunnels; `None` without a sandbox on this
+    /// host. It changes when a reset restarts the sandbox.
+    fn agent_socket(&self) -> Option<AgentPeer> {
+        None
+    }
+    /// The top-level windows, through the window manager.
+    fn windows(&mut self) -> Result<Vec<WindowInfo>>;
+    /// The CLIPBOARD as text.
+    fn clipboard(&mut self) -> Result<String>;
+    /// Makes `text` the CLIPBOARD.
+    fn set_clipboard(&mut self, text: &str) -> Result<()>;
+    /// Reads at most `max` bytes of a file in the sandbox from `offset`. The sandbox
+    /// verbs refuse by default, so a desktop without one (the fake) and a new verb's
+    /// first version need nothing but the local desktop's body.
+    fn read_file(&mut self, _path: &str, _offset: u64, _max: u64) -> Result<FileChunk> {
+        Err(no_sandbox())
+    }
+    /// Writes a file in the sandbox at `offset` (0 creates or truncates); its size after.
+    fn write_file(&mut self, _path: &str, _offset: u64, _mode: u32, _data: &[u8]) -> Result<u64> {
+        Err(no_sandbox())
+    }
+    /// Lists a directory in the sandbox, `depth` levels down, at most `max` entries.
+    fn list_dir(&mut self, _path: &str, _depth: u32, _max: usize) -> Result<Listing> {
+        Err(no_sandbox())
+    }
+    /// Runs a command in the sandbox and waits for it. With `sink`, output goes there
+    /// as it comes and the result carries none.
+    fn exec(
+        &mut self,
+        _spec: &ExecSpec,
+        _stdin: &[u8],
+        _sink: Option<Sink<'_>>,
+    ) -> Result<Executed> {
+        Err(no_sandbox())
+    }
+    /// Reads the accessibility tree.
+    fn tree(&mut self, limits: &Limits) -> Result<Tree>;
+    /// What one element of the tree is now.
+    fn live(&mut self, id: &str) -> Result<Live>;
+}
+
+/// Starts desktops (shared by every pool: starts run in parallel).
+pub trait Backend: Send + Sync + std::fmt::Debug {
+    /// Starts one desktop for `config`.
+    fn start(&self, config: DesktopConfig) -> Result<Box<dyn Desktop>>;
+}
+
+/// What a desktop with no sandbox answers a sandbox verb (the same kind of error as a
+/// local desktop of the `tasks` profile).
+fn no_sandbox() -> DesktopError {
+    DesktopError::Exec("this desktop has no sandbox".into())
+}

@@ -1,0 +1,237 @@
+"""What became of each setup step and each task (``deskgym.osworld.outcomes``), on a real
+server and real desktops: a real OSWorld task file (os/e0df059f: `sudo -S mkdir`, a
+`python -c pyautogui` step, the `vm_command_line` getter and `exact_match`) and variants
+of it in OSWorld's own format, each changed in one place."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pathlib
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+from conftest import Server
+
+from deskgym import osworld
+
+TASKS = pathlib.Path(__file__).parent / "osworld_tasks"
+REAL = json.loads((TASKS / "os" / "e0df059f-28a6-4169-924f-b9623e7184cc.json").read_text())
+INFEASIBLE = json.loads((TASKS / "os" / "b3d4a89c-53f2-4d6b-8b6a-541fb5d205fa.json").read_text())
+#: A command that fails in any home: its folder is nowhere (a fresh home without VS Code's
+#: config folder fails OSWorld's `echo ... > ~/.config/Code/User/settings.json` the same way).
+FAILING = {"type": "execute", "parameters": {"command": "echo '{}' > ~/.config/deskgym-absent/User/settings.json",
+                                             "shell": True}}
+
+
+def variant(name: str, **change: Any) -> dict[str, Any]:
+    """The real task with its id and instruction marked, and ``change`` applied."""
+    t = copy.deepcopy(REAL)
+    t["id"] = f"{REAL['id']}-{name}"
+    t["instruction"] = f"{REAL['instruction']} [{name}]"
+    if "config" in change:
+        t["config"] = change["config"](t["config"])
+    if "evaluator" in change:
+        t["evaluator"].update(change["evaluator"])
+    return t
+
+
+SETUP_FAILS = variant("setup-fails", config=lambda c: [c[0], FAILING, c[1]])
+#: OSWorld's `exact_match` called with an option it does not take: the metric raises.
+EVAL_RAISES = variant("evaluator-raises", evaluator={"options": {"no_such_option": True}})
+#: Scores 1 on a fresh desktop (the folder was not renamed).
+SCORES_ONE = variant("scores-one", evaluator={"expected": {"type": "rule", "rules": {
+    "expected": "Directory does not exist.\n"}}})
+
+
+@pytest.fixture(scope="module")
+def shim_server(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    data = tmp_path_factory.mktemp("outcomes-data")
+    s = Server("--idle-timeout-s", "0", "--data-dir", str(data), "--allow-capabilities",
+               "exec,files,windows,launch_app,clipboard")
+    yield s
+    s.stop()
+
+
+def test_a_failing_step_is_recorded_while_osworld_goes_on(shim_server: Server, tmp_path: pathlib.Path) -> None:
+    """OSWorld's SetupController logs a failed command, launch or window activation and
+    goes on; the env keeps each step's outcome, and the task still scores as OSWorld
+    scores it."""
+    t = variant("many-failures", config=lambda c: [
+        c[0], FAILING,
+        {"type": "launch", "parameters": {"command": ["deskgym-no-such-program", "--flag"]}},
+        {"type": "activate_window", "parameters": {"window_name": "No Such Window 42"}},
+        {"type": "sleep", "parameters": {"seconds": 0.1}}, c[1],
+        # OSWorld's `command` step calls its `execute` one (positionally): one step.
+        {"type": "command", "parameters": {"command": ["mkdir", "-p", "/home/user/project/.vscode"]}}])
+    t["evaluator"]["postconfig"] = [{"type": "execute", "parameters": {"command": ["false"]}}]
+    env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
+                             screen_size=(1280, 720), require_a11y_tree=False)
+    try:
+        env.reset(task_config=t)
+        got = [(o.phase, o.step, o.type, o.ok) for o in env.setup_outcomes]
+        assert got == [("config", 1, "execute", True), ("config", 2, "execute", False),
+                       ("config", 3, "launch", False), ("config", 4, "activate_window", False),
+                       ("config", 5, "sleep", True), ("config", 6, "execute", True),
+                       ("config", 7, "command", True)], env.setup_outcomes
+        assert env.setup_outcomes[6].exit_code == 0, env.setup_outcomes[6]
+        sudo, failing, launch, window = env.setup_outcomes[:4]
+        assert sudo.exit_code == 0 and "{CLIENT_PASSWORD}" in sudo.ran, sudo  # the password is not on record
+        # The shell's own words (dash: "cannot create ...: Directory nonexistent").
+        assert failing.exit_code not in (0, None) and "deskgym-absent/User" in failing.stderr, failing
+        assert failing.describe().startswith("setup: step 2 (execute): exit "), failing.describe()
+        assert "deskgym-no-such-program" in launch.error, launch
+        assert "No Such Window 42" in window.error, window
+        # What OSWorld does is unchanged: the folder of step 1 is there, the metric runs.
+        assert env.evaluate() == 0
+        post = [o for o in env.setup_outcomes if o.phase == "postconfig"]
+        assert [(o.step, o.type, o.ok, o.exit_code) for o in post] == [(1, "execute", False, 1)], post
+        # A second reset keeps only its own task's record.
+        env.reset(task_config=REAL)
+        assert [o.ok for o in env.setup_outcomes] == [True, True], env.setup_outcomes
+    finally:
+        env.close()
+
+
+def write_set(root: pathlib.Path, tasks: list[dict[str, Any]]) -> pathlib.Path:
+    """A task set in OSWorld's layout (test_all.json and examples/<domain>/<id>.json)."""
+    for t in tasks:
+        (root / "examples" / "os").mkdir(parents=True, exist_ok=True)
+        (root / "examples" / "os" / f"{t['id']}.json").write_text(json.dumps(t))
+    (root / "test_all.json").write_text(json.dumps({"os": [t["id"] for t in tasks]}))
+    return root / "test_all.json"
+
+
+def rows_of(log: pathlib.Path) -> dict[str, dict[str, Any]]:
+    return {r["id"]: r for r in map(json.loads, log.read_text().splitlines())}
+
+
+def test_check_rows_say_invalid_naming_the_step_and_the_table_counts_them(
+        shim_server: Server, tmp_path: pathlib.Path) -> None:
+    from deskgym.osworld import run
+
+    test_all = write_set(tmp_path / "set", [REAL, SETUP_FAILS, EVAL_RAISES, INFEASIBLE])
+    argv = ["--check", "--test-all", str(test_all), "--result-dir", str(tmp_path / "results"),
+            "--cache-dir", str(tmp_path / "cache"), "--screen", "1280x720", "--address", shim_server.address]
+    run.main(argv)
+    rows = rows_of(tmp_path / "results" / "check.jsonl")
+    real, fails, raises, infeasible = (rows[t["id"]] for t in (REAL, SETUP_FAILS, EVAL_RAISES, INFEASIBLE))
+    assert (real["status"], real["score"], real["setup_failed"]) == ("scored", 0.0, []), real
+    # (a) The failed step makes the row invalid and names the step; the metric still ran.
+    assert fails["status"] == "invalid" and fails["evaluate_ok"], fails
+    assert fails["cause"].startswith("setup: step 2 (execute): exit "), fails["cause"]
+    assert "cannot create" in fails["cause"] and fails["setup_failed"] == [fails["cause"]]
+    assert [s["ok"] for s in fails["setup"]] == [True, False, True]
+    # (b) An evaluator that raises is invalid, not a 0.
+    assert raises["status"] == "invalid" and raises["score"] is None, raises
+    assert raises["cause"].startswith("evaluate: TypeError") and "no_such_option" in raises["cause"], raises
+    assert (infeasible["status"], infeasible["score"]) == ("infeasible", 0.0), infeasible
+    table = (tmp_path / "results" / "coverage.md").read_text()
+    assert "| setup failed | invalid |" in table
+    assert "| **all** | 4 | 4 | 3 | 1 | 2 |" in table, table
+    assert f"- os/{SETUP_FAILS['id']}: setup: step 2 (execute)" in table, table
+    # (d) --rerun-invalid runs exactly the invalid ones again; their new rows win.
+    run.main([*argv, "--rerun-invalid"])
+    lines = [json.loads(x) for x in (tmp_path / "results" / "check.jsonl").read_text().splitlines()]
+    assert sorted(r["id"] for r in lines[4:]) == sorted([SETUP_FAILS["id"], EVAL_RAISES["id"]])
+    assert "| **all** | 4 | 4 | 3 | 1 | 2 |" in (tmp_path / "results" / "coverage.md").read_text()
+
+
+class Done:
+    """An agent that says DONE at once, noting each instruction it is given."""
+
+    seen: list[str] = []
+
+    def predict(self, instruction: str, obs: dict[str, Any]) -> tuple[str, list[str]]:
+        Done.seen.append(instruction)
+        return "done", ["DONE"]
+
+
+def test_scores_leave_invalid_tasks_out_and_rerun_invalid_runs_exactly_them(
+        shim_server: Server, tmp_path: pathlib.Path) -> None:
+    """An agent run: two scored tasks (0 and 1), an infeasible one, and two invalid
+    ones (a failed setup step, an evaluator exception). scores.md averages the two scored
+    ones (0.5, not 0.3 with zeros for the invalid), and counts the invalid apart."""
+    from deskgym.osworld import run
+
+    tasks = [REAL, SCORES_ONE, INFEASIBLE, SETUP_FAILS, EVAL_RAISES]
+    test_all = write_set(tmp_path / "set", tasks)
+    argv = ["--agent", f"{__name__}:Done", "--test-all", str(test_all), "--result-dir", str(tmp_path / "results"),
+            "--cache-dir", str(tmp_path / "cache"), "--screen", "1280x720", "--address", shim_server.address,
+            "--wait-after-reset", "0", "--no-recording", "--model", "done"]
+    Done.seen.clear()
+    run.main(argv)
+    assert sorted(Done.seen) == sorted(t["instruction"] for t in tasks)
+    base = tmp_path / "results" / "pyautogui" / "screenshot" / "done" / "os"
+    outcome = {t["id"]: json.loads((base / t["id"] / "outcome.json").read_text()) for t in tasks}
+    assert [outcome[t["id"]]["status"] for t in tasks] == ["scored", "scored", "infeasible", "invalid", "invalid"]
+    assert outcome[SETUP_FAILS["id"]]["cause"].startswith("setup: step 2 (execute): exit ")
+    # (b) The metric's exception is the cause; no result.txt, so OSWorld's show_result
+    # does not read it as a 0 either.
+    assert outcome[EVAL_RAISES["id"]]["cause"].startswith("evaluate: TypeError")
+    assert not (base / EVAL_RAISES["id"] / "result.txt").exists()
+    assert not (base / SETUP_FAILS["id"] / "result.txt").exists()
+    assert (base / SCORES_ONE["id"] / "result.txt").read_text() == "1.0\n"
+    # (c) The mean is over the scored tasks only; the invalid ones are counted and listed.
+    scores = (tmp_path / "results" / "pyautogui" / "screenshot" / "done" / "scores.md").read_text()
+    assert "| **all** | 5 | 2 | 0.500 | 1 (0) | 2 |" in scores, scores
+    assert "over the 2 scored tasks; 2 invalid tasks" in scores, scores
+    assert f"- os/{EVAL_RAISES['id']}: evaluate: TypeError" in scores, scores
+    # A plain rerun resumes: every task has an outcome, nothing runs.
+    Done.seen.clear()
+    run.main(argv)
+    assert Done.seen == []
+    # (d) --rerun-invalid runs exactly the two invalid ones.
+    run.main([*argv, "--rerun-invalid"])
+    assert sorted(Done.seen) == sorted([SETUP_FAILS["instruction"], EVAL_RAISES["instruction"]])
+    scores = (tmp_path / "results" / "pyautogui" / "screenshot" / "done" / "scores.md").read_text()
+    assert "| **all** | 5 | 2 | 0.500 | 1 (0) | 2 |" in scores, scores
+    # --compare: the same run against itself differs nowhere; against a run whose task
+    # scored otherwise, that task is listed.
+    other = tmp_path / "other.jsonl"
+    changed = dict(outcome[SCORES_ONE["id"]], score=0.0)
+    other.write_text("".join(json.dumps(r) + "\n" for r in [*outcome.values(), changed]))
+    from deskgym.osworld.outcomes import compare, load_rows
+
+    assert compare(load_rows(tmp_path / "results"), load_rows(tmp_path / "results")) == []
+    diff = compare(load_rows(tmp_path / "results"), load_rows(other))
+    assert diff == [f"os/{SCORES_ONE['id']}: scored 1.0 | other: scored 0.0"], diff
+
+
+def test_the_package_is_a_plain_face() -> None:
+    """Importing deskgym.osworld (or its runner) imports nothing of OSWorld's; its names
+    import desktop_env, with the lazy metric packages in place, on first use."""
+    code = (
+        "import sys, deskgym.osworld, deskgym.osworld.run\n"
+        "assert 'desktop_env' not in sys.modules, sorted(m for m in sys.modules if 'desktop_env' in m)\n"
+        "from deskgym.osworld import CAPABILITIES, DesktopEnv, NativeController, RecordingSetupController\n"
+        "from deskgym.osworld import _lazy\n"
+        "import desktop_env.desktop_env as de\n"
+        "assert issubclass(DesktopEnv, de.DesktopEnv) and 'exec' in CAPABILITIES\n"
+        "assert isinstance(sys.modules['desktop_env.evaluators.metrics'], _lazy._LazyPackage)\n"
+        "assert 'torch' not in sys.modules\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    with pytest.raises(AttributeError):
+        osworld.NoSuchName  # noqa: B018
+
+
+def test_a_command_with_until_is_judged_by_its_last_run() -> None:
+    """OSWorld reruns an `until` command until its condition holds (earlier runs that
+    exit non-zero are its waiting), so only the last run counts; without `until`, any
+    non-zero exit fails the step."""
+    from deskgym.osworld.bridge import Call
+    from deskgym.osworld.outcomes import judge
+
+    waiting = [Call("/setup/execute", 200, 1, "not yet"), Call("/setup/execute", 200, 0, "")]
+    until = judge("config", 1, "execute", {"command": ["test", "-e", "x"], "until": {"returncode": 0}},
+                  waiting, None, 1.0)
+    assert until.ok and until.exit_code == 0, until
+    once = judge("config", 1, "execute", {"command": ["test", "-e", "x"]}, waiting[:1], None, 0.1)
+    assert not once.ok and once.describe() == "setup: step 1 (execute): exit 1: not yet", once
+    refused = judge("postconfig", 2, "launch", {"command": ["x"]}, [Call("/setup/launch", 500, error="x: not found")],
+                    None, 0.1)
+    assert refused.describe() == "postconfig: step 2 (launch): /setup/launch answered 500: x: not found", refused
