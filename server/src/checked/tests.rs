@@ -139,12 +139,9 @@ fn every_rejection_names_its_field() {
     );
 }
 
-// spec: aci:3.verbs
-#[test]
-fn verbs_list_matches_the_proto_oneof() {
-    // Every name in VERBS must be a oneof case: the prost-generated Debug prints the
-    // variant, whose snake_case form is the field name.
-    let all = [
+/// One of each action verb (every case of the proto's oneof).
+fn every_verb() -> Vec<Verb> {
+    vec![
         Verb::Click(Default::default()),
         Verb::DoubleClick(Default::default()),
         Verb::RightClick(Default::default()),
@@ -166,7 +163,15 @@ fn verbs_list_matches_the_proto_oneof() {
         Verb::KeyUp(Default::default()),
         Verb::InvokeAction(Default::default()),
         Verb::SetValue(Default::default()),
-    ];
+    ]
+}
+
+// spec: aci:3.verbs
+#[test]
+fn verbs_list_matches_the_proto_oneof() {
+    // Every name in VERBS must be a oneof case: the prost-generated Debug prints the
+    // variant, whose snake_case form is the field name.
+    let all = every_verb();
     assert_eq!(all.len(), VERBS.len());
     for (v, name) in all.iter().zip(VERBS) {
         let dbg = format!("{v:?}");
@@ -253,29 +258,7 @@ fn pixel_scrolls_become_wheel_clicks_and_windows_are_found_by_title() {
 fn verb_names_are_the_verbs_table() {
     // The field path of a verb's errors comes from `verb_name`; it must be VERBS' entry.
     use super::action::verb_name;
-    let all = [
-        Verb::Click(Default::default()),
-        Verb::DoubleClick(Default::default()),
-        Verb::RightClick(Default::default()),
-        Verb::Move(Default::default()),
-        Verb::Scroll(Default::default()),
-        Verb::Drag(Default::default()),
-        Verb::MouseDown(Default::default()),
-        Verb::MouseUp(Default::default()),
-        Verb::TypeText(Default::default()),
-        Verb::Key(Default::default()),
-        Verb::Wait(Default::default()),
-        Verb::Noop(Default::default()),
-        Verb::LaunchApp(Default::default()),
-        Verb::ActivateWindow(Default::default()),
-        Verb::CloseWindow(Default::default()),
-        Verb::MoveWindow(Default::default()),
-        Verb::ResizeWindow(Default::default()),
-        Verb::KeyDown(Default::default()),
-        Verb::KeyUp(Default::default()),
-        Verb::InvokeAction(Default::default()),
-        Verb::SetValue(Default::default()),
-    ];
+    let all = every_verb();
     let names: Vec<&str> = all.iter().map(verb_name).collect();
     assert_eq!(names, VERBS);
 }
