@@ -44,15 +44,44 @@ def _image(fmt: str) -> Callable[[str], bytes]:
 
 
 def _xlsx(tag: str) -> bytes:
+    """A sheet named as LibreOffice and Excel name the first (metrics name it:
+    ``RNSheet1``); the gold one also has a ``Sheet2`` holding a chart and a pivot table,
+    so that a metric comparing only those (none in the input) tells the two apart."""
     from openpyxl import Workbook
 
     wb = Workbook()
     ws = wb.active
+    ws.title = "Sheet1"
     ws.append(["Name", "Value"])
     ws.append([f"stand-in {tag}", 1 if tag == "input" else 2])
+    if tag != "input":
+        _chart_and_pivot(wb.create_sheet("Sheet2"), ws, tag)
     buf = io.BytesIO()
     wb.save(buf)
     return buf.getvalue()
+
+
+def _chart_and_pivot(sheet: Any, data: Any, tag: str) -> None:
+    """A bar chart of ``data``'s values and a pivot table summing them, on ``sheet``."""
+    from openpyxl.chart import BarChart, Reference
+    from openpyxl.pivot.cache import CacheDefinition, CacheField, CacheSource, SharedItems, WorksheetSource
+    from openpyxl.pivot.table import DataField, FieldItem, Location, PivotField, RowColField, TableDefinition
+
+    chart = BarChart()
+    chart.title = f"stand-in {tag}"
+    chart.add_data(Reference(data, min_col=2, min_row=1, max_row=2), titles_from_data=True)
+    sheet.add_chart(chart, "D2")
+    pivot = TableDefinition(
+        name=f"stand-in {tag}", cacheId=1, dataCaption="Values",
+        location=Location(ref="A1:B2", firstHeaderRow=1, firstDataRow=1, firstDataCol=1),
+        pivotFields=[PivotField(axis="axisRow", showAll=False, items=[FieldItem(x=0), FieldItem(t="default")]),
+                     PivotField(dataField=True, showAll=False)],
+        rowFields=[RowColField(x=0)], dataFields=[DataField(name="Sum - Value", fld=1, subtotal="sum")])
+    pivot.cache = CacheDefinition(
+        cacheSource=CacheSource(type="worksheet", worksheetSource=WorksheetSource(ref="A1:B2", sheet=data.title)),
+        cacheFields=[CacheField(name="Name", sharedItems=SharedItems(count=1)),
+                     CacheField(name="Value", sharedItems=SharedItems())], recordCount=1, refreshOnLoad=True)
+    sheet._pivots.append(pivot)
 
 
 def _docx(tag: str) -> bytes:
@@ -60,6 +89,13 @@ def _docx(tag: str) -> bytes:
 
     d = Document()
     d.add_paragraph(f"A stand-in {tag} document.")
+    if tag != "input":
+        # Metrics that compare only tables, images or the references find none in either
+        # file and call them equal: the gold one has one of each.
+        d.add_table(rows=1, cols=1).cell(0, 0).text = f"stand-in {tag}"
+        d.add_picture(io.BytesIO(_image("PNG")(tag)))
+        d.add_paragraph("References")
+        d.add_paragraph(f"[1] A stand-in {tag} reference.")
     buf = io.BytesIO()
     d.save(buf)
     return buf.getvalue()

@@ -1,0 +1,83 @@
+"""Stand-ins let a metric tell a task left undone from a task done (issue 41 item 3, the
+suspects): for the tasks whose metric compares the input file with a gold one only in a
+part a plain stand-in lacks (tables, images, references, a sheet's name, charts, pivot
+tables), OSWorld's own metric, given the input stand-in as the result (what the desktop
+holds when nothing was done) and the gold stand-in as expected, scores 0. No desktop."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import uuid
+from typing import Any
+
+import pytest
+
+from deskgym.osworld import _lazy, standins
+
+EXAMPLES = pathlib.Path(__file__).parent / "osworld_tasks" / "evaluation_examples" / "examples"
+
+#: The suspects a stand-in now tells apart: each scored 1 with no action before.
+SUSPECTS = [
+    "libreoffice_writer/66399b0d", "libreoffice_writer/6ada715d", "libreoffice_writer/936321ce",
+    "libreoffice_calc/51719eea", "libreoffice_calc/1954cced", "libreoffice_calc/12382c62",
+    "libreoffice_calc/535364ea", "libreoffice_calc/1de60575",
+    "multi_apps/00fa164e", "multi_apps/d1acdb87", "multi_apps/deec51c9", "multi_apps/2c1ebcd7",
+]
+
+
+def _task(rel: str) -> dict[str, Any]:
+    return json.loads(next(EXAMPLES.glob(rel + "*.json")).read_text())
+
+
+def _undone_scores(task: dict[str, Any], cache: pathlib.Path) -> list[float]:
+    """Each metric's score with the result getter reading the downloaded input (the file
+    at the result's path when nobody touched it) and the expected getter the gold."""
+    _lazy.install()
+    from desktop_env.evaluators import metrics
+
+    standins.fill(cache, task)
+    def where(f: dict[str, str]) -> pathlib.Path:
+        return cache / task["id"] / f"{uuid.uuid5(uuid.NAMESPACE_URL, f['url'])}_{os.path.basename(f['path'])}"
+
+    downloads = {f["path"]: where(f)
+                 for s in task["config"] if s["type"] == "download"
+                 for f in s["parameters"]["files"]}
+    ev = task["evaluator"]
+    many = isinstance(ev["func"], list)
+    funcs = ev["func"] if many else [ev["func"]]
+    results = ev["result"] if many else [ev["result"]]
+    expected = ev["expected"] if many else [ev["expected"]]
+    options = ev.get("options", {})
+    options = options if isinstance(options, list) else [options] * len(funcs)
+    scores = []
+    for func, res, exp, opts in zip(funcs, results, expected, options):
+        assert res["type"] == "vm_file" and exp["type"] == "cloud_file", (res, exp)
+        got = str(downloads[res["path"]])
+        scores.append(float(getattr(metrics, func)(got, str(cache / task["id"] / exp["dest"]), **opts)))
+    return scores
+
+
+@pytest.mark.parametrize("rel", SUSPECTS)
+def test_a_suspect_left_undone_scores_0_on_stand_ins(rel: str, tmp_path: pathlib.Path) -> None:
+    assert _undone_scores(_task(rel), tmp_path) and not any(_undone_scores(_task(rel), tmp_path / "again"))
+
+
+def test_the_gold_scores_1_against_itself(tmp_path: pathlib.Path) -> None:
+    """The gold stand-in is a file the metric reads (not one it fails on): compared with
+    itself, each metric above says equal."""
+    _lazy.install()
+    from desktop_env.evaluators import metrics
+
+    sheet2 = {"sheet_idx0": "RNSheet2", "sheet_idx1": "ENSheet2"}
+    pivot = {"type": "pivot_table", **sheet2, "pivot_props": ["col_fields", "filter", "row_fields", "data_fields"]}
+    chart = {"type": "chart", **sheet2, "chart_props": ["type", "title"]}
+    for name, func, opts in [
+        ("g.docx", "compare_docx_tables", {}), ("g.docx", "compare_docx_images", {}),
+        ("g.docx", "compare_references", {"content_only": True, "reference_base_result": 0.93}),
+        ("g.xlsx", "compare_table", {"rules": [pivot]}), ("g.xlsx", "compare_table", {"rules": [chart]}),
+    ]:
+        path = tmp_path / name
+        path.write_bytes(standins.stand_in(name, "gold") or b"")
+        assert float(getattr(metrics, func)(str(path), str(path), **opts)) == 1.0, (name, func)
