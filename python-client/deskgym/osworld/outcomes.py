@@ -10,6 +10,10 @@ A failed step makes its task invalid whatever the step was. Whether OSWorld's ow
 would have failed it too cannot be told from here, so no failure is excused: the
 ``setup failed`` column shows them all, and the step's record says what it ran and what
 the desktop answered.
+
+A known-good solution's row (:func:`deskgym.osworld.suite.solution_task`) also holds
+``no_action`` (the score before solving) and ``passed``; a module that says why its task
+cannot be solved here is ``unsolvable``, counted apart (:func:`solutions_table`).
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["INFEASIBLE", "INVALID", "SCORED", "SetupOutcome", "compare", "judge", "last_rows", "load_rows",
-           "scores_table", "status_of", "verdict"]
+__all__ = ["INFEASIBLE", "INVALID", "SCORED", "UNSOLVABLE", "SetupOutcome", "compare", "judge", "last_rows",
+           "load_rows", "scores_table", "solutions_table", "status_of", "verdict"]
 
 SCORED, INVALID, INFEASIBLE = "scored", "invalid", "infeasible"
+#: A known-good solution's module that says why its task cannot be solved here.
+UNSOLVABLE = "unsolvable"
 #: How much of a failed command's stderr a record keeps (its end: where the error is).
 STDERR_TAIL = 500
 #: Step types whose command's exit status is the step's result.
@@ -135,10 +141,13 @@ def last_rows(rows: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 
 def load_rows(path: Path) -> list[dict[str, Any]]:
-    """A sweep's rows: a ``.jsonl`` file, a ``--check`` result folder (its
-    ``check.jsonl``) or an agent run's folder (each task's ``outcome.json`` under it)."""
-    if path.is_dir() and (path / "check.jsonl").exists():
-        path = path / "check.jsonl"
+    """A sweep's rows: a ``.jsonl`` file, a ``--check`` or ``--solutions`` result folder
+    (its ``check.jsonl`` or ``solutions.jsonl``) or an agent run's folder (each task's
+    ``outcome.json`` under it)."""
+    for name in ("check.jsonl", "solutions.jsonl"):
+        if path.is_dir() and (path / name).exists():
+            path = path / name
+            break
     if path.is_file():
         return list(last_rows(json.loads(line) for line in path.read_text().splitlines() if line.strip()).values())
     if path.is_dir():
@@ -150,6 +159,8 @@ def _outcome(row: dict[str, Any]) -> str:
     status = status_of(row)
     if status == INVALID:
         return f"invalid ({row.get('cause') or row.get('error', '')})"[:160]
+    if "no_action" in row:
+        return f"{status} {row.get('no_action')} then {row.get('score')}"
     return f"{status} {row.get('score')}"
 
 
@@ -166,7 +177,8 @@ def compare(mine: Sequence[dict[str, Any]], other: Sequence[dict[str, Any]]) -> 
             out.append(f"{name}: only in {'this' if rb is None else 'the other'} sweep")
             continue
         sa, sb = status_of(ra), status_of(rb)
-        if sa != sb or (sa != INVALID and ra.get("score") != rb.get("score")):
+        scores = ("score", "no_action")
+        if sa != sb or (sa != INVALID and any(ra.get(k) != rb.get(k) for k in scores)):
             out.append(f"{name}: {_outcome(ra)} | other: {_outcome(rb)}")
     return out
 
@@ -198,4 +210,37 @@ def scores_table(rows: Sequence[dict[str, Any]]) -> str:
     if bad:
         lines += ["", "Invalid (rerun them with `--rerun-invalid`):", ""]
         lines += [f"- {r['domain']}/{r['id']}: {str(r.get('cause') or r.get('error', ''))[:200]}" for r in bad]
+    return "\n".join(lines) + "\n"
+
+
+def solutions_table(rows: Sequence[dict[str, Any]]) -> str:
+    """The known-good solutions' ``scores.md``: per domain, how many modules, how many
+    passed (0 with no action, then 1), failed (a valid pair of scores that is not 0 then
+    1), were invalid (with the cause) or are unsolvable here (with the module's reason).
+    The pass rate is passed over modules: an unsolvable or invalid task counts against it."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(r["domain"], []).append(r)
+    lines = ["| domain | modules | passed (0 then 1) | failed | invalid | unsolvable | mean s |",
+             "|---|---|---|---|---|---|---|"]
+    for d in sorted(by) + ["**all**"]:
+        rs = list(rows) if d == "**all**" else by[d]
+        passed = sum(bool(r.get("passed")) for r in rs)
+        invalid = sum(status_of(r) == INVALID for r in rs)
+        unsolvable = sum(status_of(r) == UNSOLVABLE for r in rs)
+        ran = [r["seconds"] for r in rs if status_of(r) != UNSOLVABLE]
+        mean = f"{sum(ran) / len(ran):.1f}" if ran else "-"
+        lines.append(f"| {d} | {len(rs)} | {passed} | {len(rs) - passed - invalid - unsolvable} | {invalid} | "
+                     f"{unsolvable} | {mean} |")
+    passed = sum(bool(r.get("passed")) for r in rows)
+    lines += ["", f"Pass rate: {passed}/{len(rows)} = {passed / max(1, len(rows)):.3f} (tasks scoring 0 with no "
+              f"action and 1 after the solution, over tasks with a module)."]
+    notes = [r for r in rows if not r.get("passed")]
+    if notes:
+        lines += ["", "Not passed:", ""]
+        for r in notes:
+            st = status_of(r)
+            why = r.get("cause") or r.get("error", "") if st in (INVALID, UNSOLVABLE) else \
+                f"{r.get('no_action')} with no action, {r.get('score')} after"
+            lines.append(f"- {r['domain']}/{r['id']}: {st}: {str(why)[:200]}")
     return "\n".join(lines) + "\n"

@@ -35,6 +35,17 @@ a line per finished task with the run's progress. Needs servers started with
 ``--allow-capabilities exec,files,windows,launch_app,clipboard`` (and ``network`` for
 ``--network``: tasks that open live pages).
 
+With ``--solutions DIR`` (``python-client/tests/osworld_solutions``), each task with a
+module under ``DIR/<domain>/`` runs its known-good solution as the agent
+(:func:`deskgym.osworld.suite.solution_task`): its files (the cache's folder of the task
+is written over), a reset, the score with no action, a second reset, the solution, the
+score. A row per task goes to ``<result-dir>/solutions.jsonl`` (resumed and
+``--rerun-invalid`` as ``--check``'s): ``no_action``, ``score``, ``passed`` (0 then 1),
+``status`` (``invalid`` with the cause when a step failed, something raised or the
+solution ran past ``--task-timeout``, default 600 s; ``unsolvable`` with the module's
+reason); ``scores.md`` holds the table per domain and the pass rate. ``--test-all`` is
+not needed (the modules name the tasks; ``--examples`` defaults to the tests' copy).
+
 ``--compare OTHER`` runs nothing: it lists the tasks whose outcome (status, and score
 where there is one) differs between ``--result-dir`` (its ``check.jsonl``, or the agent
 run's ``outcome.json`` files under it) and ``OTHER``, so two sweeps can be held against
@@ -55,8 +66,8 @@ from pathlib import Path
 from typing import Any
 
 from deskgym.osworld.check import check_task, coverage
-from deskgym.osworld.outcomes import INVALID, compare, last_rows, load_rows, scores_table, status_of
-from deskgym.osworld.suite import outcome, run_task
+from deskgym.osworld.outcomes import INVALID, compare, last_rows, load_rows, scores_table, solutions_table, status_of
+from deskgym.osworld.suite import load_solution, outcome, run_task, solution_modules, solution_task
 
 __all__ = ["check_task", "coverage", "load", "main"]
 
@@ -151,6 +162,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m deskgym.osworld.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--check", action="store_true", help="reset, set up and evaluate each task with no agent")
     p.add_argument("--agent", help="MODULE:CLASS with OSWorld's predict(instruction, obs)")
+    p.add_argument("--solutions", type=Path, metavar="DIR",
+                   help="run each task's known-good solution (DIR/<domain>/<task id>.py) as the agent")
     p.add_argument("--agent-kwargs", default="{}", help="JSON object of the agent's constructor arguments")
     p.add_argument("--test-all", type=Path, help="OSWorld's test_all.json (domain -> task ids)")
     p.add_argument("--examples", type=Path, help="folder of <domain>/<id>.json (default: beside --test-all)")
@@ -192,12 +205,16 @@ def main(argv: Sequence[str] | None = None) -> None:
         print("\n".join(diff) if diff else "no task's outcome differs", flush=True)
         print(f"{len(diff)} tasks differ between {a.result_dir} and {a.compare}", flush=True)
         return
-    if a.test_all is None:
-        p.error("--test-all is needed (except with --compare)")
-    if a.check == bool(a.agent):
-        p.error("give one of --check (no agent) and --agent MODULE:CLASS")
-    examples = a.examples or a.test_all.parent / "examples"
-    tasks = load(a.test_all, examples, a.domain, a.limit)
+    if sum((a.check, bool(a.agent), bool(a.solutions))) != 1:
+        p.error("give one of --check (no agent), --agent MODULE:CLASS and --solutions DIR")
+    if a.solutions:
+        examples = a.examples or a.solutions.parent / "osworld_tasks" / "evaluation_examples" / "examples"
+        tasks = [(d, json.loads((examples / d / f"{m.stem}.json").read_text()))
+                 for d, m in solution_modules(a.solutions, a.domain)]
+    elif a.test_all is None:
+        p.error("--test-all is needed (except with --compare or --solutions)")
+    else:
+        tasks = load(a.test_all, a.examples or a.test_all.parent / "examples", a.domain, a.limit)
     a.result_dir.mkdir(parents=True, exist_ok=True)
     w, h = (int(x) for x in a.screen.split("x"))
     addresses = a.address or [None]
@@ -211,6 +228,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     if a.check:
         _check_all(a, tasks, make_env)
+    elif a.solutions:
+        _solve_all(a, tasks, make_env)
     else:
         _run_agents(a, tasks, make_env)
 
@@ -244,6 +263,40 @@ def _check_all(a: argparse.Namespace, tasks: list[tuple[str, dict[str, Any]]], m
     for r in checked:
         if r.get("suspect"):
             print(f"suspect: {r['domain']}/{r['id']} scores 1 with no action")
+
+
+def _solve_all(a: argparse.Namespace, tasks: list[tuple[str, dict[str, Any]]], make_env: Callable[..., Any]) -> None:
+    """``--solutions``: each due task's known-good solution, rows to ``solutions.jsonl``,
+    the table and pass rate to ``scores.md``."""
+    todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+    log = a.result_dir / "solutions.jsonl"
+    before = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+    last = last_rows(before)
+    for d, t in tasks:
+        if _due(last.get(t["id"]), a.rerun_invalid):
+            todo.put((d, t))
+    print(f"{len(tasks)} solutions, {len(tasks) - todo.qsize()} done before, {todo.qsize()} to run on "
+          f"{a.num_envs} desktops", flush=True)
+    with log.open("a") as sink:
+        progress = Progress(todo.qsize(), sink)
+
+        def solve(env: Any, _i: int, domain: str, task: dict[str, Any]) -> None:
+            progress.started()
+            try:
+                module = load_solution(a.solutions / domain / f"{task['id']}.py")
+            except Exception as e:  # noqa: BLE001 - a module that does not load is its task's row
+                row = {"domain": domain, "id": task["id"], "no_action": None, "score": None, "passed": False,
+                       "status": INVALID, "cause": f"load: {type(e).__name__}: {e}"[:500], "seconds": 0.0}
+            else:
+                row = solution_task(env, module, domain, task, timeout=a.task_timeout or 600)
+            progress.done(row, row["passed"], f"{row['status']} {row['no_action']} then {row['score']}")
+
+        _pool(todo, a.num_envs, make_env, solve)
+    ids = {t["id"] for _, t in tasks}
+    rows = [r for r in last_rows(before + progress.rows).values() if r["id"] in ids]
+    table = solutions_table(rows)
+    (a.result_dir / "scores.md").write_text(table)
+    print(table + f"\n{time.monotonic() - progress.t0:.0f} s; rows in {log}", flush=True)
 
 
 def _run_agents(a: argparse.Namespace, tasks: list[tuple[str, dict[str, Any]]], make_env: Callable[..., Any]) -> None:
