@@ -26,6 +26,9 @@ from urllib.parse import parse_qs, quote, unquote
 
 from deskgym.errors import DeskgymError
 
+#: How long an ``activate_window`` step waits for its window to appear (or get its title).
+ACTIVATE_WAIT_S = 15.0
+
 logger = logging.getLogger("deskgym.osworld")
 
 HOME = "/home/user"
@@ -217,6 +220,28 @@ class Bridge:
             if not r.ok:
                 raise DeskgymError("FAILED_PRECONDITION", f"gsettings set {key}: {r.stderr.strip()}")
 
+    def window_step(self, d: dict[str, Any], activate: bool) -> bool:
+        """OSWorld's ``activate_window`` / ``close_window`` (``wmctrl -a`` / ``-c``): whether a
+        window was found. A step right after the launch it follows may come before the
+        window has its title (code-server's takes ~9 s to be "Visual Studio Code"; a
+        terminal is "Terminal" only until bash retitles it, as on OSWorld's Ubuntu), so an
+        activation waits for the window (``ACTIVATE_WAIT_S``), and a loose name (not
+        ``by_class``, not ``strict``) also matches a window's class, as a user who says
+        "the Terminal" means gnome-terminal's."""
+        name, strict, by_class = d["window_name"], bool(d.get("strict")), bool(d.get("by_class"))
+        flag = "-a" if activate else "-c"
+        tries = [[*(["-x"] if by_class else []), *(["-F"] if strict else [])]]
+        if not by_class and not strict:
+            tries.append(["-x"])
+        deadline = time.monotonic() + (ACTIVATE_WAIT_S if activate else 0)
+        while True:
+            for opts in tries:
+                if self.env.exec(["wmctrl", *opts, flag, name]).ok:
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.5)
+
     def open_file(self, path: str) -> None:
         path = expand(path)
         if not self.env.exec(["test", "-e", path]).ok:
@@ -345,10 +370,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self._text("File opened successfully")
             elif path in ("/setup/activate_window", "/setup/close_window") and method == "POST":
                 d = self._json_in()
-                flag = "-a" if path.endswith("activate_window") else "-c"
-                argv = ["wmctrl", *(["-x"] if d.get("by_class") else []), *(["-F"] if d.get("strict") else []), flag, d["window_name"]]
-                r = b.env.exec(argv)
-                self._text("Window activated" if r.ok else f"Window {d['window_name']!r} not found", 200 if r.ok else 404)
+                ok = b.window_step(d, path.endswith("activate_window"))
+                self._text("Window activated" if ok else f"Window {d['window_name']!r} not found", 200 if ok else 404)
             elif path == "/file" and method == "POST":
                 fp = expand(self._json_in().get("file_path", ""))
                 try:
