@@ -143,3 +143,53 @@ pub(crate) fn no_options(ask: &Ask<'_>) -> Result<(), Invalid> {
 pub(crate) fn unknown_note(all: &[Arc<TaskDef>], asked: &str) -> String {
     web::unknown_note(all, asked)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each family picks its own desktop family: the task app on a bare display, its
+    /// runner on a profile's sandbox (the web page with its share), whatever options
+    /// would have been set.
+    #[test]
+    fn each_family_chooses_its_desktop() {
+        let profiles = Catalog::load(None).unwrap();
+        let dir = std::env::temp_dir().join(format!("deskgym-families-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("html/miniwob")).unwrap();
+        std::fs::write(dir.join("html/miniwob/click-button.html"), "").unwrap();
+        let all = load(None, Some(&dir), &profiles).unwrap();
+        let task = |id: &str| all.iter().find(|t| t.id == id).unwrap();
+        let none = HashMap::new();
+        let desktop = |id: &str, sandbox: Option<SandboxConfig>| {
+            let t = task(id);
+            let profile = profiles.get(&t.profile).unwrap();
+            let ask = Ask {
+                task: t,
+                profile,
+                options: &none,
+                sandbox,
+            };
+            t.family.rules().desktop(ask).unwrap()
+        };
+        let sb = SandboxConfig::default();
+        assert_eq!(desktop("click-target", None), Family::TaskApp);
+        assert_eq!(
+            desktop("blank", Some(sb.clone())),
+            Family::Blank(sb.clone())
+        );
+        assert!(matches!(
+            desktop("desktop/editor-save", Some(sb.clone())),
+            Family::Script(..)
+        ));
+        assert!(matches!(
+            desktop("miniwob/click-button", Some(sb)),
+            Family::Web(..)
+        ));
+        let web = task("miniwob/click-button").family.rules();
+        assert!(web.browser_settle() && !web.listed());
+        assert_eq!(web.shares()[0].1, "/run/deskgym-web");
+        let bundled = task("click-target").family.rules();
+        assert!(!bundled.browser_settle() && bundled.listed() && bundled.shares().is_empty());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
