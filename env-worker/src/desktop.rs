@@ -11,9 +11,9 @@ use crate::action::Action;
 use crate::agent::{ExecSpec, Executed, FileChunk, Listing};
 use crate::contract::{Backend, Desktop, Replayed, Sink};
 use crate::error::{DesktopError, Result};
+use crate::families::{self, DesktopConfig};
 use crate::frame::Frame;
-use crate::runner::{self, Ctx, Runner, Session};
-use crate::runner::{DesktopConfig, Outcome};
+use crate::runner::{self, Ctx, Outcome, Runner, Session};
 use crate::windows::WindowInfo;
 use crate::x11::XSession;
 use crate::xvfb::Xvfb;
@@ -63,7 +63,7 @@ impl LocalDesktop {
     pub fn start(config: DesktopConfig) -> Result<Self> {
         let xvfb = Xvfb::start(config.width, config.height)?;
         let mut x = XSession::connect(xvfb.display())?;
-        let runner = runner::start(&config, xvfb.display(), &mut x)?;
+        let runner = families::start(&config, xvfb.display(), &mut x)?;
         Ok(Self {
             runner,
             clipboard: None,

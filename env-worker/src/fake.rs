@@ -1,5 +1,5 @@
 //! In-memory desktops (the server's `--backend fake`, and its pool's unit tests): the
-//! bundled tasks' own logic ([`crate::tasks`]) fed the task app's inputs, and frames
+//! bundled tasks' own logic (`families::task_app`) fed the task app's inputs, and frames
 //! drawn from the task's scene (shapes in their colours; text as blocks), so a client
 //! test that finds the red target by its pixels works without X. Same seed and actions,
 //! same frame hash, as on a real desktop.
@@ -11,16 +11,15 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU32, Ordering};
 
-use crate::a11y::{Limits, Live, Tree, widget_tree};
+use crate::a11y::{Limits, Live, Tree};
 use crate::action::{Action, Button, Point};
 use crate::contract::{Backend, Desktop, Replayed};
 use crate::error::{DesktopError, Result};
+use crate::families::{Color, DesktopConfig, Draw, Episode, FontMetrics, Input, widget_tree};
 use crate::frame::Frame;
 use crate::keys::{char_keysym, parse_chord};
-use crate::runner::{DesktopConfig, Outcome};
+use crate::runner::{AppState, Outcome};
 use crate::settle::SettleReport;
-use crate::task_app::AppState;
-use crate::tasks::{Color, Draw, Episode, FontMetrics, Input};
 use crate::windows::WindowInfo;
 
 /// Knobs tests turn: starts that fail, desktops that die.

@@ -11,19 +11,19 @@
 //! - `a11y`: the accessibility tree as raw nodes, and the AT-SPI client the sandbox
 //!   agent reads it with.
 //! - `action`: actions in pixels, as the worker executes them.
-//! - `tasks`: the bundled tasks' pure logic (layout, input, scene).
-//! - `app`: the task app program that draws a task with x11rb (binary `deskgym-task-app`).
-//! - `task_app`: the worker's handle on a running task app.
 //! - `sandbox`: an env's bubblewrap sandbox (profile desktops); `agent`: the
 //!   program inside it that starts the session and runs `exec`/`launch` (binary
 //!   `deskgym-sandbox-agent`).
 //! - `limits`: per-sandbox memory (cgroup or `RLIMIT_DATA`), open files, processes.
 //! - `clipboard`: the CLIPBOARD selection as text (read, and owned by a thread of ours).
-//! - `script`: declarative tasks (setup steps, a checker command for the reward).
 //! - `windows`: top-level windows through the window manager (EWMH).
-//! - `web`: web tasks (MiniWoB++ pages) in Chromium, driven over DevTools (`cdp`).
-//! - `runner`: the task families (task app, blank session, declarative task, web
-//!   page), one `Runner` each, chosen once per desktop.
+//! - `runner`: what a task family implements (`Runner`, what a task reports) and the
+//!   profile's session the sandboxed families share.
+//! - `families`: the task families, one folder each, and the one place a desktop's
+//!   family is chosen: `task_app` (the bundled tasks' logic, the app program that draws
+//!   them with x11rb, binary `deskgym-task-app`, and the worker's handle on it), `blank`
+//!   (a session with no task), `script` (declarative tasks: setup steps, a checker
+//!   command), `web` (MiniWoB++ pages in Chromium, driven over DevTools).
 //! - `contract`: the `Desktop` and `Backend` traits, what a server drives.
 //! - `desktop`: the local desktop (Xvfb + X session + the family's runner as one
 //!   unit) and its backend.
@@ -32,30 +32,25 @@
 mod a11y;
 mod action;
 mod agent;
-mod app;
-mod cdp;
 mod clipboard;
 mod contract;
 mod desktop;
 mod error;
 pub mod fake;
+mod families;
 mod frame;
 mod keys;
 mod limits;
 mod runner;
 mod sandbox;
-mod script;
 mod settle;
-mod task_app;
-mod tasks;
-mod web;
 mod windows;
 mod x11;
 mod xvfb;
 
 /// Bounds of an accessibility tree reading.
 pub use a11y::Limits as TreeLimits;
-pub use a11y::{ElementAction, Live, Node, Tree, widget_tree};
+pub use a11y::{ElementAction, Live, Node, Tree};
 pub use action::{Action, Button, Point};
 /// The sandbox agent's program (binary `deskgym-sandbox-agent`).
 pub use agent::main as agent_main;
@@ -64,24 +59,23 @@ pub use agent::{
 };
 /// The sandbox agent's wire, as the server (and the hostile-tenant tests) speak it.
 pub use agent::{Reply as AgentReply, Request as AgentRequest};
-/// The task app's program (binary `deskgym-task-app`).
-pub use app::run as task_app_main;
 pub use clipboard::MAX_CLIPBOARD_BYTES;
 pub use contract::{Backend, Desktop, Replayed, Sink};
 pub use desktop::{LocalBackend, LocalDesktop};
 pub use error::{DesktopError, ElementFailure, FileErrorKind, Result, quote};
+/// The task app's program (binary `deskgym-task-app`).
+pub use families::task_app_main;
+pub use families::{Clock as WebClock, Reward as WebReward, WebSpec};
+pub use families::{Color, Draw, Episode, FontMetrics, Input, Rng, TASKS, TaskSpec, task_spec};
+pub use families::{DesktopConfig, Family, RewardFrom, ScriptSpec, SetupStep};
 pub use frame::{Frame, frame_hash, hash_hex};
 pub use keys::{char_keysym, parse_chord};
 pub use limits::{memory_bound, raise_open_files, remove_cgroups};
-pub use runner::{DesktopConfig, Family, Outcome};
+pub use runner::{AppState, Outcome};
 pub use sandbox::{
     AgentPeer, SandboxConfig, SandboxLimits, sandboxes_root, sweep_leftovers, which,
 };
-pub use script::{RewardFrom, ScriptSpec, SetupStep};
 pub use settle::{Settle, SettlePolicy, SettleReport};
-pub use task_app::AppState;
-pub use tasks::{Color, Draw, Episode, FontMetrics, Input, Rng, TASKS, TaskSpec, task_spec};
-pub use web::{Clock as WebClock, Reward as WebReward, WebSpec};
 pub use windows::WindowInfo;
 pub use x11::XSession;
 pub use xvfb::Xvfb;

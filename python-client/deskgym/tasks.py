@@ -1,6 +1,6 @@
 """The bundled task ids, listed once for Python.
 
-The server is the authority: the worker's task table (``env-worker/src/tasks/mod.rs``,
+The server is the authority: the worker's task table (``env-worker/src/families/task_app/tasks/mod.rs``,
 ``TASKS``) reaches clients through ``GetCapabilities``, and :func:`server_tasks` reads
 it there. Gymnasium ids are registered at ``import deskgym``, when no server is there to
 ask, so :data:`BUNDLED` keeps a static copy; ``tests/test_tasks.py`` fails when the copy

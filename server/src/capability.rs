@@ -16,19 +16,12 @@ pub(crate) enum Capability {
     /// Read and set the clipboard.
     Clipboard,
     /// Outbound network access from the env's own network stack.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "granted at CreatePool and applied when the sandbox starts; no handler asks for it"
-        )
-    )]
     Network,
 }
 
 impl Capability {
-    /// Every capability, in the order the wire lists them.
-    #[cfg(test)]
+    /// Every capability, in the order the wire lists them (an unknown-capability error
+    /// names them so).
     pub(crate) const ALL: [Self; 6] = [
         Self::Exec,
         Self::Files,
@@ -37,6 +30,11 @@ impl Capability {
         Self::Clipboard,
         Self::Network,
     ];
+
+    /// The capability the wire spells `name`, if any.
+    pub(crate) fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
 
     /// The wire spelling.
     pub(crate) fn as_str(self) -> &'static str {
@@ -51,14 +49,24 @@ impl Capability {
     }
 }
 
+/// The wire spelling (the server's allow list and `PoolInfo.capabilities` are strings).
+impl std::fmt::Display for Capability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn spellings_are_the_pool_specs_list() {
-        // CreatePool checks names against spec::CAPABILITIES; grants name variants.
-        let spelled: Vec<&str> = Capability::ALL.iter().map(|c| c.as_str()).collect();
-        assert_eq!(spelled, crate::spec::CAPABILITIES);
+    fn spellings_parse_back_and_nothing_else_does() {
+        for c in Capability::ALL {
+            assert_eq!(Capability::parse(c.as_str()), Some(c));
+            assert_eq!(c.to_string(), c.as_str());
+        }
+        assert_eq!(Capability::parse("Exec"), None);
+        assert_eq!(Capability::parse(""), None);
     }
 }

@@ -41,8 +41,10 @@ mod convert;
 mod encode;
 mod env;
 mod error;
+mod families;
 mod frame_cache;
 mod handle;
+mod invalid;
 mod metrics;
 mod metrics_http;
 mod pool;
@@ -66,9 +68,9 @@ use tonic_health::ServingStatus;
 pub use config::{BackendKind, Limits, PrincipalSpec, ServerConfig, parse_token_file};
 pub use conn::{ConnLimits, Listener};
 pub use env::episode_seed;
+pub use families::find_miniwob;
 use pool::PoolManager;
 use service::DeskgymService;
-pub use tasks::find_miniwob;
 
 /// The service name health checks report on.
 pub const SERVICE_NAME: &str = "deskgym.v1.Deskgym";

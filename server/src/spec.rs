@@ -8,40 +8,15 @@ use std::time::Duration;
 
 use deskgym_proto::v1 as pb;
 use deskgym_worker::{DesktopConfig, DesktopError, Family, Settle, SettlePolicy};
-use deskgym_worker::{WebClock as Clock, WebReward as Reward, WebSpec};
 
+use crate::capability::Capability;
 use crate::config::Limits;
+use crate::families::{Ask, TaskDef};
 use crate::profiles::{Catalog, Profile};
-use crate::tasks::{TaskDef, TaskFamily, Tasks};
+use crate::tasks::Tasks;
 use deskgym_worker::{Backend, Desktop};
 
-/// A request field that is malformed: which field (dotted path, e.g.
-/// `action.click.target.point_px`) and how to fix it. Every layer's "bad request".
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{field}: {message}")]
-pub(crate) struct Invalid {
-    /// Dotted path of the field.
-    pub(crate) field: String,
-    /// What is wrong and how to fix it.
-    pub(crate) message: String,
-}
-
-impl Invalid {
-    /// A bad `field`, and why.
-    pub(crate) fn new(field: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            field: field.into(),
-            message: message.into(),
-        }
-    }
-}
-
-/// Quotes client input for an error message: at most 64 characters, so a
-/// hostile 100,000-character value cannot turn into a 100 KB status message (which
-/// clients' metadata limits would reject as RESOURCE_EXHAUSTED).
-pub(crate) fn quote(s: &str) -> String {
-    deskgym_worker::quote(s)
-}
+pub(crate) use crate::invalid::{Invalid, quote};
 
 /// Why a CreatePool request cannot be served as asked.
 #[derive(Debug, thiserror::Error)]
@@ -80,19 +55,14 @@ pub(crate) enum SpecError {
     },
 }
 
-/// Boundary capabilities a pool may ask for (`CreatePoolRequest.capabilities`).
-pub(crate) const CAPABILITIES: &[&str] = &[
-    "exec",
-    "files",
-    "launch_app",
-    "windows",
-    "clipboard",
-    "network",
-];
 /// Capabilities every server allows (they act on the desktop as a user would, inside
 /// the sandbox); the others (`exec`, `files`, `network`: outbound access from a network
 /// stack of the env's own) only when `--allow-capabilities` lists them.
-pub(crate) const ALLOWED_BY_DEFAULT: &[&str] = &["launch_app", "windows", "clipboard"];
+pub(crate) const ALLOWED_BY_DEFAULT: &[Capability] = &[
+    Capability::LaunchApp,
+    Capability::Windows,
+    Capability::Clipboard,
+];
 
 /// What the server lets pools run: its profiles and the capabilities it grants.
 #[derive(Debug, Default)]
@@ -151,7 +121,7 @@ pub(crate) struct PoolSpec {
     /// resolved once from the task's family and the profile.
     pub(crate) family: Family,
     /// Capabilities granted to the pool.
-    pub(crate) capabilities: Vec<String>,
+    pub(crate) capabilities: Vec<Capability>,
 }
 
 /// Shortest lease: a client renews every TTL/3, so shorter would be mostly renewals.
@@ -212,53 +182,90 @@ impl Usage {
     }
 }
 
-/// Validates a CreatePool request into a spec (every field, before anything starts).
+/// Validates a CreatePool request into a spec (every field, before anything starts;
+/// the first bad field, in the order below, is the one refused).
 pub(crate) fn validate(
     req: &pb::CreatePoolRequest,
     l: &Limits,
     backend: &Arc<dyn Backend>,
     policy: &Policy,
 ) -> Result<PoolSpec, SpecError> {
-    let task = policy.tasks.get(&req.task).cloned().ok_or_else(|| {
-        let close = policy.tasks.close_to(&req.task);
-        let known: Vec<_> = policy
-            .tasks
-            .iter()
-            .map(|t| t.id.as_str())
-            .filter(|t| !t.starts_with("miniwob/"))
-            .collect();
-        let miniwob = policy
-            .tasks
-            .iter()
-            .filter(|t| t.id.starts_with("miniwob/"))
-            .count();
-        let close = if close.is_empty() {
-            String::new()
-        } else {
-            format!(" (did you mean {}?)", close.join(", "))
-        };
-        let family = match miniwob {
-            0 if req.task.starts_with("miniwob/") => {
-                " (no miniwob/ tasks here: the server found no `miniwob` package with the \
-                 active venv's python, ./.venv/bin/python or python3; install it into one of \
-                 them, or start the server with --miniwob-dir DIR or DESKGYM_MINIWOB_DIR)"
-                    .to_string()
-            }
-            0 => String::new(),
-            n => format!(", and {n} miniwob/<name> tasks (GetCapabilities lists them)"),
-        };
-        Invalid::new(
-            "task",
-            format!(
-                "unknown task {}{close}. Known tasks: {}{family}",
-                quote(&req.task),
-                known.join(", ")
-            ),
-        )
-    })?;
+    let task = policy
+        .tasks
+        .get(&req.task)
+        .cloned()
+        .ok_or_else(|| policy.tasks.unknown(&req.task))?;
     if req.num_envs == 0 {
         return Err(Invalid::new("num_envs", "must be at least 1").into());
     }
+    let profile = profile(req, &task, policy)?;
+    let capabilities = capabilities(req, &profile, policy)?;
+    if req.lease_ttl_ms != 0 && !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&req.lease_ttl_ms) {
+        return Err(Invalid::new(
+            "lease_ttl_ms",
+            format!(
+                "{} is outside {MIN_LEASE_MS}..={MAX_LEASE_MS} (0: no lease)",
+                req.lease_ttl_ms
+            ),
+        )
+        .into());
+    }
+    let screen = screen(req, &task, l)?;
+    let settle = settle(req, &task, &profile, l)?;
+    let encoding = pb::ImageEncoding::try_from(req.encoding)
+        .map_err(|_| Invalid::new("encoding", format!("unknown encoding {}", req.encoding)))?;
+    let max_steps = if req.max_steps == 0 {
+        task.default_max_steps
+    } else {
+        req.max_steps
+    };
+    let rules = task.family.rules();
+    let mut sandbox = profile.sandbox(
+        &policy.hide,
+        deskgym_worker::SandboxLimits {
+            memory_mb: l.sandbox_memory_mb,
+            disk_mb: l.sandbox_disk_mb,
+            open_files: l.sandbox_open_files,
+            processes: l.max_sandbox_processes,
+        },
+    );
+    if let Some(sb) = sandbox.as_mut() {
+        sb.shares.extend(rules.shares());
+        sb.network |= capabilities.contains(&Capability::Network);
+    }
+    let family = rules.desktop(Ask {
+        task: &task,
+        profile: &profile,
+        options: &req.task_options,
+        sandbox,
+    })?;
+    Ok(PoolSpec {
+        family,
+        task,
+        screen,
+        seed: req.seed,
+        settle,
+        max_steps,
+        encoding: if encoding == pb::ImageEncoding::Unspecified {
+            pb::ImageEncoding::RawRgb
+        } else {
+            encoding
+        },
+        warm_spares: req.warm_spares,
+        lease: (req.lease_ttl_ms > 0).then(|| Duration::from_millis(req.lease_ttl_ms.into())),
+        backend: backend.clone(),
+        profile,
+        capabilities,
+    })
+}
+
+/// The pool's profile: the one asked for, else the task's; known, able to run the task
+/// and installed on this host.
+fn profile(
+    req: &pb::CreatePoolRequest,
+    task: &TaskDef,
+    policy: &Policy,
+) -> Result<Arc<Profile>, SpecError> {
     let profile_name = if req.profile.is_empty() {
         task.profile.as_str()
     } else {
@@ -291,19 +298,30 @@ pub(crate) fn validate(
             packages: profile.missing.clone(),
         });
     }
+    Ok(profile)
+}
+
+/// The capabilities asked for, each known, allowed by the server and usable on the
+/// profile (a sandboxed one), without repeats.
+fn capabilities(
+    req: &pb::CreatePoolRequest,
+    profile: &Profile,
+    policy: &Policy,
+) -> Result<Vec<Capability>, SpecError> {
     let mut capabilities = Vec::new();
     for (i, c) in req.capabilities.iter().enumerate() {
-        if !CAPABILITIES.contains(&c.as_str()) {
+        let Some(cap) = Capability::parse(c) else {
+            let known: Vec<_> = Capability::ALL.iter().map(|c| c.as_str()).collect();
             return Err(Invalid::new(
                 format!("capabilities[{i}]"),
                 format!(
                     "unknown capability {}; known: {}",
                     quote(c),
-                    CAPABILITIES.join(", ")
+                    known.join(", ")
                 ),
             )
             .into());
-        }
+        };
         if !policy.allow.iter().any(|a| a == c) {
             return Err(SpecError::Denied(c.clone()));
         }
@@ -313,20 +331,16 @@ pub(crate) fn validate(
                 profile: profile.name.clone(),
             });
         }
-        if !capabilities.contains(c) {
-            capabilities.push(c.clone());
+        if !capabilities.contains(&cap) {
+            capabilities.push(cap);
         }
     }
-    if req.lease_ttl_ms != 0 && !(MIN_LEASE_MS..=MAX_LEASE_MS).contains(&req.lease_ttl_ms) {
-        return Err(Invalid::new(
-            "lease_ttl_ms",
-            format!(
-                "{} is outside {MIN_LEASE_MS}..={MAX_LEASE_MS} (0: no lease)",
-                req.lease_ttl_ms
-            ),
-        )
-        .into());
-    }
+    Ok(capabilities)
+}
+
+/// The screen asked for, else the task's, else the server's default; each side within
+/// the limits.
+fn screen(req: &pb::CreatePoolRequest, task: &TaskDef, l: &Limits) -> Result<Screen, SpecError> {
     let screen = req.screen.unwrap_or_default();
     let (default_w, default_h) = task.screen.unwrap_or((DEFAULT_WIDTH, DEFAULT_HEIGHT));
     let width = if screen.width == 0 {
@@ -351,12 +365,25 @@ pub(crate) fn validate(
             .into());
         }
     }
+    Ok(Screen { width, height })
+}
+
+/// The settle policy and its windows: the policy asked for (the browser's only where
+/// the task's family has one), else XDamage when a quiet window is asked for, else the
+/// family's default; the windows within the limits.
+fn settle(
+    req: &pb::CreatePoolRequest,
+    task: &TaskDef,
+    profile: &Profile,
+    l: &Limits,
+) -> Result<Settle, SpecError> {
     let settle_req = req.settle.unwrap_or_default();
     let default = Settle::default();
-    let settle_policy = match pb::SettlePolicy::try_from(settle_req.policy) {
+    let rules = task.family.rules();
+    let policy = match pb::SettlePolicy::try_from(settle_req.policy) {
         Ok(pb::SettlePolicy::Sync) => SettlePolicy::Sync,
         Ok(pb::SettlePolicy::Damage) => SettlePolicy::Damage,
-        Ok(pb::SettlePolicy::Browser) if task.family.page().is_some() => SettlePolicy::Browser,
+        Ok(pb::SettlePolicy::Browser) if rules.browser_settle() => SettlePolicy::Browser,
         Ok(pb::SettlePolicy::Browser) => {
             return Err(Invalid::new(
                 "settle.policy",
@@ -369,13 +396,7 @@ pub(crate) fn validate(
         }
         // A quiet window asked for means XDamage (its meaning before policies).
         Ok(pb::SettlePolicy::Unspecified) if settle_req.settle_ms.is_some() => SettlePolicy::Damage,
-        // The task's own policy when its app draws; the profile's for a session.
-        Ok(pb::SettlePolicy::Unspecified) if task.family.page().is_some() => task.settle,
-        Ok(pb::SettlePolicy::Unspecified) => match profile.settle {
-            Some(SettlePolicy::Browser) | None => task.settle,
-            Some(p) if profile.sandboxed() => p,
-            Some(_) => task.settle,
-        },
+        Ok(pb::SettlePolicy::Unspecified) => rules.settle_default(task, profile),
         Err(_) => {
             return Err(Invalid::new(
                 "settle.policy",
@@ -385,7 +406,7 @@ pub(crate) fn validate(
         }
     };
     let settle = Settle {
-        policy: settle_policy,
+        policy,
         settle_ms: settle_req.settle_ms.unwrap_or(default.settle_ms),
         settle_max_ms: if settle_req.settle_max_ms == 0 {
             default.settle_max_ms
@@ -403,154 +424,7 @@ pub(crate) fn validate(
         )
         .into());
     }
-    let encoding = pb::ImageEncoding::try_from(req.encoding)
-        .map_err(|_| Invalid::new("encoding", format!("unknown encoding {}", req.encoding)))?;
-    let max_steps = if req.max_steps == 0 {
-        task.default_max_steps
-    } else {
-        req.max_steps
-    };
-    let web = web_spec(&task, &profile, &req.task_options)?;
-    let mut sandbox = profile.sandbox(
-        &policy.hide,
-        deskgym_worker::SandboxLimits {
-            memory_mb: l.sandbox_memory_mb,
-            disk_mb: l.sandbox_disk_mb,
-            open_files: l.sandbox_open_files,
-            processes: l.max_sandbox_processes,
-        },
-    );
-    if let (Some(page), Some(sb)) = (task.family.page(), sandbox.as_mut()) {
-        sb.shares
-            .push((page.root.clone(), crate::tasks::WEB_ROOT.to_string()));
-    }
-    if let Some(sb) = sandbox.as_mut() {
-        sb.network |= capabilities.iter().any(|c| c == "network");
-    }
-    // The desktop family, from the task's: on a bare display only the task app runs.
-    let family = match (sandbox, &task.family, web) {
-        (None, _, _) => Family::TaskApp,
-        (Some(sb), TaskFamily::Script(script), _) => Family::Script(sb, script.clone()),
-        (Some(sb), TaskFamily::Web(_), Some(web)) => Family::Web(sb, web),
-        (Some(sb), _, _) => Family::Blank(sb),
-    };
-    Ok(PoolSpec {
-        family,
-        task,
-        screen: Screen { width, height },
-        seed: req.seed,
-        settle,
-        max_steps,
-        encoding: if encoding == pb::ImageEncoding::Unspecified {
-            pb::ImageEncoding::RawRgb
-        } else {
-            encoding
-        },
-        warm_spares: req.warm_spares,
-        lease: (req.lease_ttl_ms > 0).then(|| Duration::from_millis(req.lease_ttl_ms.into())),
-        backend: backend.clone(),
-        profile,
-        capabilities,
-    })
-}
-
-/// A web task's spec from its page, the profile's browser and the pool's
-/// `task_options`; other tasks take no options.
-fn web_spec(
-    task: &TaskDef,
-    profile: &Profile,
-    options: &std::collections::HashMap<String, String>,
-) -> Result<Option<Arc<WebSpec>>, SpecError> {
-    let Some(page) = task.family.page() else {
-        if let Some(key) = options.keys().min() {
-            return Err(Invalid::new(
-                format!("task_options.{}", quote(key)),
-                format!("task {} takes no options", task.id),
-            )
-            .into());
-        }
-        return Ok(None);
-    };
-    let browser = profile.apps.get("chromium").cloned().ok_or_else(|| {
-        Invalid::new(
-            "profile",
-            format!(
-                "profile {} has no `chromium` app to show web tasks in",
-                profile.name
-            ),
-        )
-    })?;
-    let mut spec = WebSpec {
-        url: format!("file://{}/{}", crate::tasks::WEB_ROOT, page.path),
-        browser,
-        clock: Clock::Steps { step_ms: 100 },
-        reward: Reward::Original,
-        ready_ms: 5_000,
-        data_mode: "train".into(),
-        reload: false,
-    };
-    let mut real = false;
-    let mut step_ms = 100;
-    let mut keys: Vec<_> = options.iter().collect();
-    keys.sort();
-    for (k, v) in keys {
-        let bad =
-            |why: &str| Invalid::new(format!("task_options.{k}"), format!("{}: {why}", quote(v)));
-        let ms = |max: u32| {
-            v.parse::<u32>().ok().filter(|n| *n <= max).ok_or_else(|| {
-                bad(&format!(
-                    "must be a whole number of milliseconds, 0..={max}"
-                ))
-            })
-        };
-        match k.as_str() {
-            "reward" => {
-                spec.reward = match v.as_str() {
-                    "original" => Reward::Original,
-                    "raw" => Reward::Raw,
-                    "binary" => Reward::Binary,
-                    _ => return Err(bad("must be original, raw or binary").into()),
-                }
-            }
-            "clock" => {
-                real = match v.as_str() {
-                    "steps" => false,
-                    "real" => true,
-                    _ => return Err(bad("must be steps or real").into()),
-                }
-            }
-            "step_ms" => step_ms = ms(600_000)?,
-            "ready_ms" => spec.ready_ms = ms(60_000)?,
-            "reload" => {
-                spec.reload = match v.as_str() {
-                    "never" => false,
-                    "always" => true,
-                    _ => return Err(bad("must be never (as MiniWoB++) or always").into()),
-                }
-            }
-            "data_mode"
-                if !v.is_empty()
-                    && v.len() <= 32
-                    && v.bytes().all(|b| b.is_ascii_alphanumeric()) =>
-            {
-                spec.data_mode = v.clone();
-            }
-            "data_mode" => return Err(bad("must be 1..=32 letters or digits (train, test)").into()),
-            _ => {
-                return Err(Invalid::new(
-                    format!("task_options.{}", quote(k)),
-                    "unknown option; miniwob tasks take reward, clock, step_ms, ready_ms, data_mode, reload",
-                )
-                .into());
-            }
-        }
-    }
-    spec.clock = if real {
-        Clock::Real
-    } else {
-        Clock::Steps { step_ms }
-    };
-    Ok(Some(Arc::new(spec)))
+    Ok(settle)
 }
 
 #[cfg(test)]

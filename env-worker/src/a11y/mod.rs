@@ -7,7 +7,6 @@
 //! one deadline for the whole walk and a per-call timeout, so an application that does
 //! not answer costs at most the deadline and the tree comes back labelled partial.
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -182,67 +181,3 @@ fn split_id(id: &str) -> Option<(&str, &str)> {
 
 /// The AT-SPI client of a sandbox session (used by the agent, inside the sandbox).
 pub(crate) mod client;
-
-/// The task app's widgets as a tree: an application, its full-screen frame, and one
-/// element per widget. Identities are `app/<role>/<name>/<n>` (n numbers repeats), so a
-/// widget keeps its ref while the scene keeps it.
-pub fn widget_tree(app: &str, widgets: &[crate::tasks::Widget], width: i32, height: i32) -> Tree {
-    let mut nodes = vec![
-        Node {
-            id: "app".into(),
-            role: "application".into(),
-            name: app.into(),
-            ..Default::default()
-        },
-        Node {
-            id: "app/frame".into(),
-            parent: Some(0),
-            role: "frame".into(),
-            name: app.into(),
-            states: shown(false),
-            bounds: Some([0, 0, width, height]),
-            ..Default::default()
-        },
-    ];
-    let mut seen: HashMap<String, u32> = HashMap::new();
-    for w in widgets {
-        let k = seen.entry(format!("{}/{}", w.role, w.name)).or_default();
-        *k += 1;
-        let clickable = matches!(w.role, "push button" | "panel" | "text");
-        let editable = w.role == "text";
-        nodes.push(Node {
-            id: format!("app/{}/{}/{k}", w.role, w.name),
-            parent: Some(1),
-            role: w.role.into(),
-            name: w.name.clone(),
-            states: shown(editable),
-            bounds: Some([w.rect.x, w.rect.y, w.rect.w, w.rect.h]),
-            actions: if clickable {
-                vec![ElementAction {
-                    name: "click".into(),
-                    ..Default::default()
-                }]
-            } else {
-                vec![]
-            },
-            text: w.text.clone(),
-            editable,
-            ..Default::default()
-        });
-    }
-    Tree {
-        nodes,
-        partial: false,
-        notes: vec![],
-    }
-}
-
-fn shown(editable: bool) -> Vec<String> {
-    let mut s: Vec<String> = ["enabled", "sensitive", "showing", "visible"]
-        .map(String::from)
-        .to_vec();
-    if editable {
-        s.extend(["editable", "focusable"].map(String::from));
-    }
-    s
-}

@@ -1,5 +1,5 @@
 //! The bundled task app: draws one deskgym task full-screen on `$DISPLAY` and reports
-//! reward/done over the control socket on `$DESKGYM_CTL_FD` (see `deskgym_worker::app`).
+//! reward/done over the control socket on `$DESKGYM_CTL_FD` (see `env-worker/src/families/task_app/app.rs`).
 
 use std::os::fd::FromRawFd;
 use std::os::unix::net::UnixStream;

@@ -1,58 +1,50 @@
-//! Task families: what a desktop runs on its display besides the X session, how an
-//! episode starts and how a step is judged. One [`Runner`] per family, chosen once when
-//! the desktop starts ([`start`]): the bundled task app, a profile's session with no
-//! task (`blank`), a declarative task (setup and checker), a web page. A new family is a
-//! new file here and one line in [`start`]; the desktop and the other families do not
-//! change.
-
-use std::sync::Arc;
+//! What a task family implements: one [`Runner`] per desktop, chosen once when the
+//! desktop starts (`crate::families::start`), that says how an episode starts and how
+//! a step is judged, and the profile's sandboxed session ([`Session`]) the families that
+//! run one share. The families themselves live in `crate::families`, one folder each;
+//! this module knows none of them.
 
 use crate::Point;
 use crate::a11y::{Limits, Live, Tree};
 use crate::action::Action;
-use crate::error::Result;
-use crate::sandbox::SandboxConfig;
-use crate::script::ScriptSpec;
+use crate::error::{DesktopError, Result};
 use crate::settle::{Settle, SettleReport};
-use crate::task_app::AppState;
 use crate::x11::XSession;
 
-mod blank;
-mod script;
 mod session;
-mod task_app;
-mod web;
 
 pub(crate) use session::Session;
-pub(crate) use task_app::no_sandbox;
 
-/// What a desktop runs and how.
+/// What a task reports after each reset and step (the task app over its socket, a
+/// checker's result, a web page's score).
 #[derive(Clone, Debug, PartialEq)]
-pub struct DesktopConfig {
-    /// Bundled task id.
-    pub task: String,
-    /// Screen width in pixels.
-    pub width: u32,
-    /// Screen height in pixels.
-    pub height: u32,
-    /// Settle policy after every action.
-    pub settle: Settle,
-    /// The task family, and what it needs.
-    pub family: Family,
+pub struct AppState {
+    /// Reward so far in this episode.
+    pub reward: f64,
+    /// The episode reached a terminal state.
+    pub done: bool,
+    /// The episode's instruction.
+    pub instruction: String,
+    /// What the task reports beside the reward (a web page's raw reward and reason),
+    /// carried into `info`.
+    pub extra: Vec<(String, String)>,
 }
 
-/// A desktop's task family (one `Runner` each).
-#[derive(Clone, Debug, PartialEq)]
-pub enum Family {
-    /// The bundled task app on a bare display (the `tasks` profile).
-    TaskApp,
-    /// A profile's sandboxed session with no task.
-    Blank(SandboxConfig),
-    /// A declarative task on a profile's session: setup at reset, a checker after each
-    /// step. Shared: the step path takes a reference count, not a copy of the setup.
-    Script(SandboxConfig, Arc<ScriptSpec>),
-    /// A web task on a profile's session: a page in its browser, scored by the page.
-    Web(SandboxConfig, Arc<crate::web::WebSpec>),
+impl AppState {
+    /// No task logic: reward 0, never done, no instruction (sandboxed sessions).
+    pub fn idle() -> Self {
+        Self {
+            reward: 0.0,
+            done: false,
+            instruction: String::new(),
+            extra: Vec::new(),
+        }
+    }
+}
+
+/// What the sandbox verbs answer on a desktop with no session (the `tasks` profile).
+pub(crate) fn no_sandbox() -> DesktopError {
+    DesktopError::Exec("this desktop has no sandbox (the `tasks` profile)".into())
 }
 
 /// The outcome of a reset or step, before capture.
@@ -119,24 +111,4 @@ pub(crate) trait Runner: Send {
     fn session_ref(&self) -> Option<&Session> {
         None
     }
-}
-
-/// The runner of `config`'s family, started on `display`.
-pub(crate) fn start(
-    config: &DesktopConfig,
-    display: u32,
-    x: &mut XSession,
-) -> Result<Box<dyn Runner>> {
-    Ok(match &config.family {
-        Family::TaskApp => Box::new(task_app::TaskAppRunner::start(config, display)?),
-        Family::Blank(sb) => Box::new(blank::BlankRunner::start(sb, display)?),
-        Family::Script(sb, s) => Box::new(script::ScriptRunner::start(sb, Arc::clone(s), display)?),
-        Family::Web(sb, spec) => Box::new(web::WebRunner::start(
-            sb,
-            Arc::clone(spec),
-            config,
-            display,
-            x,
-        )?),
-    })
 }

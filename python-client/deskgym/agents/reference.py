@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 import numpy as np
 from gymnasium import spaces
 
-#: Colours the bundled tasks draw with (see env-worker/src/tasks.rs).
+#: Colours the bundled tasks draw with (see env-worker/src/families/task_app/tasks/mod.rs).
 RED = (0xD6, 0x28, 0x28)
 ORANGE = (0xF7, 0x7F, 0x00)
 GREEN = (0x2A, 0x9D, 0x8F)

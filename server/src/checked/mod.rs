@@ -391,13 +391,7 @@ pub(crate) fn port(port: u32) -> Result<u16, Invalid> {
 
 /// PERMISSION_DENIED unless the env's pool was granted `capability`.
 pub(crate) fn grant(env: &Env, capability: Capability) -> Result<(), PoolError> {
-    if env
-        .pool
-        .spec
-        .capabilities
-        .iter()
-        .any(|c| c == capability.as_str())
-    {
+    if env.pool.spec.capabilities.contains(&capability) {
         Ok(())
     } else {
         Err(PoolError::NotGranted {

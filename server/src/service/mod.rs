@@ -119,7 +119,12 @@ impl Deskgym for DeskgymService {
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
             profile: pool.spec.profile.name.clone(),
-            capabilities: pool.spec.capabilities.clone(),
+            capabilities: pool
+                .spec
+                .capabilities
+                .iter()
+                .map(|c| c.to_string())
+                .collect(),
         }))
     }
 

@@ -10,6 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::error::{DesktopError, Result};
+use crate::runner::AppState;
 
 /// The file descriptor number the app finds its control socket on.
 pub(crate) const CTL_FD: i32 = 3;
@@ -17,32 +18,6 @@ pub(crate) const CTL_FD: i32 = 3;
 pub(crate) const APP_BINARY: &str = "deskgym-task-app";
 /// How long the app may take to answer one request.
 const REPLY_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// What the app reports after each request.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AppState {
-    /// Reward so far in this episode.
-    pub reward: f64,
-    /// The episode reached a terminal state.
-    pub done: bool,
-    /// The episode's instruction.
-    pub instruction: String,
-    /// What the task reports beside the reward (a web page's raw reward and reason),
-    /// carried into `info`.
-    pub extra: Vec<(String, String)>,
-}
-
-impl AppState {
-    /// No task logic: reward 0, never done, no instruction (sandboxed sessions).
-    pub fn idle() -> Self {
-        Self {
-            reward: 0.0,
-            done: false,
-            instruction: String::new(),
-            extra: Vec::new(),
-        }
-    }
-}
 
 /// A running task app process.
 #[derive(Debug)]

@@ -1,11 +1,10 @@
 //! A profile's session with no task (`blank` on a profile): no goal, reward 0, never
 //! terminates; a reset brings the session back to its initial state.
 
-use super::{Ctx, Outcome, Runner, Session};
 use crate::action::Action;
 use crate::error::Result;
+use crate::runner::{AppState, Ctx, Outcome, Runner, Session};
 use crate::sandbox::SandboxConfig;
-use crate::task_app::AppState;
 
 /// A session and nothing else.
 pub(crate) struct BlankRunner {

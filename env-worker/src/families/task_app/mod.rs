@@ -1,12 +1,25 @@
 //! The bundled tasks (`click-target`, ...): the task app draws a task with x11rb and
-//! reports its reward; the `tasks` profile, no sandbox.
+//! reports its reward; the `tasks` profile, no sandbox. The family's files: the tasks'
+//! pure logic (`tasks/`), the app program that draws them (`app`), the worker's handle
+//! on a running app (`process`), their widgets as an accessibility tree (`widgets`),
+//! and the runner (here).
 
-use super::{Ctx, DesktopConfig, Outcome, Runner};
+use super::DesktopConfig;
 use crate::Point;
 use crate::a11y::{Limits, Live, Node, Tree};
 use crate::action::{Action, Button};
 use crate::error::{DesktopError, ElementFailure, Result};
-use crate::task_app::TaskApp;
+use crate::runner::{Ctx, Outcome, Runner, no_sandbox};
+
+mod app;
+mod process;
+mod tasks;
+mod widgets;
+
+pub use app::run;
+use process::TaskApp;
+pub use tasks::{Color, Draw, Episode, FontMetrics, Input, Rng, TASKS, TaskSpec, task_spec};
+pub(crate) use widgets::widget_tree;
 
 /// The task app of one desktop.
 pub(crate) struct TaskAppRunner {
@@ -68,11 +81,6 @@ impl TaskAppRunner {
         }
         Ok(())
     }
-}
-
-/// What the sandbox verbs answer on the `tasks` profile.
-pub(crate) fn no_sandbox() -> DesktopError {
-    DesktopError::Exec("this desktop has no sandbox (the `tasks` profile)".into())
 }
 
 /// Where a pointer action on a widget lands (its centre), if it shows.

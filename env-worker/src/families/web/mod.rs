@@ -1,16 +1,24 @@
 //! Web tasks: a page in the session's browser, driven over DevTools and scored by the
-//! page itself (MiniWoB++'s `core.js`).
+//! page itself (MiniWoB++'s `core.js`). The family's files: the page (`page`, with its
+//! input, DOM reading and scoring rules), the DevTools client (`cdp`) and the runner
+//! (here).
 
 use std::sync::Arc;
 
-use super::{Ctx, DesktopConfig, Outcome, Runner, Session};
+use super::DesktopConfig;
 use crate::Point;
 use crate::a11y::{Limits, Live, Tree};
 use crate::action::Action;
 use crate::error::{DesktopError, Result};
+use crate::runner::{Ctx, Outcome, Runner, Session};
 use crate::sandbox::SandboxConfig;
-use crate::web::{Page, WebSpec};
 use crate::x11::XSession;
+
+mod cdp;
+mod page;
+
+use page::Page;
+pub use page::{Clock, Reward, WebSpec};
 
 /// A page and the session whose browser shows it. Fields drop in order: the page
 /// before the sandbox that runs its browser.

@@ -1,5 +1,5 @@
 //! Web tasks: a page in Chromium (app window, no browser chrome) inside the env's
-//! sandbox, driven over the DevTools protocol ([`crate::cdp`]). The MiniWoB++ pages
+//! sandbox, driven over the DevTools protocol ([`super::cdp`]). The MiniWoB++ pages
 //! are the one family today: their `core.js` seeds, starts and scores an episode, and
 //! the page reports its own reward.
 //!
@@ -18,13 +18,13 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use super::cdp::Cdp;
 use crate::a11y::{ElementAction, Limits, Node, Tree};
 use crate::action::{Action, Button, Point};
-use crate::cdp::Cdp;
 use crate::error::{DesktopError, Result};
 use crate::keys::{self, Keysym};
+use crate::runner::AppState;
 use crate::sandbox::Sandbox;
-use crate::task_app::AppState;
 
 mod dom;
 mod input;

@@ -64,7 +64,7 @@ fn keypad_and_function_keys_are_webdrivers() {
 fn a_chord_with_a_key_the_page_cannot_take_sends_nothing_and_holds_nothing() {
     let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
     let log = seen.clone();
-    let cdp = crate::cdp::peer(move |ws| {
+    let cdp = super::super::cdp::peer(move |ws| {
         // Everything that arrives until the page side closes, each answered.
         while let Ok(m) = ws.read() {
             let Ok(t) = m.to_text() else { continue };

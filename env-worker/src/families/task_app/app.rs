@@ -20,7 +20,7 @@ use x11rb::protocol::Event;
 use x11rb::protocol::xproto::{self, ConnectionExt as _, EventMask};
 use x11rb::rust_connection::RustConnection;
 
-use crate::tasks::{Draw, Episode, FontMetrics, Input};
+use super::tasks::{Draw, Episode, FontMetrics, Input};
 
 /// Error type of the app binary (it only reports and exits).
 pub(crate) type AppError = Box<dyn std::error::Error + Send + Sync>;
@@ -278,7 +278,7 @@ pub fn run(task: &str, width: u16, height: u16, ctl: UnixStream) -> Result<(), A
             }
             (Some("tree"), None) => Some(match &episode {
                 Some(ep) => {
-                    let tree = crate::a11y::widget_tree(
+                    let tree = super::widget_tree(
                         "deskgym tasks",
                         &ep.widgets(),
                         i32::from(width),

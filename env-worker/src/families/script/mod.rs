@@ -3,13 +3,16 @@
 
 use std::sync::Arc;
 
-use super::{Ctx, Outcome, Runner, Session};
 use crate::action::Action;
 use crate::agent::{ExecSpec, Executed};
 use crate::error::{DesktopError, Result};
+use crate::runner::{AppState, Ctx, Outcome, Runner, Session};
 use crate::sandbox::SandboxConfig;
-use crate::script::{self, ScriptSpec, SetupStep};
-use crate::task_app::AppState;
+
+mod spec;
+
+pub use spec::{RewardFrom, ScriptSpec, SetupStep};
+use spec::{judge, seed_env};
 
 /// Time bound of one setup command of a declarative task.
 const SETUP_STEP_MS: u64 = 60_000;
@@ -42,7 +45,7 @@ impl ScriptRunner {
     fn run_line(&mut self, line: &str, timeout_ms: u64) -> Result<Executed> {
         let spec = ExecSpec {
             argv: vec!["/bin/sh".into(), "-c".into(), line.into()],
-            env: script::seed_env(self.seed),
+            env: seed_env(self.seed),
             timeout_ms,
             max_output: 64 << 10,
             ..Default::default()
@@ -86,7 +89,7 @@ impl ScriptRunner {
         let Executed {
             end, stdout: out, ..
         } = self.run_line(&line, CHECK_MS)?;
-        let (reward, done) = script::judge(self.script.reward, end.exit_code, &out);
+        let (reward, done) = judge(self.script.reward, end.exit_code, &out);
         Ok(AppState {
             reward,
             done,
