@@ -3,4 +3,5 @@
 agent fetches it from the web), so no cache can hold it."""
 from __future__ import annotations
 
-UNSOLVABLE = "the input image is fetched by the agent from huggingface.co (no setup download a cache could hold); offline desktops cannot get it"
+UNSOLVABLE = ("the input image is fetched by the agent from huggingface.co (no setup download a cache could hold); "
+              "offline desktops cannot get it")

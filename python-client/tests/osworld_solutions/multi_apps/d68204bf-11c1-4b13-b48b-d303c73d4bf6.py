@@ -47,7 +47,8 @@ def files(cache: pathlib.Path, task: dict) -> None:
 
 #: Warmth of a strip: mean red less mean blue.
 SCRIPT = ("from PIL import Image, ImageStat as S; i=Image.open('tilearray.png').convert('RGB'); w=i.width//3; "
-          "t=[i.crop((k*w,0,k*w+w,i.height)) for k in range(3)]; t.sort(key=lambda s:S.Stat(s).mean[0]-S.Stat(s).mean[2]); "
+          "t=[i.crop((k*w,0,k*w+w,i.height)) for k in range(3)]; "
+          "t.sort(key=lambda s:S.Stat(s).mean[0]-S.Stat(s).mean[2]); "
           "o=Image.new('RGB',(w*3,i.height)); [o.paste(s,(k*w,0)) for k,s in enumerate(t)]; o.save('rearranged.png')")
 
 
