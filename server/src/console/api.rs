@@ -12,6 +12,7 @@ use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
 use super::{Console, EnvOf, Refusal};
+use crate::auth::Principal;
 use crate::env::{Env, Shape};
 
 /// A thumbnail's long edge.
@@ -42,21 +43,41 @@ pub(super) async fn fleet(
             })
         })
         .collect();
-    let (steps, resets, errors, mean_ms) = crate::metrics::METRICS.totals();
-    let cache = c.mgr.cache.stats();
     Ok(axum::Json(json!({
         "principal": &*who.name,
         "pools": pools,
-        "server": {
+        "server": figures(&c, &who),
+    }))
+    .into_response())
+}
+
+/// The fleet page's counters. On a server with tokens they are the caller's own
+/// (its desktops of its quota, its steps and resets, its cache figures, its share of
+/// the screencast slots) and errors are left out (they are counted by code only, for
+/// the operator's `/metrics`); without tokens, the one principal's are the server's.
+fn figures(c: &Console, who: &Principal) -> serde_json::Value {
+    if !c.mgr.policy().tenants {
+        let (steps, resets, errors, mean_ms) = crate::metrics::METRICS.totals();
+        let cache = c.mgr.cache.stats();
+        return json!({
             "envs": c.mgr.env_count(),
             "max_envs": c.mgr.limits().max_envs,
             "max_screencasts": c.mgr.limits().max_screencasts,
             "steps": steps, "resets": resets, "errors": errors,
             "step_mean_ms": mean_ms,
             "cache_hits": cache.hits, "cache_misses": cache.misses,
-        },
-    }))
-    .into_response())
+        });
+    }
+    let (steps, resets, mean_ms) = crate::metrics::METRICS.totals_of(&who.name);
+    let cache = c.mgr.cache.stats_of(&who.name);
+    json!({
+        "envs": c.mgr.usage_of(&who.name).desktops,
+        "max_envs": who.max_desktops,
+        "max_screencasts": who.max_screencasts,
+        "steps": steps, "resets": resets,
+        "step_mean_ms": mean_ms,
+        "cache_hits": cache.hits, "cache_misses": cache.misses,
+    })
 }
 
 /// One env as the console lists it.
