@@ -150,7 +150,7 @@ pub(super) struct LiveQuery {
 /// capture time), then a u32 length and the JPEG. Holds a screencast slot while open.
 pub(super) async fn live(
     State(c): State<Console>,
-    EnvOf { env: e, .. }: EnvOf<false>,
+    EnvOf { who, env: e }: EnvOf<false>,
     Query(q): Query<LiveQuery>,
 ) -> Result<Response, Refusal> {
     let fps = q.fps.unwrap_or(10.0);
@@ -174,7 +174,9 @@ pub(super) async fn live(
             .into());
         }
     };
-    let mut frames = c.screencasts.open(e, shape, fps, h264)?;
+    let mut frames = c
+        .screencasts
+        .open(e, who.max_screencasts, shape, fps, h264)?;
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(1);
     tokio::spawn(async move {
         // Ends when the viewer hangs up (the body, and `rx`, dropped) or the stream does.

@@ -252,3 +252,55 @@ async fn no_principal_takes_the_others_pixels() {
     f.c.create_pool(as_("bbb", small_pool(1))).await.unwrap();
     f.stop().await;
 }
+
+/// Reproduction 4 (screencasts): four streams held by Alice gave Bob
+/// RESOURCE_EXHAUSTED. Each principal now watches at most its share of the slots.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_principal_takes_the_others_screencast_slots() {
+    let limits = Limits {
+        max_screencasts: 4,
+        ..Limits::default()
+    };
+    let mut f = fake("alice: aaa\nbob: bbb\n", limits, "127.0.0.1:0").await;
+    let mut env_of = async |token: &str| {
+        let p = f
+            .c
+            .create_pool(as_(token, small_pool(1)))
+            .await
+            .unwrap()
+            .into_inner();
+        reset_as(&mut f.c, token, &p.env_ids[0], 1).await;
+        p.env_ids[0].clone()
+    };
+    let (a, b) = (env_of("aaa").await, env_of("bbb").await);
+    let cast = |token: &str, env: &str| {
+        as_(
+            token,
+            pb::ScreencastRequest {
+                env_id: env.into(),
+                ..Default::default()
+            },
+        )
+    };
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        held.push(f.c.screencast(cast("aaa", &a)).await.unwrap().into_inner());
+    }
+    let err = f.c.screencast(cast("aaa", &a)).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("share of 2"), "{err:?}");
+    held.push(f.c.screencast(cast("bbb", &b)).await.unwrap().into_inner());
+    // A slot given back is Alice's again.
+    held.remove(0);
+    let mut again = None;
+    for _ in 0..50 {
+        if let Ok(s) = f.c.screencast(cast("aaa", &a)).await {
+            again = Some(s);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(again.is_some(), "the closed stream's slot never came back");
+    drop(held);
+    f.stop().await;
+}
