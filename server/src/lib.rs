@@ -43,6 +43,7 @@ mod env;
 mod error;
 mod frame_cache;
 mod handle;
+mod invalid;
 mod metrics;
 mod metrics_http;
 mod pool;

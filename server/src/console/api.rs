@@ -14,6 +14,7 @@ use tokio::sync::{broadcast, mpsc};
 use super::{Console, EnvOf, Refusal};
 use crate::auth::Principal;
 use crate::env::{Env, Shape};
+use crate::invalid::quote;
 
 /// A thumbnail's long edge.
 const THUMB_EDGE: u32 = 320;
@@ -155,9 +156,11 @@ pub(super) async fn live(
 ) -> Result<Response, Refusal> {
     let fps = q.fps.unwrap_or(10.0);
     if !(0.1..=30.0).contains(&fps) {
-        return Err(
-            tonic::Status::invalid_argument(format!("fps {fps} is outside 0.1..=30")).into(),
-        );
+        return Err(tonic::Status::invalid_argument(format!(
+            "fps {} is outside 0.1..=30",
+            quote(&fps.to_string())
+        ))
+        .into());
     }
     let shape = Shape {
         window: None,
@@ -169,7 +172,8 @@ pub(super) async fn live(
         Some("h264") => true,
         Some(other) => {
             return Err(tonic::Status::invalid_argument(format!(
-                "codec {other:?} is not jpeg or h264"
+                "codec {} is not jpeg or h264",
+                quote(other)
             ))
             .into());
         }

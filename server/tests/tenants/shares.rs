@@ -14,15 +14,15 @@ use super::{Client, as_};
 /// A fake-backend server for `tokens` (a token file), with a console and a metrics
 /// endpoint bound on `metrics_at`; returns the stop switch, the client and the
 /// (console, metrics) addresses.
-struct Fake {
+pub(crate) struct Fake {
     stop: oneshot::Sender<()>,
     done: tokio::task::JoinHandle<Result<(), deskgym_server::RunError>>,
-    c: Client,
-    console: std::net::SocketAddr,
-    metrics: std::net::SocketAddr,
+    pub(crate) c: Client,
+    pub(crate) console: std::net::SocketAddr,
+    pub(crate) metrics: std::net::SocketAddr,
 }
 
-async fn fake(tokens: &str, limits: Limits, metrics_at: &str) -> Fake {
+pub(crate) async fn fake(tokens: &str, limits: Limits, metrics_at: &str) -> Fake {
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = grpc.local_addr().unwrap();
     let console = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -66,7 +66,7 @@ async fn fake(tokens: &str, limits: Limits, metrics_at: &str) -> Fake {
 }
 
 impl Fake {
-    async fn stop(self) {
+    pub(crate) async fn stop(self) {
         let _ = self.stop.send(());
         self.done.await.unwrap().unwrap();
     }
@@ -95,7 +95,7 @@ async fn get(at: std::net::SocketAddr, path: &str, token: Option<&str>) -> (u16,
     (code, body)
 }
 
-fn small_pool(n: u32) -> pb::CreatePoolRequest {
+pub(crate) fn small_pool(n: u32) -> pb::CreatePoolRequest {
     pb::CreatePoolRequest {
         task: "click-target".into(),
         num_envs: n,
@@ -263,12 +263,11 @@ async fn no_principal_takes_the_others_screencast_slots() {
     };
     let mut f = fake("alice: aaa\nbob: bbb\n", limits, "127.0.0.1:0").await;
     let mut env_of = async |token: &str| {
-        let p = f
-            .c
-            .create_pool(as_(token, small_pool(1)))
-            .await
-            .unwrap()
-            .into_inner();
+        let p =
+            f.c.create_pool(as_(token, small_pool(1)))
+                .await
+                .unwrap()
+                .into_inner();
         reset_as(&mut f.c, token, &p.env_ids[0], 1).await;
         p.env_ids[0].clone()
     };
