@@ -27,6 +27,8 @@ pub(crate) struct Principal {
     pub max_pixels: u64,
     /// Most screencasts (console live views included) this principal may watch at once.
     pub max_screencasts: u32,
+    /// Most desktop operations of its envs queued or running on the step threads.
+    pub max_threads: u32,
     /// Its frame-cache scope: its own name, or the sharing group the token file puts
     /// it in. Frames are deduplicated within a scope only, so no principal's cache
     /// hits or encode times depend on what a principal outside its group showed.
@@ -35,7 +37,7 @@ pub(crate) struct Principal {
 
 impl Principal {
     /// The one principal of a server without tokens: loopback callers, server limits.
-    pub(crate) fn local(limits: &Limits) -> Self {
+    pub(crate) fn local(limits: &Limits, step_threads: usize) -> Self {
         let name: Arc<str> = Arc::from("local");
         Self {
             cache_scope: name.clone(),
@@ -45,6 +47,7 @@ impl Principal {
             max_checkpoint_bytes: limits.max_checkpoint_bytes,
             max_pixels: limits.max_total_pixels,
             max_screencasts: limits.max_screencasts,
+            max_threads: u32::try_from(step_threads).unwrap_or(u32::MAX),
         }
     }
 }
@@ -63,7 +66,8 @@ pub(crate) struct Auth {
 impl Auth {
     /// An interceptor for `principals` (none: every caller is `local` with the server's
     /// limits), with default quotas derived from the server limits.
-    pub(crate) fn new(principals: &[PrincipalSpec], limits: &Limits) -> Self {
+    pub(crate) fn new(principals: &[PrincipalSpec], limits: &Limits, step_threads: usize) -> Self {
+        let threads = u32::try_from(step_threads).unwrap_or(u32::MAX);
         let metrics = principals
             .iter()
             .find(|p| p.metrics_only)
@@ -93,6 +97,7 @@ impl Auth {
                         max_screencasts: p
                             .screencasts
                             .unwrap_or((limits.max_screencasts / n).max(1)),
+                        max_threads: p.threads.unwrap_or((threads / n).max(1)),
                         cache_scope,
                     },
                 )
@@ -101,7 +106,7 @@ impl Auth {
         Self {
             tokens,
             metrics,
-            local: Principal::local(limits),
+            local: Principal::local(limits, step_threads),
         }
     }
 
@@ -201,7 +206,7 @@ mod tests {
     }
 
     fn single(token: &str) -> Auth {
-        Auth::new(&parse_token_file(token).unwrap(), &Limits::default())
+        Auth::new(&parse_token_file(token).unwrap(), &Limits::default(), 64)
     }
 
     #[test]
@@ -221,7 +226,7 @@ mod tests {
             a.check(req(None)).unwrap_err().code(),
             tonic::Code::Unauthenticated
         );
-        let open = Auth::new(&[], &Limits::default());
+        let open = Auth::new(&[], &Limits::default(), 64);
         assert_eq!(
             &*principal(&open.check(req(None)).unwrap()).unwrap().name,
             "local"
@@ -234,7 +239,7 @@ mod tests {
             parse_token_file("# team\nalice: aaa desktops=3\n\nbob: bbb checkpoints=7\n").unwrap();
         assert_eq!(p.len(), 2);
         assert_eq!((p[0].desktops, p[0].checkpoints), (Some(3), None));
-        let a = Auth::new(&p, &Limits::default());
+        let a = Auth::new(&p, &Limits::default(), 64);
         let bob = principal(&a.check(req(Some("Bearer bbb"))).unwrap()).unwrap();
         // Left out: the server's limit split between the principals.
         assert_eq!(
@@ -265,7 +270,7 @@ mod tests {
              carol: ccc\n@metrics: mmm\n",
         )
         .unwrap();
-        let a = Auth::new(&p, &Limits::default());
+        let a = Auth::new(&p, &Limits::default(), 64);
         let who =
             |t: &str| principal(&a.check(req(Some(&format!("Bearer {t}")))).unwrap()).unwrap();
         let (alice, bob, carol) = (who("aaa"), who("bbb"), who("ccc"));

@@ -204,6 +204,9 @@ pub struct PrincipalSpec {
     /// Share of screencast slots (console live views included); `None`: the server's
     /// `max_screencasts` / number of principals (at least 1).
     pub screencasts: Option<u32>,
+    /// Share of the step threads (desktop operations queued or running at once);
+    /// `None`: the server's `step_threads` / number of principals (at least 1).
+    pub threads: Option<u32>,
     /// The frame-cache sharing group (`share=NAME`): principals of one group dedup
     /// each other's frames (and so may time each other's screens); `None`: a group
     /// of its own.
@@ -221,7 +224,8 @@ pub(crate) const METRICS_LINE: &str = "@metrics";
 /// (blank lines and `#` comments ignored). The error names the line, never a token.
 ///
 /// ```text
-/// # name: token [desktops=N] [checkpoints=N] [pixels=N] [screencasts=N] [share=GROUP]
+/// # name: token [desktops=N] [checkpoints=N] [pixels=N] [screencasts=N] [threads=N]
+/// #   [share=GROUP]
 /// alice: 3f1c...e9 desktops=16 share=lab
 /// bob:   77ab...02 desktops=8 checkpoints=100 share=lab
 /// @metrics: 5d2e...41
@@ -244,6 +248,7 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
             checkpoints: None,
             pixels: None,
             screencasts: None,
+            threads: None,
             share: None,
             metrics_only: false,
         }]);
@@ -275,6 +280,7 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
             checkpoints: None,
             pixels: None,
             screencasts: None,
+            threads: None,
             share: None,
             metrics_only,
         };
@@ -307,11 +313,12 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
                 "desktops" => spec.desktops = Some(small()?),
                 "checkpoints" => spec.checkpoints = Some(small()?),
                 "screencasts" => spec.screencasts = Some(small()?),
+                "threads" => spec.threads = Some(small()?),
                 "pixels" => spec.pixels = Some(v),
                 _ => {
                     return Err(format!(
                         "line {n}: unknown quota {k:?} (desktops, checkpoints, pixels, \
-                         screencasts, share)"
+                         screencasts, threads, share)"
                     ));
                 }
             }

@@ -261,7 +261,7 @@ pub async fn run_with(
         })
     };
 
-    let auth = auth::Auth::new(&config.principals, &config.limits);
+    let auth = auth::Auth::new(&config.principals, &config.limits, config.step_threads);
     let metrics = extra
         .metrics
         .map(|l| tokio::spawn(metrics_http::serve(l, mgr.clone(), auth.clone())));

@@ -55,6 +55,9 @@ pub(crate) struct PoolManager {
     executor: executor::Workers,
     /// Blocking jobs admitted and not finished (bounded by `limits.max_queued_ops`).
     queued: Arc<AtomicUsize>,
+    /// Jobs on each owner's envs admitted and not finished (bounded by the owner's
+    /// `threads=` share, so one principal's slow desktops cannot hold every thread).
+    queued_by_owner: Arc<Mutex<HashMap<Arc<str>, u32>>>,
     /// The fleet frame cache, shared by every pool.
     pub cache: FrameCache,
     pools: Mutex<HashMap<String, Arc<Pool>>>,
@@ -146,6 +149,7 @@ impl PoolManager {
         Ok(Self {
             backend,
             queued: Arc::default(),
+            queued_by_owner: Arc::default(),
             cache: FrameCache::new(limits.frame_cache_bytes),
             limits,
             executor,

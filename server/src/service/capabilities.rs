@@ -106,6 +106,7 @@ impl DeskgymService {
                     checkpoints: who.max_checkpoints,
                     pixels: who.max_pixels,
                     screencasts: who.max_screencasts,
+                    threads: who.max_threads,
                 }),
                 sandbox: Some(pb::SandboxLimits {
                     memory_mb: l.sandbox_memory_mb,

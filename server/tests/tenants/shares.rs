@@ -303,3 +303,67 @@ async fn no_principal_takes_the_others_screencast_slots() {
     drop(held);
     f.stop().await;
 }
+
+/// Step threads: a principal whose desktops are slow holds at most its share of the
+/// threads (`threads=`), so another's steps still find one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_principal_takes_the_others_step_threads() {
+    let mut f = fake(
+        "alice: aaa threads=1\nbob: bbb\n",
+        Limits::default(),
+        "127.0.0.1:0",
+    )
+    .await;
+    let pa =
+        f.c.create_pool(as_("aaa", small_pool(2)))
+            .await
+            .unwrap()
+            .into_inner();
+    let pb_ =
+        f.c.create_pool(as_("bbb", small_pool(1)))
+            .await
+            .unwrap()
+            .into_inner();
+    let wait = |env: &str, ms: u32| pb::StepRequest {
+        env_id: env.into(),
+        action: Some(pb::Action {
+            verb: Some(pb::action::Verb::Wait(pb::Wait { ms })),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    for (t, e) in [
+        ("aaa", &pa.env_ids[0]),
+        ("aaa", &pa.env_ids[1]),
+        ("bbb", &pb_.env_ids[0]),
+    ] {
+        reset_as(&mut f.c, t, e, 1).await;
+    }
+    let mut slow = f.c.clone();
+    let first = wait(&pa.env_ids[0], 1500);
+    let held = tokio::spawn(async move { slow.step(as_("aaa", first)).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let err =
+        f.c.step(as_("aaa", wait(&pa.env_ids[1], 0)))
+            .await
+            .unwrap_err();
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("share of 1 step threads"), "{err:?}");
+    f.c.step(as_("bbb", wait(&pb_.env_ids[0], 0)))
+        .await
+        .unwrap();
+    held.await.unwrap().unwrap();
+    // Her thread back, Alice steps again.
+    f.c.step(as_("aaa", wait(&pa.env_ids[1], 0))).await.unwrap();
+    let shares =
+        f.c.get_capabilities(as_("aaa", pb::GetCapabilitiesRequest {}))
+            .await
+            .unwrap()
+            .into_inner()
+            .limits
+            .unwrap()
+            .shares
+            .unwrap();
+    assert_eq!(shares.threads, 1, "{shares:?}");
+    f.stop().await;
+}
