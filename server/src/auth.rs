@@ -37,7 +37,7 @@ pub(crate) struct Principal {
 
 impl Principal {
     /// The one principal of a server without tokens: loopback callers, server limits.
-    pub(crate) fn local(limits: &Limits, step_threads: usize) -> Self {
+    pub(crate) fn local(limits: &Limits) -> Self {
         let name: Arc<str> = Arc::from("local");
         Self {
             cache_scope: name.clone(),
@@ -47,7 +47,8 @@ impl Principal {
             max_checkpoint_bytes: limits.max_checkpoint_bytes,
             max_pixels: limits.max_total_pixels,
             max_screencasts: limits.max_screencasts,
-            max_threads: u32::try_from(step_threads).unwrap_or(u32::MAX),
+            // The one principal queues as far as the server does.
+            max_threads: limits.max_queued_ops,
         }
     }
 }
@@ -106,7 +107,7 @@ impl Auth {
         Self {
             tokens,
             metrics,
-            local: Principal::local(limits, step_threads),
+            local: Principal::local(limits),
         }
     }
 

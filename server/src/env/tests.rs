@@ -31,7 +31,7 @@ fn episode_seeds_are_distinct_and_reproducible() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_applied_action_survives_a_failed_capture() {
     let mgr = manager();
-    let who = crate::auth::Principal::local(mgr.limits(), 64);
+    let who = crate::auth::Principal::local(mgr.limits());
     let req = pb::CreatePoolRequest {
         task: "type-word".into(),
         num_envs: 1,

@@ -51,7 +51,7 @@ fn raw() -> ObsOptions {
 #[tokio::test]
 async fn capacity_is_all_or_nothing_and_given_back() {
     let (mgr, backend) = manager(4);
-    let who = Principal::local(mgr.limits(), 64);
+    let who = Principal::local(mgr.limits());
     let p = create(&mgr, 3, 0, &who).await.unwrap();
     assert_eq!(mgr.env_count(), 3);
     let e = create(&mgr, 2, 0, &who).await.unwrap_err();
@@ -72,7 +72,7 @@ async fn capacity_is_all_or_nothing_and_given_back() {
 #[tokio::test]
 async fn a_failed_start_leaves_nothing_behind() {
     let (mgr, backend) = manager(8);
-    let who = Principal::local(mgr.limits(), 64);
+    let who = Principal::local(mgr.limits());
     backend.fail_after.store(2, Ordering::Release);
     let e = create(&mgr, 4, 0, &who).await.unwrap_err();
     assert_eq!(e.code(), tonic::Code::Unavailable, "{e}");
@@ -83,7 +83,7 @@ async fn a_failed_start_leaves_nothing_behind() {
 #[tokio::test]
 async fn warm_spares_count_and_refill() {
     let (mgr, backend) = manager(4);
-    let who = Principal::local(mgr.limits(), 64);
+    let who = Principal::local(mgr.limits());
     let p = create(&mgr, 1, 2, &who).await.unwrap();
     assert_eq!(mgr.env_count(), 3);
     assert_eq!(lock(&p.spares).len(), 2);
@@ -103,7 +103,7 @@ async fn warm_spares_count_and_refill() {
 #[tokio::test]
 async fn a_dead_desktop_is_unavailable_then_restarted_from_a_spare() {
     let (mgr, backend) = manager(4);
-    let who = Principal::local(mgr.limits(), 64);
+    let who = Principal::local(mgr.limits());
     let p = create(&mgr, 1, 1, &who).await.unwrap();
     let env = mgr.env(&p.env_ids[0], &who).unwrap();
     env.reset(&mgr.cache, Some(1), &raw()).unwrap();
@@ -128,7 +128,7 @@ async fn a_dead_desktop_is_unavailable_then_restarted_from_a_spare() {
 #[tokio::test]
 async fn fork_is_all_or_nothing() {
     let (mgr, backend) = manager(6);
-    let who = Principal::local(mgr.limits(), 64);
+    let who = Principal::local(mgr.limits());
     let p = create(&mgr, 1, 0, &who).await.unwrap();
     let env = mgr.env(&p.env_ids[0], &who).unwrap();
     env.reset(&mgr.cache, Some(5), &raw()).unwrap();
@@ -149,7 +149,7 @@ async fn fork_is_all_or_nothing() {
 #[tokio::test]
 async fn a_fast_replay_that_differs_is_done_again_settled() {
     let (mgr, backend) = manager(4);
-    let who = Principal::local(mgr.limits(), 64);
+    let who = Principal::local(mgr.limits());
     let spec = mgr
         .spec(&pb::CreatePoolRequest {
             task: "type-word".into(),
@@ -195,7 +195,7 @@ async fn a_fast_replay_that_differs_is_done_again_settled() {
 #[tokio::test(start_paused = true)]
 async fn leases_expire_with_time_and_renewals_keep_them() {
     let (mgr, _) = manager(4);
-    let who = Principal::local(mgr.limits(), 64);
+    let who = Principal::local(mgr.limits());
     let mut r = req(1, 0);
     r.lease_ttl_ms = 1_000;
     let spec = mgr.spec(&r).unwrap();
@@ -228,7 +228,7 @@ async fn leased(mgr: &Arc<PoolManager>, who: &Principal) -> Arc<Pool> {
 #[tokio::test(start_paused = true)]
 async fn a_call_in_flight_keeps_its_pool_and_its_end_restarts_the_lease() {
     let (mgr, _) = manager(4);
-    let who = Principal::local(mgr.limits(), 64);
+    let who = Principal::local(mgr.limits());
     let pool = leased(&mgr, &who).await;
     let env = mgr.env(&pool.env_ids[0], &who).unwrap();
     // A step that outlasts the lease on a loaded host: no renewal meanwhile.
@@ -248,7 +248,7 @@ async fn a_call_in_flight_keeps_its_pool_and_its_end_restarts_the_lease() {
 #[tokio::test(start_paused = true)]
 async fn a_stalled_server_reaps_nothing_and_restarts_the_leases() {
     let (mgr, _) = manager(4);
-    let who = Principal::local(mgr.limits(), 64);
+    let who = Principal::local(mgr.limits());
     let pool = leased(&mgr, &who).await;
     assert!(mgr.reap_idle(None).await.is_empty());
     // No reaper round (so no renewal could land either) for 2.5 leases.
