@@ -53,7 +53,7 @@ pub(crate) struct Screencasts {
     slots: Arc<Semaphore>,
     max: u32,
     /// Slots each principal holds (each holds at most its `screencasts=` share).
-    held: Arc<Mutex<HashMap<Arc<str>, u32>>>,
+    held: crate::sync::Holdings,
     producers: Arc<Mutex<HashMap<Key, Entry>>>,
     closing: tokio::sync::watch::Receiver<bool>,
 }
@@ -85,7 +85,14 @@ impl Screencasts {
         fps: f64,
         h264: bool,
     ) -> Result<Viewer, Status> {
-        let own = OwnSlot::take(&self.held, &env.pool.owner, share)?;
+        let owner = &env.pool.owner;
+        let own = crate::sync::Held::take(&self.held, owner, Some(share)).map_err(|n| {
+            Status::resource_exhausted(format!(
+                "principal {owner} watches {n} screencasts of its share of {share} (the \
+                 console's live views count too); close one, or ask for a larger \
+                 `screencasts=` share"
+            ))
+        })?;
         let permit = self.slots.clone().try_acquire_owned().map_err(|_| {
             Status::resource_exhausted(format!(
                 "this server streams at most max_screencasts={} screencasts at once (the \
@@ -184,47 +191,6 @@ impl Screencasts {
             }
         });
         Ok(rx)
-    }
-}
-
-/// One of a principal's screencast slots, given back on drop.
-struct OwnSlot {
-    held: Arc<Mutex<HashMap<Arc<str>, u32>>>,
-    owner: Arc<str>,
-}
-
-impl OwnSlot {
-    fn take(
-        held: &Arc<Mutex<HashMap<Arc<str>, u32>>>,
-        owner: &Arc<str>,
-        share: u32,
-    ) -> Result<Self, Status> {
-        let mut h = lock(held);
-        let n = h.entry(owner.clone()).or_default();
-        if *n >= share {
-            return Err(Status::resource_exhausted(format!(
-                "principal {owner} watches {n} screencasts of its share of {share} (the \
-                 console's live views count too); close one, or ask for a larger \
-                 `screencasts=` share"
-            )));
-        }
-        *n += 1;
-        Ok(Self {
-            held: held.clone(),
-            owner: owner.clone(),
-        })
-    }
-}
-
-impl Drop for OwnSlot {
-    fn drop(&mut self) {
-        let mut h = lock(&self.held);
-        if let Some(n) = h.get_mut(&self.owner) {
-            *n -= 1;
-            if *n == 0 {
-                h.remove(&self.owner);
-            }
-        }
     }
 }
 

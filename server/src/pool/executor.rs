@@ -77,51 +77,6 @@ impl<T> EnvJob<T> {
     }
 }
 
-/// One of an owner's step-thread slots (a job on its envs queued or running), given
-/// back when the job ends or is dropped unrun.
-struct OwnerSlot {
-    held: Arc<Mutex<HashMap<Arc<str>, u32>>>,
-    owner: Arc<str>,
-}
-
-impl OwnerSlot {
-    /// Takes a slot of `owner`'s `share` (`None`: an owner the manager has no shares
-    /// of, which made no pool through it: unbounded, as before shares).
-    fn take(
-        held: &Arc<Mutex<HashMap<Arc<str>, u32>>>,
-        owner: &Arc<str>,
-        share: Option<u32>,
-    ) -> Result<Self, PoolError> {
-        let mut h = lock(held);
-        let n = h.entry(owner.clone()).or_default();
-        if let Some(share) = share
-            && *n >= share
-        {
-            return Err(PoolError::Limit(format!(
-                "principal {owner} has {n} desktop operations queued or running, its share \
-                 of {share} step threads; retry shortly or ask for a larger `threads=` share"
-            )));
-        }
-        *n += 1;
-        Ok(Self {
-            held: held.clone(),
-            owner: owner.clone(),
-        })
-    }
-}
-
-impl Drop for OwnerSlot {
-    fn drop(&mut self) {
-        let mut h = lock(&self.held);
-        if let Some(n) = h.get_mut(&self.owner) {
-            *n -= 1;
-            if *n == 0 {
-                h.remove(&self.owner);
-            }
-        }
-    }
-}
-
 impl PoolManager {
     /// The one way to run an operation on an env: takes its flight for `call` (ABORTED
     /// if another call holds it), queues `f` on the step pool, and sets the deadline
@@ -141,7 +96,14 @@ impl PoolManager {
             .shares
             .get(&env.pool.owner)
             .map(|who| who.max_threads);
-        let slot = OwnerSlot::take(&self.queued_by_owner, &env.pool.owner, share)?;
+        let owner = &env.pool.owner;
+        let slot = crate::sync::Held::take(&self.queued_by_owner, owner, share).map_err(|n| {
+            PoolError::Limit(format!(
+                "principal {owner} has {n} desktop operations queued or running, its share \
+                 of {} step threads; retry shortly or ask for a larger `threads=` share",
+                share.unwrap_or_default()
+            ))
+        })?;
         let flight = env.begin(call)?;
         let (mgr, e) = (self.clone(), env.clone());
         let rx = self.spawn(move || {

@@ -57,7 +57,7 @@ pub(crate) struct PoolManager {
     queued: Arc<AtomicUsize>,
     /// Jobs on each owner's envs admitted and not finished (bounded by the owner's
     /// `threads=` share, so one principal's slow desktops cannot hold every thread).
-    queued_by_owner: Arc<Mutex<HashMap<Arc<str>, u32>>>,
+    queued_by_owner: crate::sync::Holdings,
     /// The fleet frame cache, shared by every pool.
     pub cache: FrameCache,
     pools: Mutex<HashMap<String, Arc<Pool>>>,
