@@ -23,16 +23,32 @@ pub(crate) struct Principal {
     pub max_checkpoints: u32,
     /// Most checkpoint bytes (action logs) this principal may hold at once.
     pub max_checkpoint_bytes: u64,
+    /// Most desktop pixels (width x height summed) this principal may hold at once.
+    pub max_pixels: u64,
+    /// Most screencasts (console live views included) this principal may watch at once.
+    pub max_screencasts: u32,
+    /// Most desktop operations of its envs queued or running on the step threads.
+    pub max_threads: u32,
+    /// Its frame-cache scope: its own name, or the sharing group the token file puts
+    /// it in. Frames are deduplicated within a scope only, so no principal's cache
+    /// hits or encode times depend on what a principal outside its group showed.
+    pub cache_scope: Arc<str>,
 }
 
 impl Principal {
     /// The one principal of a server without tokens: loopback callers, server limits.
     pub(crate) fn local(limits: &Limits) -> Self {
+        let name: Arc<str> = Arc::from("local");
         Self {
-            name: Arc::from("local"),
+            cache_scope: name.clone(),
+            name,
             max_desktops: limits.max_envs,
             max_checkpoints: limits.max_checkpoints,
             max_checkpoint_bytes: limits.max_checkpoint_bytes,
+            max_pixels: limits.max_total_pixels,
+            max_screencasts: limits.max_screencasts,
+            // The one principal queues as far as the server does.
+            max_threads: limits.max_queued_ops,
         }
     }
 }
@@ -43,33 +59,69 @@ impl Principal {
 pub(crate) struct Auth {
     /// (token, principal) pairs; empty: no authentication, everyone is `local`.
     tokens: Arc<[(Arc<[u8]>, Principal)]>,
+    /// The token file's `@metrics` token: when set, the only token `/metrics` takes.
+    metrics: Option<Arc<[u8]>>,
     local: Principal,
 }
 
 impl Auth {
     /// An interceptor for `principals` (none: every caller is `local` with the server's
     /// limits), with default quotas derived from the server limits.
-    pub(crate) fn new(principals: &[PrincipalSpec], limits: &Limits) -> Self {
+    pub(crate) fn new(principals: &[PrincipalSpec], limits: &Limits, step_threads: usize) -> Self {
+        let threads = u32::try_from(step_threads).unwrap_or(u32::MAX);
+        let metrics = principals
+            .iter()
+            .find(|p| p.metrics_only)
+            .map(|p| Arc::from(p.token.as_bytes()));
+        let principals: Vec<&PrincipalSpec> =
+            principals.iter().filter(|p| !p.metrics_only).collect();
         let n = u32::try_from(principals.len()).unwrap_or(u32::MAX).max(1);
         let tokens = principals
             .iter()
             .map(|p| {
+                let name: Arc<str> = Arc::from(p.name.as_str());
+                // A group name and a principal name never meet: `=` is in neither.
+                let cache_scope = p
+                    .share
+                    .as_deref()
+                    .map_or_else(|| name.clone(), |g| Arc::from(format!("={g}")));
                 (
                     Arc::from(p.token.as_bytes()),
                     Principal {
-                        name: Arc::from(p.name.as_str()),
+                        name,
                         max_desktops: p.desktops.unwrap_or((limits.max_envs / n).max(1)),
                         max_checkpoints: p
                             .checkpoints
                             .unwrap_or((limits.max_checkpoints / n).max(1)),
                         max_checkpoint_bytes: limits.max_checkpoint_bytes / u64::from(n),
+                        max_pixels: p.pixels.unwrap_or(limits.max_total_pixels / u64::from(n)),
+                        max_screencasts: p
+                            .screencasts
+                            .unwrap_or((limits.max_screencasts / n).max(1)),
+                        max_threads: p.threads.unwrap_or((threads / n).max(1)),
+                        cache_scope,
                     },
                 )
             })
             .collect();
         Self {
             tokens,
+            metrics,
             local: Principal::local(limits),
+        }
+    }
+
+    /// Whether `token` may read `/metrics` (the server-wide figures the operator
+    /// publishes): the `@metrics` token when the file has one, else any principal's.
+    /// Always true on a server without tokens (which serves metrics on loopback only).
+    pub(crate) fn may_scrape(&self, token: Option<&str>) -> bool {
+        if self.tokens.is_empty() && self.metrics.is_none() {
+            return true;
+        }
+        let Some(got) = token else { return false };
+        match &self.metrics {
+            Some(m) => constant_time_eq(got.as_bytes(), m),
+            None => self.principal_for(Some(got)).is_ok(),
         }
     }
 
@@ -155,7 +207,7 @@ mod tests {
     }
 
     fn single(token: &str) -> Auth {
-        Auth::new(&parse_token_file(token).unwrap(), &Limits::default())
+        Auth::new(&parse_token_file(token).unwrap(), &Limits::default(), 64)
     }
 
     #[test]
@@ -175,7 +227,7 @@ mod tests {
             a.check(req(None)).unwrap_err().code(),
             tonic::Code::Unauthenticated
         );
-        let open = Auth::new(&[], &Limits::default());
+        let open = Auth::new(&[], &Limits::default(), 64);
         assert_eq!(
             &*principal(&open.check(req(None)).unwrap()).unwrap().name,
             "local"
@@ -188,7 +240,7 @@ mod tests {
             parse_token_file("# team\nalice: aaa desktops=3\n\nbob: bbb checkpoints=7\n").unwrap();
         assert_eq!(p.len(), 2);
         assert_eq!((p[0].desktops, p[0].checkpoints), (Some(3), None));
-        let a = Auth::new(&p, &Limits::default());
+        let a = Auth::new(&p, &Limits::default(), 64);
         let bob = principal(&a.check(req(Some("Bearer bbb"))).unwrap()).unwrap();
         // Left out: the server's limit split between the principals.
         assert_eq!(
@@ -209,6 +261,35 @@ mod tests {
                 !e.contains("aaa") && !e.contains("bbb"),
                 "a token leaked: {e}"
             );
+        }
+    }
+
+    #[test]
+    fn shares_groups_and_the_metrics_token_parse() {
+        let p = parse_token_file(
+            "alice: aaa pixels=1000 screencasts=2 share=lab\nbob: bbb share=lab\n\
+             carol: ccc\n@metrics: mmm\n",
+        )
+        .unwrap();
+        let a = Auth::new(&p, &Limits::default(), 64);
+        let who =
+            |t: &str| principal(&a.check(req(Some(&format!("Bearer {t}")))).unwrap()).unwrap();
+        let (alice, bob, carol) = (who("aaa"), who("bbb"), who("ccc"));
+        assert_eq!((alice.max_pixels, alice.max_screencasts), (1000, 2));
+        assert_eq!(alice.cache_scope, bob.cache_scope);
+        assert_eq!(&*carol.cache_scope, "carol");
+        // Left out: the server's limit split between the three principals.
+        let l = Limits::default();
+        assert_eq!(carol.max_pixels, l.max_total_pixels / 3);
+        assert!(a.check(req(Some("Bearer mmm"))).is_err());
+        assert!(a.may_scrape(Some("mmm")) && !a.may_scrape(Some("aaa")) && !a.may_scrape(None));
+        for bad in [
+            "@metrics: mmm",
+            "alice: aaa share=",
+            "alice: aaa share=a/b",
+            "@metrics: m desktops=1\nalice: aaa",
+        ] {
+            assert!(parse_token_file(bad).is_err(), "{bad}");
         }
     }
 

@@ -198,15 +198,37 @@ pub struct PrincipalSpec {
     pub desktops: Option<u32>,
     /// Checkpoint quota; `None`: the server's `max_checkpoints` / number of principals.
     pub checkpoints: Option<u32>,
+    /// Share of desktop pixels (width x height summed); `None`: the server's
+    /// `max_total_pixels` / number of principals.
+    pub pixels: Option<u64>,
+    /// Share of screencast slots (console live views included); `None`: the server's
+    /// `max_screencasts` / number of principals (at least 1).
+    pub screencasts: Option<u32>,
+    /// Share of the step threads (desktop operations queued or running at once);
+    /// `None`: the server's `step_threads` / number of principals (at least 1).
+    pub threads: Option<u32>,
+    /// The frame-cache sharing group (`share=NAME`): principals of one group dedup
+    /// each other's frames (and so may time each other's screens); `None`: a group
+    /// of its own.
+    pub share: Option<String>,
+    /// The `@metrics: TOKEN` line: a token that reads `/metrics` and nothing else
+    /// (no principal of this name exists).
+    pub metrics_only: bool,
 }
+
+/// The name of the token-file line that holds the metrics token (`@` is no
+/// principal name's letter, so it names no principal).
+pub(crate) const METRICS_LINE: &str = "@metrics";
 
 /// Parses a token file: one bare token (principal `default`), or one principal per line
 /// (blank lines and `#` comments ignored). The error names the line, never a token.
 ///
 /// ```text
-/// # name: token [desktops=N] [checkpoints=N]
-/// alice: 3f1c...e9 desktops=16
-/// bob:   77ab...02 desktops=8 checkpoints=100
+/// # name: token [desktops=N] [checkpoints=N] [pixels=N] [screencasts=N] [threads=N]
+/// #   [share=GROUP]
+/// alice: 3f1c...e9 desktops=16 share=lab
+/// bob:   77ab...02 desktops=8 checkpoints=100 share=lab
+/// @metrics: 5d2e...41
 /// ```
 pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
     let lines: Vec<(usize, &str)> = text
@@ -224,6 +246,11 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
             token: only.to_string(),
             desktops: None,
             checkpoints: None,
+            pixels: None,
+            screencasts: None,
+            threads: None,
+            share: None,
+            metrics_only: false,
         }]);
     }
     let mut out: Vec<PrincipalSpec> = Vec::new();
@@ -232,11 +259,12 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
             format!("line {n}: expected `name: token [desktops=N] [checkpoints=N]`")
         })?;
         let name = name.trim();
-        if name.is_empty()
-            || !name
+        let metrics_only = name == METRICS_LINE;
+        let plain = !name.is_empty()
+            && name
                 .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-        {
+                .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c));
+        if !metrics_only && !plain {
             return Err(format!(
                 "line {n}: a principal name is letters, digits, '_', '-', '.'"
             ));
@@ -250,20 +278,47 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
             token: token.into(),
             desktops: None,
             checkpoints: None,
+            pixels: None,
+            screencasts: None,
+            threads: None,
+            share: None,
+            metrics_only,
         };
         for w in words {
             let (k, v) = w
                 .split_once('=')
                 .ok_or_else(|| format!("line {n}: expected key=value after the token"))?;
-            let v: u32 = v
+            if metrics_only {
+                return Err(format!("line {n}: the metrics token takes no quota"));
+            }
+            if k == "share" {
+                if v.is_empty()
+                    || !v
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+                {
+                    return Err(format!(
+                        "line {n}: a sharing group is letters, digits, '_', '-', '.'"
+                    ));
+                }
+                spec.share = Some(v.to_string());
+                continue;
+            }
+            let v: u64 = v
                 .parse()
                 .map_err(|_| format!("line {n}: {k} must be a non-negative integer"))?;
+            let small =
+                || u32::try_from(v).map_err(|_| format!("line {n}: {k} is at most {}", u32::MAX));
             match k {
-                "desktops" => spec.desktops = Some(v),
-                "checkpoints" => spec.checkpoints = Some(v),
+                "desktops" => spec.desktops = Some(small()?),
+                "checkpoints" => spec.checkpoints = Some(small()?),
+                "screencasts" => spec.screencasts = Some(small()?),
+                "threads" => spec.threads = Some(small()?),
+                "pixels" => spec.pixels = Some(v),
                 _ => {
                     return Err(format!(
-                        "line {n}: unknown quota {k:?} (desktops, checkpoints)"
+                        "line {n}: unknown quota {k:?} (desktops, checkpoints, pixels, \
+                         screencasts, threads, share)"
                     ));
                 }
             }
@@ -276,7 +331,7 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
         }
         out.push(spec);
     }
-    if out.is_empty() {
+    if out.iter().all(|p| p.metrics_only) {
         return Err("the token file names no principal".into());
     }
     Ok(out)

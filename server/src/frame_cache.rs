@@ -8,6 +8,12 @@
 //!
 //! Forked replicas of a deterministic task produce identical frames, so N replicas
 //! cost one encode and, with `not_modified`, one transfer.
+//!
+//! Keys are scoped: a principal's frames are deduplicated against its own (or its
+//! sharing group's, `share=` in the token file) and nobody else's, so whether a frame
+//! is a hit, and how long it takes, never tells a principal what another one's
+//! screens showed. Within a group the operator accepts that; there a frame another
+//! member showed still counts as a miss in the caller's own figures.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,8 +27,8 @@ use quick_cache::{DefaultHashBuilder, Lifecycle, Weighter};
 use crate::encode::EncodeError;
 use crate::encode::encode;
 
-/// Cache key: frame hash and encoding.
-pub(crate) type Key = (u128, pb::ImageEncoding);
+/// Cache key: the scope (a principal, or its sharing group), frame hash and encoding.
+pub(crate) type Key = (Arc<str>, u128, pb::ImageEncoding);
 
 /// Cached bytes of one frame in one encoding.
 #[derive(Clone, Debug)]
@@ -121,6 +127,8 @@ pub(crate) struct FrameCache {
     /// Each principal's own counters (GetCacheStats on a server with tokens answers a
     /// principal its own, never the fleet's activity).
     tenants: std::sync::Mutex<std::collections::HashMap<Arc<str>, Arc<Counters>>>,
+    /// Each principal's cache scope when it is a sharing group (absent: its own name).
+    scopes: std::sync::Mutex<std::collections::HashMap<Arc<str>, Arc<str>>>,
     capacity: u64,
 }
 
@@ -150,6 +158,7 @@ impl FrameCache {
             evictions,
             counters: Counters::default(),
             tenants: Default::default(),
+            scopes: Default::default(),
             capacity: capacity_bytes,
         }
     }
@@ -169,37 +178,61 @@ impl FrameCache {
         f(&self.tenant(who));
     }
 
+    /// Puts `who` in cache scope `scope` (its sharing group, or its own name).
+    pub(crate) fn scope(&self, who: &Arc<str>, scope: &Arc<str>) {
+        let mut s = self.scopes.lock().unwrap_or_else(|p| p.into_inner());
+        if who == scope {
+            s.remove(who);
+        } else {
+            s.insert(who.clone(), scope.clone());
+        }
+    }
+
+    fn scope_of(&self, who: &Arc<str>) -> Arc<str> {
+        let s = self.scopes.lock().unwrap_or_else(|p| p.into_inner());
+        s.get(who).cloned().unwrap_or_else(|| who.clone())
+    }
+
+    /// The cached blob of `key`, made by `make` if absent; and whether it was made.
     fn lookup(
         &self,
-        key: Key,
-        who: &Arc<str>,
+        key: &Key,
         make: impl FnOnce() -> Result<Blob, EncodeError>,
-    ) -> Result<Blob, EncodeError> {
+    ) -> Result<(Blob, bool), EncodeError> {
         let mut made = false;
-        let blob = self.cache.get_or_insert_with(&key, || {
+        let blob = self.cache.get_or_insert_with(key, || {
             made = true;
             make()
         })?;
-        let encoded = key.1 != pb::ImageEncoding::RawRgb;
-        self.count(who, |c| {
-            if made {
-                c.misses.fetch_add(1, Ordering::Relaxed);
-                if encoded {
-                    c.encodes.fetch_add(1, Ordering::Relaxed);
-                }
-            } else {
+        Ok((blob, made))
+    }
+
+    /// Counts a lookup: a hit for the fleet when nothing was made, and for `who` only
+    /// if its own envs had shown the frame (`own`): a frame of another member of its
+    /// sharing group is a miss in its figures.
+    fn count_lookup(&self, who: &Arc<str>, made: bool, own: bool, encoding: pb::ImageEncoding) {
+        let encoded = encoding != pb::ImageEncoding::RawRgb;
+        let tally = |c: &Counters, hit: bool| {
+            if hit {
                 c.hits.fetch_add(1, Ordering::Relaxed);
                 if encoded {
                     c.encodes_saved.fetch_add(1, Ordering::Relaxed);
                 }
+            } else {
+                c.misses.fetch_add(1, Ordering::Relaxed);
+                if encoded && made {
+                    c.encodes.fetch_add(1, Ordering::Relaxed);
+                }
             }
-        });
-        Ok(blob)
+        };
+        tally(&self.counters, !made);
+        tally(&self.tenant(who), !made && own);
     }
 
-    /// Stores a captured frame (unless the same pixels are cached) and returns it in
-    /// `encoding`, encoding it only if no one has yet. The pixels are shared `Bytes`, so
-    /// a recorder can hold the same buffer without a copy.
+    /// Stores a captured frame (unless the same pixels are cached in its owner's
+    /// scope) and returns it in `encoding`, encoding it only if no one in the scope has
+    /// yet. The pixels are shared `Bytes`, so a recorder can hold the same buffer
+    /// without a copy.
     pub(crate) fn put(
         &self,
         hash: u128,
@@ -211,17 +244,23 @@ impl FrameCache {
             .first()
             .cloned()
             .unwrap_or_else(|| Arc::from(""));
-        let raw = self.lookup((hash, pb::ImageEncoding::RawRgb), &who, || Ok(raw))?;
+        let scope = self.scope_of(&who);
+        let key = (scope, hash, pb::ImageEncoding::RawRgb);
+        let (raw, made) = self.lookup(&key, || Ok(raw))?;
+        let own = made || raw.owned_by(&who);
+        self.count_lookup(&who, made, own, pb::ImageEncoding::RawRgb);
         raw.add_owner(&who);
-        self.encoded(hash, raw, encoding, &who)
+        self.encoded(key.0, hash, raw, encoding, &who, own)
     }
 
     fn encoded(
         &self,
+        scope: Arc<str>,
         hash: u128,
         raw: Blob,
         encoding: pb::ImageEncoding,
         who: &Arc<str>,
+        own: bool,
     ) -> Result<Blob, EncodeError> {
         if matches!(
             encoding,
@@ -229,7 +268,7 @@ impl FrameCache {
         ) {
             return Ok(raw);
         }
-        self.lookup((hash, encoding), who, || {
+        let (blob, made) = self.lookup(&(scope, hash, encoding), || {
             let frame = Frame {
                 width: raw.width,
                 height: raw.height,
@@ -242,7 +281,9 @@ impl FrameCache {
                 bytes: Bytes::from(encode(frame, encoding)?),
                 owners: raw.owners.clone(),
             })
-        })
+        })?;
+        self.count_lookup(who, made, own, encoding);
+        Ok(blob)
     }
 
     /// A cached frame in `encoding`, encoding it from the cached raw frame if needed.
@@ -254,7 +295,8 @@ impl FrameCache {
         encoding: pb::ImageEncoding,
         who: &Arc<str>,
     ) -> Result<Option<Blob>, EncodeError> {
-        if let Some(b) = self.cache.get(&(hash, encoding)) {
+        let scope = self.scope_of(who);
+        if let Some(b) = self.cache.get(&(scope.clone(), hash, encoding)) {
             if !b.owned_by(who) {
                 return Ok(None);
             }
@@ -263,8 +305,13 @@ impl FrameCache {
             });
             return Ok(Some(b));
         }
-        match self.cache.get(&(hash, pb::ImageEncoding::RawRgb)) {
-            Some(raw) if raw.owned_by(who) => self.encoded(hash, raw, encoding, who).map(Some),
+        match self
+            .cache
+            .get(&(scope.clone(), hash, pb::ImageEncoding::RawRgb))
+        {
+            Some(raw) if raw.owned_by(who) => self
+                .encoded(scope, hash, raw, encoding, who, true)
+                .map(Some),
             _ => Ok(None),
         }
     }
@@ -351,19 +398,37 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
-        // Once his own env shows the same pixels, they are his too (one encode).
+        // His own env showing the same pixels is a miss and an encode of his own:
+        // nothing he sees depends on what Alice's screens showed.
         put_as(&c, f.clone(), pb::ImageEncoding::Png, "bob").unwrap();
         assert!(
             c.get(f.hash, pb::ImageEncoding::Png, &bob)
                 .unwrap()
                 .is_some()
         );
-        assert_eq!(c.stats().encodes, 1);
+        assert_eq!(c.stats().encodes, 2);
         // Each sees its own counters; the fleet's figures stay out of them.
         assert_eq!(c.stats_of(&alice).misses, 2);
-        assert_eq!(c.stats_of(&bob).misses, 0);
-        assert_eq!(c.stats_of(&bob).encodes_saved, 1);
+        assert_eq!((c.stats_of(&bob).misses, c.stats_of(&bob).hits), (2, 1));
+        assert_eq!(c.stats_of(&bob).encodes_saved, 0);
         assert_eq!(c.stats_of(&bob).entries, 0);
+    }
+
+    #[test]
+    fn a_sharing_group_dedups_but_counts_only_own_frames_as_hits() {
+        let c = FrameCache::new(64 << 20);
+        let group: Arc<str> = Arc::from("=lab");
+        let (alice, bob): (Arc<str>, Arc<str>) = (Arc::from("alice"), Arc::from("bob"));
+        c.scope(&alice, &group);
+        c.scope(&bob, &group);
+        let f = frame(1, 32, 16);
+        put_as(&c, f.clone(), pb::ImageEncoding::Png, "alice").unwrap();
+        put_as(&c, f.clone(), pb::ImageEncoding::Png, "bob").unwrap();
+        // One encode for the group; Bob's own figures still say "miss".
+        assert_eq!(c.stats().encodes, 1);
+        assert_eq!((c.stats_of(&bob).hits, c.stats_of(&bob).misses), (0, 2));
+        put_as(&c, f.clone(), pb::ImageEncoding::Png, "bob").unwrap();
+        assert_eq!((c.stats_of(&bob).hits, c.stats_of(&bob).encodes), (2, 0));
     }
 
     fn frame(seed: u8, w: u32, h: u32) -> Frame {

@@ -1,6 +1,9 @@
-//! A request field that is malformed, and client input quoted for an error message: the
-//! leaf every layer's "bad request" is built from (the families, the spec, the checked
-//! requests), so none of them has to depend on another to refuse a field.
+//! The one quoting rule and the one "bad request" shape, in a leaf every layer may use.
+//!
+//! Every error that echoes a client string (a field, a path segment, a query value)
+//! quotes it through [`quote`]: at most 64 characters, so a hostile long value cannot
+//! come back whole in a status message or an HTTP error (clients' metadata limits
+//! would reject a 100 KB message as RESOURCE_EXHAUSTED, and a page would show it).
 
 /// A request field that is malformed: which field (dotted path, e.g.
 /// `action.click.target.point_px`) and how to fix it. Every layer's "bad request".
@@ -23,9 +26,20 @@ impl Invalid {
     }
 }
 
-/// Quotes client input for an error message: at most 64 characters, so a
-/// hostile 100,000-character value cannot turn into a 100 KB status message (which
-/// clients' metadata limits would reject as RESOURCE_EXHAUSTED).
+/// Quotes client input for an error message: at most 64 characters (then the full
+/// length), the same rule as the env worker's.
 pub(crate) fn quote(s: &str) -> String {
     deskgym_worker::quote(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_value_is_quoted_short() {
+        let q = quote(&"x".repeat(300));
+        assert!(q.len() < 100 && q.ends_with("(300 chars)"), "{q}");
+        assert_eq!(quote("abc"), "\"abc\"");
+    }
 }

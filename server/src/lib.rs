@@ -262,11 +262,10 @@ pub async fn run_with(
         })
     };
 
+    let auth = auth::Auth::new(&config.principals, &config.limits, config.step_threads);
     let metrics = extra
         .metrics
-        .map(|l| tokio::spawn(metrics_http::serve(l, mgr.clone())));
-
-    let auth = auth::Auth::new(&config.principals, &config.limits);
+        .map(|l| tokio::spawn(metrics_http::serve(l, mgr.clone(), auth.clone())));
     let auth_required = auth.required();
     let (closing, closing_rx) = tokio::sync::watch::channel(false);
     let screencasts = watch::Screencasts::new(&config.limits, closing_rx.clone());

@@ -2,8 +2,10 @@
 //! per step), rendered in the text exposition format when scraped (the endpoint that
 //! serves them is [`crate::metrics_http`]).
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 
 /// Upper bounds of the step latency buckets, in milliseconds.
@@ -59,8 +61,12 @@ pub(crate) static METRICS: Metrics = Metrics {
 };
 
 impl Metrics {
-    /// A step that completed, and how long the server spent on it.
-    pub(crate) fn step(&self, latency: Duration) {
+    /// A step of `owner`'s env that completed, and how long the server spent on it.
+    pub(crate) fn step(&self, owner: &Arc<str>, latency: Duration) {
+        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
+        let own = tally_of(owner);
+        own.steps.fetch_add(1, Ordering::Relaxed);
+        own.latency_us.fetch_add(us, Ordering::Relaxed);
         self.steps.fetch_add(1, Ordering::Relaxed);
         let ms = latency.as_secs_f64() * 1e3;
         let i = BUCKETS_MS
@@ -68,12 +74,12 @@ impl Metrics {
             .position(|b| ms <= *b)
             .unwrap_or(BUCKETS_MS.len());
         self.buckets[i].fetch_add(1, Ordering::Relaxed);
-        let us = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX);
         self.latency_us.fetch_add(us, Ordering::Relaxed);
     }
 
-    /// A reset that completed.
-    pub(crate) fn reset(&self) {
+    /// A reset of `owner`'s env that completed.
+    pub(crate) fn reset(&self, owner: &Arc<str>) {
+        tally_of(owner).resets.fetch_add(1, Ordering::Relaxed);
         self.resets.fetch_add(1, Ordering::Relaxed);
     }
 
@@ -101,12 +107,43 @@ impl Metrics {
         (steps, self.resets.load(Ordering::Relaxed), errors, mean)
     }
 
+    /// `owner`'s steps and resets so far, and its steps' mean latency (ms): what the
+    /// console shows a principal of a server with tokens instead of the fleet's.
+    pub(crate) fn totals_of(&self, owner: &Arc<str>) -> (u64, u64, f64) {
+        let t = tally_of(owner);
+        let steps = t.steps.load(Ordering::Relaxed);
+        let us = t.latency_us.load(Ordering::Relaxed);
+        let mean = if steps == 0 {
+            0.0
+        } else {
+            us as f64 / steps as f64 / 1e3
+        };
+        (steps, t.resets.load(Ordering::Relaxed), mean)
+    }
+
     /// A call answered with `code` (counted where errors become statuses).
     pub(crate) fn error(&self, code: tonic::Code) {
         if let Some(c) = self.errors.get(code as usize) {
             c.fetch_add(1, Ordering::Relaxed);
         }
     }
+}
+
+/// One principal's counters (a handful of principals per server: a map under a
+/// lock, read once per step, is cheap next to the step itself).
+#[derive(Debug, Default)]
+struct Tally {
+    steps: AtomicU64,
+    resets: AtomicU64,
+    latency_us: AtomicU64,
+}
+
+/// Each principal's [`Tally`], made on its first step or reset.
+static TALLIES: LazyLock<Mutex<HashMap<Arc<str>, Arc<Tally>>>> = LazyLock::new(Default::default);
+
+fn tally_of(owner: &Arc<str>) -> Arc<Tally> {
+    let mut t = TALLIES.lock().unwrap_or_else(|p| p.into_inner());
+    t.entry(owner.clone()).or_default().clone()
 }
 
 /// What a scrape shows besides the counters, read when it happens.
@@ -261,9 +298,9 @@ mod tests {
             replays_settled_again: AtomicU64::new(0),
             errors: [const { AtomicU64::new(0) }; CODES.len()],
         };
-        m.step(Duration::from_micros(700));
-        m.step(Duration::from_millis(3));
-        m.step(Duration::from_secs(9));
+        m.step(&std::sync::Arc::from("t"), Duration::from_micros(700));
+        m.step(&std::sync::Arc::from("t"), Duration::from_millis(3));
+        m.step(&std::sync::Arc::from("t"), Duration::from_secs(9));
         m.error(tonic::Code::Unavailable);
         m.replay(12, false);
         m.replay(30, true);

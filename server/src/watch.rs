@@ -52,6 +52,8 @@ type Entry = (Shared, Latest, WantKey);
 pub(crate) struct Screencasts {
     slots: Arc<Semaphore>,
     max: u32,
+    /// Slots each principal holds (each holds at most its `screencasts=` share).
+    held: crate::sync::Holdings,
     producers: Arc<Mutex<HashMap<Key, Entry>>>,
     closing: tokio::sync::watch::Receiver<bool>,
 }
@@ -66,20 +68,31 @@ impl Screencasts {
         Self {
             slots: Arc::new(Semaphore::new(limits.max_screencasts as usize)),
             max: limits.max_screencasts,
+            held: Arc::default(),
             producers: Arc::default(),
             closing,
         }
     }
 
     /// A new viewer of `env` shaped as `shape` at `fps` (validated by the caller), in
-    /// H.264 when `h264` (else JPEG), or RESOURCE_EXHAUSTED when every slot is taken.
+    /// H.264 when `h264` (else JPEG), or RESOURCE_EXHAUSTED when every slot is taken
+    /// or the env's owner holds `share` of them already.
     pub(crate) fn open(
         &self,
         env: Arc<Env>,
+        share: u32,
         shape: Shape,
         fps: f64,
         h264: bool,
     ) -> Result<Viewer, Status> {
+        let owner = &env.pool.owner;
+        let own = crate::sync::Held::take(&self.held, owner, Some(share)).map_err(|n| {
+            Status::resource_exhausted(format!(
+                "principal {owner} watches {n} screencasts of its share of {share} (the \
+                 console's live views count too); close one, or ask for a larger \
+                 `screencasts=` share"
+            ))
+        })?;
         let permit = self.slots.clone().try_acquire_owned().map_err(|_| {
             Status::resource_exhausted(format!(
                 "this server streams at most max_screencasts={} screencasts at once (the \
@@ -123,7 +136,7 @@ impl Screencasts {
         };
         let (out, rx) = mpsc::channel(QUEUE);
         tokio::spawn(async move {
-            let _permit = permit;
+            let _permit = (permit, own);
             let mut dropped = 0u64;
             // An H.264 viewer decodes from a keyframe: until one comes, it skips.
             let mut need_key = h264;

@@ -4,6 +4,10 @@
 //! the others. Needs the `desktop` profile's packages (`scripts/setup.sh --desktop`).
 
 mod common;
+#[path = "tenants/echoes.rs"]
+mod echoes;
+#[path = "tenants/shares.rs"]
+mod shares;
 
 use std::time::Duration;
 

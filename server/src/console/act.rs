@@ -7,6 +7,7 @@ use deskgym_proto::v1 as pb;
 use serde_json::json;
 
 use super::{COOKIE, Console, EnvOf, Refusal};
+use crate::invalid::quote;
 use crate::record;
 
 /// `POST /api/login {"token": ...}`: checks the token and keeps it in an HttpOnly,
@@ -192,7 +193,7 @@ pub(super) async fn act(
             format!(
                 "{}; an action is JSON such as {{\"verb\": \"click\", \"x\": 10, \"y\": 20}} \
                  (verbs: click, drag, scroll, type_text, key)",
-                e.body_text()
+                quote(&e.body_text())
             ),
         )
     })?;

@@ -12,7 +12,9 @@ use serde_json::json;
 use tokio::sync::{broadcast, mpsc};
 
 use super::{Console, EnvOf, Refusal};
+use crate::auth::Principal;
 use crate::env::{Env, Shape};
+use crate::invalid::quote;
 
 /// A thumbnail's long edge.
 const THUMB_EDGE: u32 = 320;
@@ -42,21 +44,41 @@ pub(super) async fn fleet(
             })
         })
         .collect();
-    let (steps, resets, errors, mean_ms) = crate::metrics::METRICS.totals();
-    let cache = c.mgr.cache.stats();
     Ok(axum::Json(json!({
         "principal": &*who.name,
         "pools": pools,
-        "server": {
+        "server": figures(&c, &who),
+    }))
+    .into_response())
+}
+
+/// The fleet page's counters. On a server with tokens they are the caller's own
+/// (its desktops of its quota, its steps and resets, its cache figures, its share of
+/// the screencast slots) and errors are left out (they are counted by code only, for
+/// the operator's `/metrics`); without tokens, the one principal's are the server's.
+fn figures(c: &Console, who: &Principal) -> serde_json::Value {
+    if !c.mgr.policy().tenants {
+        let (steps, resets, errors, mean_ms) = crate::metrics::METRICS.totals();
+        let cache = c.mgr.cache.stats();
+        return json!({
             "envs": c.mgr.env_count(),
             "max_envs": c.mgr.limits().max_envs,
             "max_screencasts": c.mgr.limits().max_screencasts,
             "steps": steps, "resets": resets, "errors": errors,
             "step_mean_ms": mean_ms,
             "cache_hits": cache.hits, "cache_misses": cache.misses,
-        },
-    }))
-    .into_response())
+        });
+    }
+    let (steps, resets, mean_ms) = crate::metrics::METRICS.totals_of(&who.name);
+    let cache = c.mgr.cache.stats_of(&who.name);
+    json!({
+        "envs": c.mgr.usage_of(&who.name).desktops,
+        "max_envs": who.max_desktops,
+        "max_screencasts": who.max_screencasts,
+        "steps": steps, "resets": resets,
+        "step_mean_ms": mean_ms,
+        "cache_hits": cache.hits, "cache_misses": cache.misses,
+    })
 }
 
 /// One env as the console lists it.
@@ -129,14 +151,16 @@ pub(super) struct LiveQuery {
 /// capture time), then a u32 length and the JPEG. Holds a screencast slot while open.
 pub(super) async fn live(
     State(c): State<Console>,
-    EnvOf { env: e, .. }: EnvOf<false>,
+    EnvOf { who, env: e }: EnvOf<false>,
     Query(q): Query<LiveQuery>,
 ) -> Result<Response, Refusal> {
     let fps = q.fps.unwrap_or(10.0);
     if !(0.1..=30.0).contains(&fps) {
-        return Err(
-            tonic::Status::invalid_argument(format!("fps {fps} is outside 0.1..=30")).into(),
-        );
+        return Err(tonic::Status::invalid_argument(format!(
+            "fps {} is outside 0.1..=30",
+            quote(&fps.to_string())
+        ))
+        .into());
     }
     let shape = Shape {
         window: None,
@@ -148,12 +172,15 @@ pub(super) async fn live(
         Some("h264") => true,
         Some(other) => {
             return Err(tonic::Status::invalid_argument(format!(
-                "codec {other:?} is not jpeg or h264"
+                "codec {} is not jpeg or h264",
+                quote(other)
             ))
             .into());
         }
     };
-    let mut frames = c.screencasts.open(e, shape, fps, h264)?;
+    let mut frames = c
+        .screencasts
+        .open(e, who.max_screencasts, shape, fps, h264)?;
     let (tx, rx) = mpsc::channel::<Result<Bytes, Infallible>>(1);
     tokio::spawn(async move {
         // Ends when the viewer hangs up (the body, and `rx`, dropped) or the stream does.

@@ -14,6 +14,7 @@ use deskgym_proto::v1 as pb;
 use serde_json::json;
 
 use super::{Console, EnvOf, Refusal};
+use crate::invalid::quote;
 use crate::sync::lock;
 
 /// How long a demo outlives its page's last call (the page renews it every 10 s).
@@ -149,7 +150,10 @@ pub(super) async fn finish(
     if !c.demos.is(&pool, &who.name) {
         return Err(Refusal(
             StatusCode::NOT_FOUND,
-            format!("no demonstration {pool} of yours (the console closes only its demos)"),
+            format!(
+                "no demonstration {} of yours (the console closes only its demos)",
+                quote(&pool)
+            ),
         ));
     }
     // Its own task: a page that goes away mid-close leaves no half-closed pool.

@@ -32,6 +32,7 @@ use tokio::net::TcpListener;
 
 use crate::auth::{Auth, Principal};
 use crate::calls::Calls;
+use crate::invalid::quote;
 use crate::pool::PoolManager;
 use crate::watch::Screencasts;
 
@@ -118,7 +119,7 @@ impl<const ACT: bool> FromRequestParts<Console> for EnvOf<ACT> {
         };
         let Path(id) = Path::<String>::from_request_parts(parts, c)
             .await
-            .map_err(|e| Refusal(StatusCode::BAD_REQUEST, e.body_text()))?;
+            .map_err(|e| Refusal(StatusCode::BAD_REQUEST, quote(&e.body_text())))?;
         let env = c.mgr.env_of(&id, &who)?;
         Ok(Self { who, env })
     }

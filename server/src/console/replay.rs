@@ -13,6 +13,7 @@ use deskgym_datasets::replay::Bundle;
 use serde_json::json;
 
 use super::{Console, Refusal};
+use crate::invalid::quote;
 use crate::sync::lock;
 
 /// Bundles kept open (with their frame indexes) at most.
@@ -113,7 +114,7 @@ pub(super) async fn frame(
     if hash.len() != 32 || !hash.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(Refusal(
             StatusCode::BAD_REQUEST,
-            format!("{hash:?} is not a frame hash (32 hex digits)"),
+            format!("{} is not a frame hash (32 hex digits)", quote(&hash)),
         ));
     }
     let png = blocking(move || {
@@ -123,7 +124,7 @@ pub(super) async fn frame(
             .ok_or_else(|| {
                 Refusal(
                     StatusCode::NOT_FOUND,
-                    format!("run {run} holds no frame {hash}"),
+                    format!("run {} holds no frame {hash}", quote(&run)),
                 )
             })
     })

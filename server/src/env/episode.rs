@@ -138,7 +138,7 @@ impl Env {
             },
         );
         s.episode = Some(ep);
-        crate::metrics::METRICS.reset();
+        crate::metrics::METRICS.reset(&self.pool.owner);
         Ok(Reset {
             obs: observation,
             info,
@@ -281,7 +281,7 @@ impl Env {
         } else {
             None
         };
-        crate::metrics::METRICS.step(started.elapsed());
+        crate::metrics::METRICS.step(&self.pool.owner, started.elapsed());
         Ok(Stepped {
             obs: observation,
             reward,

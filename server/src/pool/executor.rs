@@ -92,10 +92,22 @@ impl PoolManager {
         T: Send + 'static,
         F: FnOnce(&Env, &FrameCache) -> Result<T, EnvError> + Send + 'static,
     {
+        let share = lock(&self.pending)
+            .shares
+            .get(&env.pool.owner)
+            .map(|who| who.max_threads);
+        let owner = &env.pool.owner;
+        let slot = crate::sync::Held::take(&self.queued_by_owner, owner, share).map_err(|n| {
+            PoolError::Limit(format!(
+                "principal {owner} has {n} desktop operations queued or running, its share \
+                 of {} step threads; retry shortly or ask for a larger `threads=` share",
+                share.unwrap_or_default()
+            ))
+        })?;
         let flight = env.begin(call)?;
         let (mgr, e) = (self.clone(), env.clone());
         let rx = self.spawn(move || {
-            let _flight = flight;
+            let _held = (flight, slot);
             Ok(f(&e, &mgr.cache)?)
         });
         Ok(EnvJob {

@@ -60,7 +60,8 @@ impl PoolManager {
         {
             let mut p = lock(&self.pending);
             p.total = p.total.plus(moved_usage).unwrap_or(p.total);
-            *p.by_owner.entry(who.name.clone()).or_default() += from_spares;
+            let own = p.by_owner.entry(who.name.clone()).or_default();
+            *own = own.plus(moved_usage).unwrap_or(*own);
         }
         let moved = Pending {
             mgr: self,

@@ -55,6 +55,9 @@ pub(crate) struct PoolManager {
     executor: executor::Workers,
     /// Blocking jobs admitted and not finished (bounded by `limits.max_queued_ops`).
     queued: Arc<AtomicUsize>,
+    /// Jobs on each owner's envs admitted and not finished (bounded by the owner's
+    /// `threads=` share, so one principal's slow desktops cannot hold every thread).
+    queued_by_owner: crate::sync::Holdings,
     /// The fleet frame cache, shared by every pool.
     pub cache: FrameCache,
     pools: Mutex<HashMap<String, Arc<Pool>>>,
@@ -89,7 +92,10 @@ impl std::fmt::Debug for PoolManager {
 #[derive(Debug, Default)]
 struct PendingState {
     total: Usage,
-    by_owner: HashMap<Arc<str>, u32>,
+    by_owner: HashMap<Arc<str>, Usage>,
+    /// Each owner's shares as its latest request carried them (warm spares are
+    /// started within them, with no request at hand).
+    shares: HashMap<Arc<str>, Principal>,
 }
 
 /// Gives pending slots back when a creation ends, whether it succeeded or not (a
@@ -106,8 +112,9 @@ impl Drop for Pending<'_> {
         p.total.desktops -= self.n.desktops;
         p.total.pixels -= self.n.pixels;
         if let Some(c) = p.by_owner.get_mut(&self.owner) {
-            *c -= self.n.desktops;
-            if *c == 0 {
+            c.desktops -= self.n.desktops;
+            c.pixels -= self.n.pixels;
+            if c.desktops == 0 {
                 p.by_owner.remove(&self.owner);
             }
         }
@@ -142,6 +149,7 @@ impl PoolManager {
         Ok(Self {
             backend,
             queued: Arc::default(),
+            queued_by_owner: Arc::default(),
             cache: FrameCache::new(limits.frame_cache_bytes),
             limits,
             executor,
@@ -294,33 +302,32 @@ impl PoolManager {
             .collect()
     }
 
-    /// Desktops an owner's pools hold.
-    fn held_by_owner(&self, owner: &str) -> u32 {
-        lock(&self.pools)
-            .values()
-            .filter(|p| &*p.owner == owner)
-            .map(|p| p.usage().desktops)
-            .fold(0u32, u32::saturating_add)
-    }
-
-    /// Checks an owner's quota for `more` desktops (the caller holds `pending`).
+    /// Checks `who`'s shares (desktops and pixels) for `more` (the caller holds
+    /// `pending`).
     fn fits_owner(
         &self,
         pending: &PendingState,
-        owner: &str,
-        quota: u32,
-        more: u32,
+        who: &Principal,
+        more: Usage,
     ) -> Result<(), PoolError> {
-        let used = pending
-            .by_owner
-            .get(owner)
-            .copied()
-            .unwrap_or(0)
-            .saturating_add(self.held_by_owner(owner));
-        if used.checked_add(more).is_none_or(|a| a > quota) {
+        let owner = &*who.name;
+        let waiting = pending.by_owner.get(owner).copied().unwrap_or_default();
+        let used = waiting.plus(self.usage_of(owner)).unwrap_or(waiting);
+        let after = used.plus(more);
+        let quota = who.max_desktops;
+        if after.is_none_or(|a| a.desktops > quota) {
             return Err(PoolError::Limit(format!(
-                "principal {owner} holds {used} desktops of its quota of {quota}; this needs \
-                 {more} more (close pools, or ask for a larger quota)"
+                "principal {owner} holds {} desktops of its quota of {quota}; this needs \
+                 {} more (close pools, or ask for a larger quota)",
+                used.desktops, more.desktops
+            )));
+        }
+        let share = who.max_pixels;
+        if after.is_none_or(|a| a.pixels > share) {
+            return Err(PoolError::Limit(format!(
+                "principal {owner} holds {} pixels of desktops of its share of {share}; this \
+                 needs {} more (ask for fewer or smaller screens, or a larger `pixels=` share)",
+                used.pixels, more.pixels
             )));
         }
         Ok(())
@@ -371,10 +378,13 @@ impl PoolManager {
         let mut pending = lock(&self.pending);
         let more = Usage::of(n, screen);
         self.fits(pending.total, more, what)?;
-        self.fits_owner(&pending, &who.name, who.max_desktops, n)?;
+        self.fits_owner(&pending, who, more)?;
+        pending.shares.insert(who.name.clone(), who.clone());
+        self.cache.scope(&who.name, &who.cache_scope);
         // The checks above proved the sums are in range.
         pending.total = pending.total.plus(more).unwrap_or(pending.total);
-        *pending.by_owner.entry(who.name.clone()).or_default() += n;
+        let own = pending.by_owner.entry(who.name.clone()).or_default();
+        *own = own.plus(more).unwrap_or(*own);
         Ok(Pending {
             mgr: self,
             n: more,
@@ -557,13 +567,17 @@ impl PoolManager {
                 {
                     // Under the capacity lock, so a concurrent creation sees this spare.
                     let pending = lock(&self.pending);
-                    if self
-                        .fits(pending.total, Usage::of(1, pool.spec.screen), "a spare")
-                        .is_err()
-                        || self
-                            .fits_owner(&pending, &pool.owner, pool.owner_quota, 1)
-                            .is_err()
-                    {
+                    let one = Usage::of(1, pool.spec.screen);
+                    let fits_owner = pending
+                        .shares
+                        .get(&pool.owner)
+                        .map(|who| Principal {
+                            // The quota the pool was made under, as before shares.
+                            max_desktops: pool.owner_quota,
+                            ..who.clone()
+                        })
+                        .is_some_and(|who| self.fits_owner(&pending, &who, one).is_ok());
+                    if self.fits(pending.total, one, "a spare").is_err() || !fits_owner {
                         break;
                     }
                     pool.spares_starting.fetch_add(1, Ordering::Relaxed);

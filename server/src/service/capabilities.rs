@@ -70,7 +70,10 @@ impl DeskgymService {
                             .saturating_sub(own.desktops)
                             .min(free.envs_free),
                         pixels_in_use: own.pixels,
-                        pixels_free: free.pixels_free,
+                        pixels_free: who
+                            .max_pixels
+                            .saturating_sub(own.pixels)
+                            .min(free.pixels_free),
                     }
                 } else {
                     free
@@ -98,6 +101,13 @@ impl DeskgymService {
                 max_file_bytes: l.max_file_bytes,
                 max_list_entries: l.max_list_entries,
                 max_screencasts: l.max_screencasts,
+                shares: Some(pb::Shares {
+                    desktops: who.max_desktops,
+                    checkpoints: who.max_checkpoints,
+                    pixels: who.max_pixels,
+                    screencasts: who.max_screencasts,
+                    threads: who.max_threads,
+                }),
                 sandbox: Some(pb::SandboxLimits {
                     memory_mb: l.sandbox_memory_mb,
                     memory_bound: deskgym_worker::memory_bound().name().into(),

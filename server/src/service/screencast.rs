@@ -16,7 +16,9 @@ impl DeskgymService {
         // Watching is allowed while a person drives the env at the console.
         let env = self.mgr.env_of(&r.env_id, &who)?;
         let c = checked::screencast(&r)?;
-        let rx = self.screencasts.open(env, c.shape, c.fps, c.h264)?;
+        let rx = self
+            .screencasts
+            .open(env, who.max_screencasts, c.shape, c.fps, c.h264)?;
         Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(
             rx,
         )))

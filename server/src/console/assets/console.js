@@ -52,7 +52,8 @@ async function fleetPage() {
     $("who").textContent = `as ${f.principal}`;
     const s = f.server;
     $("server").textContent = `${s.envs}/${s.max_envs} desktops · ${s.steps} steps ` +
-      `(${fmt(s.step_mean_ms)} ms mean) · ${s.resets} resets · ${s.errors} errors · ` +
+      `(${fmt(s.step_mean_ms)} ms mean) · ${s.resets} resets · ` +
+      (s.errors === undefined ? "" : `${s.errors} errors · `) +
       `cache ${s.cache_hits} hits / ${s.cache_misses} misses`;
     $("empty").hidden = f.pools.length > 0;
     const root = $("pools");
