@@ -10,7 +10,7 @@
 //! - `auth` (principals and quotas on each request), `spec` (a validated CreatePool
 //!   request and the desktop/pixel accounting unit);
 //! - `a11y` (element refs, element targets, the tree's renderings), `frame_cache` (the
-//!   fleet-wide content-addressed cache), `handle` (the pool as its envs see it),
+//!   fleet-wide content-addressed cache), `pool_state` (the pool as its envs see it),
 //!   `record` (recording pools as `.skn` bundles through `deskgym-datasets`);
 //! - `env`: one env's desktop and episode (reset, step, observe, save, restore; one
 //!   call in flight);
@@ -21,7 +21,7 @@
 //! - `calls` (a step and a reset started on the step pool, shared by the RPC handlers,
 //!   the axstream driver and the console), `error` (the one mapping from each module's error enum to
 //!   `tonic::Status`), `metrics_http` (the `/metrics` endpoint);
-//! - `watch` (screencasts: one producer per stream, the viewers' slots);
+//! - `screen_streams` (screencasts: one producer per stream, the viewers' slots);
 //! - `axstream` (the `Drive` RPC's line runner), then `service` (the RPC handlers) and
 //!   `console` (the web console), side by side.
 //!
@@ -42,20 +42,20 @@ mod encode;
 mod env;
 mod error;
 mod frame_cache;
-mod handle;
 mod metrics;
 mod metrics_http;
 mod pool;
+mod pool_state;
 mod profiles;
 mod record;
 mod ring;
+mod screen_streams;
 mod service;
 mod shutdown;
 mod spec;
 mod sync;
 mod tasks;
 mod tunnel;
-mod watch;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -189,7 +189,7 @@ pub async fn run_with(
     }
     let auth = auth::Auth::new(&config.principals, &config.limits);
     let auth_required = auth.required();
-    let screencasts = watch::Screencasts::new(&config.limits, tasks.closing());
+    let screencasts = screen_streams::Screencasts::new(&config.limits, tasks.closing());
     if let Some(l) = extra.console {
         let console = console::Console::new(mgr.clone(), auth.clone(), screencasts.clone());
         tasks.spawn("console", move |closing| {
