@@ -246,9 +246,7 @@ impl Driver {
         }
         r.started_ms = self.ms();
         match op {
-            Op::Act {
-                mut action, risky, ..
-            } => self.act(&mut r, f.line, action, risky).await,
+            Op::Act { action, risky, .. } => self.act(&mut r, f.line, action, risky).await,
             Op::Refused { code, why, .. } => {
                 // A well-formed action this env cannot run (`open` of an app it lacks):
                 // what follows was planned on it.
