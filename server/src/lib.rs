@@ -3,14 +3,16 @@
 //! # Layout
 //! Modules depend one way (`scripts/check_layers.py` fails CI on a cycle; `--layers`
 //! prints them), lowest first:
-//! - leaves: `capability` (the boundary capabilities a grant check names), `conn`
+//! - leaves: `capability` (the boundary capabilities a grant check names), `invalid` (a
+//!   malformed field and the one 64-character quoting rule), `conn`
 //!   (connection budgets), `encode` (RAW/PNG/JPEG), `metrics` (the
 //!   hot-path counters), `profiles` (the profile catalog), `sync`;
-//! - `config` (limits, server settings, the token file), `tasks` (declarative tasks);
+//! - `config` (limits, server settings, the token file), `families` (each task
+//!   family's loading, options, settle default and shares), `tasks` (the task registry);
 //! - `auth` (principals and quotas on each request), `spec` (a validated CreatePool
 //!   request and the desktop/pixel accounting unit);
 //! - `a11y` (element refs, element targets, the tree's renderings), `frame_cache` (the
-//!   fleet-wide content-addressed cache), `handle` (the pool as its envs see it),
+//!   fleet-wide content-addressed cache), `pool_state` (the pool as its envs see it),
 //!   `record` (recording pools as `.skn` bundles through `deskgym-datasets`);
 //! - `env`: one env's desktop and episode (reset, step, observe, save, restore; one
 //!   call in flight);
@@ -21,7 +23,7 @@
 //! - `calls` (a step and a reset started on the step pool, shared by the RPC handlers,
 //!   the axstream driver and the console), `error` (the one mapping from each module's error enum to
 //!   `tonic::Status`), `metrics_http` (the `/metrics` endpoint);
-//! - `watch` (screencasts: one producer per stream, the viewers' slots);
+//! - `screen_streams` (screencasts: one producer per stream, the viewers' slots);
 //! - `axstream` (the `Drive` RPC's line runner), then `service` (the RPC handlers) and
 //!   `console` (the web console), side by side.
 //!
@@ -43,20 +45,21 @@ mod env;
 mod error;
 mod families;
 mod frame_cache;
-mod handle;
 mod invalid;
 mod metrics;
 mod metrics_http;
 mod pool;
+mod pool_state;
 mod profiles;
 mod record;
 mod ring;
+mod screen_streams;
 mod service;
+mod shutdown;
 mod spec;
 mod sync;
 mod tasks;
 mod tunnel;
-mod watch;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -125,7 +128,8 @@ pub enum RunError {
 /// Serves until `shutdown` resolves, then drains in-flight calls, closes every pool
 /// (killing every Xvfb and task app) and returns.
 ///
-/// Start order: step pool → pool manager → health → gRPC. Stop order is the reverse.
+/// Start order: step pool → pool manager → health → the long-lived tasks → gRPC.
+/// Stop order is the reverse.
 pub async fn run(
     listener: impl Into<Listener>,
     config: ServerConfig,
@@ -144,6 +148,10 @@ pub struct Listeners {
 }
 
 /// [`run`], also serving the [`Listeners`] given.
+///
+/// Start order: housekeeping → metrics → console → ring handoff → gRPC. On shutdown
+/// one signal reaches them all; each is awaited in the reverse order (see `shutdown`),
+/// then every pool is closed.
 pub async fn run_with(
     listener: impl Into<Listener>,
     extra: Listeners,
@@ -151,29 +159,117 @@ pub async fn run_with(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), RunError> {
     let listener = listener.into();
-    // What the log calls the address; a unix socket is this host only.
-    let (addr, tcp) = match &listener {
-        Listener::Tcp(l) => (l.local_addr()?.to_string(), Some(l.local_addr()?)),
-        Listener::Unix(l) => {
-            let path = l.local_addr()?;
-            let path = path.as_pathname().map(|p| p.display().to_string());
-            (format!("unix:{}", path.unwrap_or_default()), None)
-        }
-    };
+    let addr = describe(&listener)?;
     let rings = Arc::new(ring::Rings::new(matches!(listener, Listener::Unix(_))));
-    for a in [
-        tcp,
-        extra.console.as_ref().and_then(|c| c.local_addr().ok()),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    let tcp = match &listener {
+        Listener::Tcp(l) => Some(l.local_addr()?),
+        Listener::Unix(_) => None,
+    };
+    let console_addr = extra.console.as_ref().and_then(|c| c.local_addr().ok());
+    for a in [tcp, console_addr].into_iter().flatten() {
         if !a.ip().is_loopback() && config.principals.is_empty() {
             return Err(RunError::InsecureBind(a));
         }
     }
-    // Recordings a crashed predecessor left open are closed out before anything new,
-    // and its sandboxes' directories and cgroups swept.
+    let open_files = recover_and_raise_limits(&config);
+    let mgr = Arc::new(manager(&config)?);
+    let (health, health_service) = tonic_health::server::health_reporter();
+    set_health(&health, ServingStatus::Serving).await;
+
+    let mut tasks = shutdown::Tasks::new();
+    let (m, idle) = (mgr.clone(), config.idle_timeout);
+    tasks.spawn("housekeeping", move |closing| {
+        housekeeping(m, idle, closing)
+    });
+    let auth = auth::Auth::new(&config.principals, &config.limits, config.step_threads);
+    if let Some(l) = extra.metrics {
+        let (m, a) = (mgr.clone(), auth.clone());
+        tasks.spawn("metrics", move |mut closing| async move {
+            // Each scrape is one short reply: nothing to finish once the signal comes.
+            tokio::select! {
+                () = metrics_http::serve(l, m, a) => {}
+                () = shutdown::signalled(&mut closing) => {}
+            }
+        });
+    }
+    let auth_required = auth.required();
+    let screencasts = screen_streams::Screencasts::new(&config.limits, tasks.closing());
+    if let Some(l) = extra.console {
+        let console = console::Console::new(mgr.clone(), auth.clone(), screencasts.clone());
+        tasks.spawn("console", move |closing| {
+            console::serve(l, console, closing)
+        });
+    }
+    // Unix connections that are not gRPC collect frame rings.
+    let (side, handoffs) = tokio::sync::mpsc::channel(16);
+    let r = rings.clone();
+    tasks.spawn("ring handoff", move |closing| {
+        hand_off(handoffs, r, closing)
+    });
+
+    let svc = DeskgymServer::new(DeskgymService::new(
+        mgr.clone(),
+        tasks.closing(),
+        screencasts,
+        rings,
+    ))
+    .max_decoding_message_size(MAX_REQUEST_BYTES)
+    .max_encoding_message_size(usize::MAX);
+    let svc = tonic::service::interceptor::InterceptedService::new(svc, move |r| auth.check(r));
+    tracing::info!(%addr, auth = auth_required, principals = config.principals.len(),
+        max_envs = config.limits.max_envs, "serving");
+
+    // Step replies are small (PNG, not_modified) or large (raw frames): without NODELAY a
+    // small reply waits for the client's delayed ACK (tens of ms); with a 64 KiB HTTP/2
+    // window a raw 1280x720 frame needs a dozen window updates.
+    let incoming = conn::incoming(listener, connection_limits(&config, open_files), side);
+    let signal = tasks.signal();
+    let result = tonic::transport::Server::builder()
+        // Live clients answer pings, so only a silent peer goes idle (see `conn`).
+        .http2_keepalive_interval(Some(KEEPALIVE))
+        .http2_keepalive_timeout(Some(KEEPALIVE))
+        .initial_connection_window_size(Some(WINDOW_BYTES))
+        .initial_stream_window_size(Some(WINDOW_BYTES))
+        .add_service(health_service)
+        .add_service(svc)
+        .serve_with_incoming_shutdown(incoming, async move {
+            shutdown.await;
+            tracing::info!("shutting down: draining in-flight calls");
+            // Tunnels and screencasts stay open as long as their peers do: end them now.
+            signal();
+            set_health(&health, ServingStatus::NotServing).await;
+        })
+        .await;
+    tasks.drain(DRAIN_LIMIT).await;
+    log_cache(&mgr);
+    tracing::info!(envs = mgr.env_count(), "closing pools");
+    mgr.close_all().await;
+    // Every sandbox of this server is gone (each removed its own directory): the
+    // root goes too unless another server of this process still has sandboxes there.
+    let _ = std::fs::remove_dir(deskgym_worker::sandboxes_root());
+    deskgym_worker::remove_cgroups();
+    tracing::info!("stopped");
+    result.map_err(Into::into)
+}
+
+/// How long shutdown waits for each long-lived task, all together, before aborting it.
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// What the log calls the address; a unix socket is this host only.
+fn describe(listener: &Listener) -> std::io::Result<String> {
+    Ok(match listener {
+        Listener::Tcp(l) => l.local_addr()?.to_string(),
+        Listener::Unix(l) => {
+            let path = l.local_addr()?;
+            let path = path.as_pathname().map(|p| p.display().to_string());
+            format!("unix:{}", path.unwrap_or_default())
+        }
+    })
+}
+
+/// Closes out what a crashed predecessor left (open recordings, sandbox directories and
+/// cgroups) before anything new, and raises the open-file limit; returns that limit.
+fn recover_and_raise_limits(config: &ServerConfig) -> u64 {
     record::recover_all(&config.data_dir);
     let swept = deskgym_worker::sweep_leftovers();
     if swept > 0 {
@@ -185,6 +281,11 @@ pub async fn run_with(
         memory_bound = deskgym_worker::memory_bound().name(),
         "limits"
     );
+    open_files
+}
+
+/// The pool manager the config asks for: its recording settings, policy and backend.
+fn manager(config: &ServerConfig) -> Result<PoolManager, RunError> {
     let settings = record::RecordSettings {
         data_dir: config.data_dir.clone(),
         roll_bytes: config.record_roll_bytes,
@@ -228,127 +329,72 @@ pub async fn run_with(
             Arc::new(deskgym_worker::fake::FakeBackend::new())
         }
     };
-    let mgr = Arc::new(
-        PoolManager::with_backend(
-            config.limits.clone(),
-            config.step_threads,
-            settings,
-            backend,
-        )?
-        .with_policy(policy),
-    );
-    let (health, health_service) = tonic_health::server::health_reporter();
-    health
-        .set_service_status(SERVICE_NAME, ServingStatus::Serving)
-        .await;
-    health.set_service_status("", ServingStatus::Serving).await;
+    Ok(PoolManager::with_backend(
+        config.limits.clone(),
+        config.step_threads,
+        settings,
+        backend,
+    )?
+    .with_policy(policy))
+}
 
-    // Housekeeping: reap idle pools, top up warm spares, log cache counters.
-    let housekeeping = {
-        let (mgr, idle) = (mgr.clone(), config.idle_timeout);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
-            let mut last_logged = std::time::Instant::now();
-            loop {
-                tick.tick().await;
-                // Leases apply even when the idle timeout is off.
-                mgr.reap_idle(idle).await;
-                mgr.top_up_spares();
-                if last_logged.elapsed() >= CACHE_LOG_PERIOD {
-                    last_logged = std::time::Instant::now();
-                    log_cache(&mgr);
-                }
-            }
-        })
-    };
+/// Sets the health of the service and of the server as a whole.
+async fn set_health(health: &tonic_health::server::HealthReporter, status: ServingStatus) {
+    health.set_service_status(SERVICE_NAME, status).await;
+    health.set_service_status("", status).await;
+}
 
-    let auth = auth::Auth::new(&config.principals, &config.limits, config.step_threads);
-    let metrics = extra
-        .metrics
-        .map(|l| tokio::spawn(metrics_http::serve(l, mgr.clone(), auth.clone())));
-    let auth_required = auth.required();
-    let (closing, closing_rx) = tokio::sync::watch::channel(false);
-    let screencasts = watch::Screencasts::new(&config.limits, closing_rx.clone());
-    let console = extra.console.map(|l| {
-        tokio::spawn(console::serve(
-            l,
-            console::Console::new(mgr.clone(), auth.clone(), screencasts.clone()),
-            closing_rx.clone(),
-        ))
-    });
-    let svc = DeskgymServer::new(DeskgymService::new(
-        mgr.clone(),
-        closing_rx,
-        screencasts,
-        rings.clone(),
-    ))
-    .max_decoding_message_size(MAX_REQUEST_BYTES)
-    .max_encoding_message_size(usize::MAX);
-    let svc = tonic::service::interceptor::InterceptedService::new(svc, move |r| auth.check(r));
-    tracing::info!(%addr, auth = auth_required, principals = config.principals.len(),
-        max_envs = config.limits.max_envs, "serving");
+/// Reaps idle pools, tops up warm spares and logs cache counters until the signal. A
+/// round once begun runs to its end: a reap closing a pool finishes its recording.
+async fn housekeeping(
+    mgr: Arc<PoolManager>,
+    idle: Option<std::time::Duration>,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut tick = tokio::time::interval(HOUSEKEEPING_PERIOD);
+    let mut last_logged = std::time::Instant::now();
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown::signalled(&mut closing) => return,
+        }
+        // Leases apply even when the idle timeout is off.
+        mgr.reap_idle(idle).await;
+        mgr.top_up_spares();
+        if last_logged.elapsed() >= CACHE_LOG_PERIOD {
+            last_logged = std::time::Instant::now();
+            log_cache(&mgr);
+        }
+    }
+}
 
-    // Step replies are small (PNG, not_modified) or large (raw frames): without NODELAY a
-    // small reply waits for the client's delayed ACK (tens of ms); with a 64 KiB HTTP/2
-    // window a raw 1280x720 frame needs a dozen window updates.
-    // Connections may hold at most half the descriptors: desktops, recordings and
-    // health checks need the rest.
+/// Hands each unix connection that is not gRPC to the frame rings, until the signal.
+async fn hand_off(
+    mut handoffs: tokio::sync::mpsc::Receiver<tokio::net::UnixStream>,
+    rings: Arc<ring::Rings>,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            stream = handoffs.recv() => match stream {
+                Some(stream) => drop(tokio::spawn(ring::serve_handoff(stream, rings.clone()))),
+                None => return,
+            },
+            () = shutdown::signalled(&mut closing) => return,
+        }
+    }
+}
+
+/// The connection budget: connections may hold at most half the descriptors, since
+/// desktops, recordings and health checks need the rest.
+fn connection_limits(config: &ServerConfig, open_files: u64) -> ConnLimits {
     let mut connections = config.connections;
     let cap = usize::try_from(open_files / 2)
         .unwrap_or(usize::MAX)
         .max(16);
     connections.max_total = connections.max_total.min(cap);
     connections.max_per_peer = connections.max_per_peer.min(connections.max_total);
-    // Unix connections that are not gRPC collect frame rings.
-    let (side, mut handoffs) = tokio::sync::mpsc::channel(16);
-    let handoff = {
-        let rings = rings.clone();
-        tokio::spawn(async move {
-            while let Some(stream) = handoffs.recv().await {
-                tokio::spawn(ring::serve_handoff(stream, rings.clone()));
-            }
-        })
-    };
-    let incoming = conn::incoming(listener, connections, side);
-    let health_down = health.clone();
-    let result = tonic::transport::Server::builder()
-        // Live clients answer pings, so only a silent peer goes idle (see `conn`).
-        .http2_keepalive_interval(Some(KEEPALIVE))
-        .http2_keepalive_timeout(Some(KEEPALIVE))
-        .initial_connection_window_size(Some(WINDOW_BYTES))
-        .initial_stream_window_size(Some(WINDOW_BYTES))
-        .add_service(health_service)
-        .add_service(svc)
-        .serve_with_incoming_shutdown(incoming, async move {
-            shutdown.await;
-            tracing::info!("shutting down: draining in-flight calls");
-            // Tunnels stay open as long as their peers do: end them now.
-            let _ = closing.send(true);
-            health_down
-                .set_service_status(SERVICE_NAME, ServingStatus::NotServing)
-                .await;
-            health_down
-                .set_service_status("", ServingStatus::NotServing)
-                .await;
-        })
-        .await;
-    housekeeping.abort();
-    handoff.abort();
-    if let Some(m) = metrics {
-        m.abort();
-    }
-    if let Some(c) = console {
-        c.abort();
-    }
-    log_cache(&mgr);
-    tracing::info!(envs = mgr.env_count(), "closing pools");
-    mgr.close_all().await;
-    // Every sandbox of this server is gone (each removed its own directory): the
-    // root goes too unless another server of this process still has sandboxes there.
-    let _ = std::fs::remove_dir(deskgym_worker::sandboxes_root());
-    deskgym_worker::remove_cgroups();
-    tracing::info!("stopped");
-    result.map_err(Into::into)
+    connections
 }
 
 /// Connects a client with the same large HTTP/2 windows and NODELAY as the server, so

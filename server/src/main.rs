@@ -148,63 +148,7 @@ async fn main() -> anyhow::Result<()> {
         }
         None => Vec::new(),
     };
-    let config = ServerConfig {
-        limits: Limits {
-            max_envs: args.max_envs,
-            max_batch: args.max_batch,
-            max_screencasts: args.max_screencasts,
-            op_timeout: Duration::from_millis(args.op_timeout_ms.max(1)),
-            sandbox_memory_mb: args.sandbox_memory_mb,
-            sandbox_disk_mb: args.sandbox_disk_mb,
-            sandbox_open_files: args.sandbox_open_files,
-            max_sandbox_processes: args.sandbox_processes,
-            ..Limits::default()
-        },
-        connections: deskgym_server::ConnLimits {
-            max_total: args.max_connections.max(1),
-            max_per_peer: args.max_connections_per_peer.max(1),
-            idle: Duration::from_secs(args.connection_idle_s.max(1)),
-        },
-        principals,
-        step_threads: args.step_threads,
-        idle_timeout: (args.idle_timeout_s > 0).then(|| Duration::from_secs(args.idle_timeout_s)),
-        data_dir: args.data_dir,
-        record_roll_bytes: args.record_roll_bytes,
-        record_roll_every: Duration::from_secs_f64(args.record_roll_s.max(0.01)),
-        record_video_fps: (args.record_video_fps > 0).then_some(args.record_video_fps),
-        record_video_variable_rate: args.record_video_variable_rate,
-        backend: match args.backend {
-            Backend::Real => BackendKind::Real,
-            Backend::Fake => BackendKind::Fake,
-        },
-        profiles: args.profiles,
-        tasks_dir: args.tasks_dir,
-        miniwob_dir: args
-            .miniwob_dir
-            .or_else(|| {
-                std::env::var_os("DESKGYM_MINIWOB_DIR")
-                    .filter(|d| !d.is_empty())
-                    .map(Into::into)
-            })
-            .or_else(deskgym_server::find_miniwob),
-        allow_capabilities: args.allow_capabilities,
-        // Sandboxes never see the token file (the data dir is masked by `run`), nor the
-        // unix socket, wherever an operator put it.
-        sandbox_hide: args
-            .token_file
-            .iter()
-            .cloned()
-            .chain(args.listen.strip_prefix("unix:").map(Into::into))
-            .filter_map(|p| std::path::absolute(p).ok())
-            .collect(),
-        record_queue: args.record_queue.max(1),
-        record_block_limit: Duration::from_millis(args.record_block_ms),
-        record_overflow: if args.record_overflow == "drop" {
-            deskgym_datasets::Overflow::Drop
-        } else {
-            deskgym_datasets::Overflow::Block
-        },
-    };
+    let config = server_config(&args, principals);
     // Install the signal handlers before announcing the address, so a SIGTERM that
     // follows the announcement at once still drains and cleans up.
     let shutdown = shutdown_signal()?;
@@ -227,23 +171,12 @@ async fn main() -> anyhow::Result<()> {
     };
     let metrics = bind_extra(args.metrics_listen.as_deref(), "metrics", &config).await?;
     let console = bind_extra(args.console_listen.as_deref(), "console", &config).await?;
-    // Scripts that pass port 0 read the real address from this line.
-    match (&listener, &socket) {
-        (deskgym_server::Listener::Tcp(l), _) => {
-            println!("deskgym-server listening on {}", l.local_addr()?)
-        }
-        (_, Some(path)) => println!("deskgym-server listening on unix:{}", path.display()),
-        _ => {}
-    }
-    if let Some(m) = &metrics {
-        println!(
-            "deskgym-server metrics on http://{}/metrics",
-            m.local_addr()?
-        );
-    }
-    if let Some(c) = &console {
-        println!("deskgym-server console on http://{}/", c.local_addr()?);
-    }
+    announce(
+        &listener,
+        socket.as_deref(),
+        metrics.as_ref(),
+        console.as_ref(),
+    )?;
     let extra = deskgym_server::Listeners { metrics, console };
     let served = deskgym_server::run_with(listener, extra, config, shutdown).await;
     if let Some(path) = socket {
@@ -305,4 +238,93 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
             _ = int.recv() => tracing::info!("SIGINT"),
         }
     })
+}
+
+/// The server's config from its flags and the principals of its token file.
+fn server_config(args: &Args, principals: Vec<deskgym_server::PrincipalSpec>) -> ServerConfig {
+    ServerConfig {
+        limits: Limits {
+            max_envs: args.max_envs,
+            max_batch: args.max_batch,
+            max_screencasts: args.max_screencasts,
+            op_timeout: Duration::from_millis(args.op_timeout_ms.max(1)),
+            sandbox_memory_mb: args.sandbox_memory_mb,
+            sandbox_disk_mb: args.sandbox_disk_mb,
+            sandbox_open_files: args.sandbox_open_files,
+            max_sandbox_processes: args.sandbox_processes,
+            ..Limits::default()
+        },
+        connections: deskgym_server::ConnLimits {
+            max_total: args.max_connections.max(1),
+            max_per_peer: args.max_connections_per_peer.max(1),
+            idle: Duration::from_secs(args.connection_idle_s.max(1)),
+        },
+        principals,
+        step_threads: args.step_threads,
+        idle_timeout: (args.idle_timeout_s > 0).then(|| Duration::from_secs(args.idle_timeout_s)),
+        data_dir: args.data_dir.clone(),
+        record_roll_bytes: args.record_roll_bytes,
+        record_roll_every: Duration::from_secs_f64(args.record_roll_s.max(0.01)),
+        record_video_fps: (args.record_video_fps > 0).then_some(args.record_video_fps),
+        record_video_variable_rate: args.record_video_variable_rate,
+        backend: match args.backend {
+            Backend::Real => BackendKind::Real,
+            Backend::Fake => BackendKind::Fake,
+        },
+        profiles: args.profiles.clone(),
+        tasks_dir: args.tasks_dir.clone(),
+        miniwob_dir: args
+            .miniwob_dir
+            .clone()
+            .or_else(|| {
+                std::env::var_os("DESKGYM_MINIWOB_DIR")
+                    .filter(|d| !d.is_empty())
+                    .map(Into::into)
+            })
+            .or_else(deskgym_server::find_miniwob),
+        allow_capabilities: args.allow_capabilities.clone(),
+        // Sandboxes never see the token file (the data dir is masked by `run`), nor the
+        // unix socket, wherever an operator put it.
+        sandbox_hide: args
+            .token_file
+            .iter()
+            .cloned()
+            .chain(args.listen.strip_prefix("unix:").map(Into::into))
+            .filter_map(|p| std::path::absolute(p).ok())
+            .collect(),
+        record_queue: args.record_queue.max(1),
+        record_block_limit: Duration::from_millis(args.record_block_ms),
+        record_overflow: if args.record_overflow == "drop" {
+            deskgym_datasets::Overflow::Drop
+        } else {
+            deskgym_datasets::Overflow::Block
+        },
+    }
+}
+
+/// Prints where the server listens: scripts that pass port 0 read the real address from
+/// these lines.
+fn announce(
+    listener: &deskgym_server::Listener,
+    socket: Option<&std::path::Path>,
+    metrics: Option<&tokio::net::TcpListener>,
+    console: Option<&tokio::net::TcpListener>,
+) -> std::io::Result<()> {
+    match (listener, socket) {
+        (deskgym_server::Listener::Tcp(l), _) => {
+            println!("deskgym-server listening on {}", l.local_addr()?)
+        }
+        (_, Some(path)) => println!("deskgym-server listening on unix:{}", path.display()),
+        _ => {}
+    }
+    if let Some(m) = metrics {
+        println!(
+            "deskgym-server metrics on http://{}/metrics",
+            m.local_addr()?
+        );
+    }
+    if let Some(c) = console {
+        println!("deskgym-server console on http://{}/", c.local_addr()?);
+    }
+    Ok(())
 }

@@ -246,29 +246,7 @@ impl Driver {
         }
         r.started_ms = self.ms();
         match op {
-            Op::Act {
-                mut action, risky, ..
-            } => {
-                if let Err(why) = self.to_screen(&mut action) {
-                    r.status = S::Skipped as i32;
-                    r.code = tonic::Code::InvalidArgument as i32;
-                    r.reason = why;
-                } else if risky && !self.allow_risky {
-                    r.status = S::Held as i32;
-                    r.reason = format!(
-                        "a risky action; the policy holds risky actions (confirm line {} to run it)",
-                        f.line
-                    );
-                    if self.held.len() == HELD {
-                        self.held.pop_front();
-                    }
-                    self.held.push_back((f.line, action));
-                    self.halt(S::Aborted, format!("line {} (risky) was held", f.line));
-                } else {
-                    let ran = self.step(action).await;
-                    self.stepped(&mut r, ran);
-                }
-            }
+            Op::Act { action, risky, .. } => self.act(&mut r, f.line, action, risky).await,
             Op::Refused { code, why, .. } => {
                 // A well-formed action this env cannot run (`open` of an app it lacks):
                 // what follows was planned on it.
@@ -277,26 +255,7 @@ impl Driver {
                 r.reason = why.clone();
                 self.halt(S::Aborted, format!("line {} failed: {why}", f.line));
             }
-            Op::Assert(mut t) => {
-                let located = match self.target_to_screen(&mut t) {
-                    Ok(()) => self.locate(t).await,
-                    Err(why) => Err(Invalid::new("target", why).into()),
-                };
-                if let Err(e) = located {
-                    // The spec's barrier: whatever kept the target from resolving (an
-                    // off-screen point too), the burst aborts.
-                    let s = Status::from(e);
-                    r.status = S::Failed as i32;
-                    r.code = s.code() as i32;
-                    r.reason = s.message().to_string();
-                    self.halt(
-                        S::Aborted,
-                        format!("line {} (assert) did not resolve: {}", f.line, s.message()),
-                    );
-                } else {
-                    r.status = S::Executed as i32;
-                }
-            }
+            Op::Assert(t) => self.assert(&mut r, f.line, t).await,
             Op::Observe => match self.observe().await {
                 Ok(obs) => {
                     r.status = S::Executed as i32;
@@ -326,6 +285,59 @@ impl Driver {
         }
         r.finished_ms = self.ms();
         r
+    }
+
+    /// Runs an act line: put on the screen, held when risky and the policy says so.
+    async fn act(
+        &mut self,
+        r: &mut pb::LineReport,
+        line: u32,
+        mut action: pb::Action,
+        risky: bool,
+    ) {
+        use pb::LineStatus as S;
+        if let Err(why) = self.to_screen(&mut action) {
+            r.status = S::Skipped as i32;
+            r.code = tonic::Code::InvalidArgument as i32;
+            r.reason = why;
+        } else if risky && !self.allow_risky {
+            r.status = S::Held as i32;
+            r.reason = format!(
+                "a risky action; the policy holds risky actions (confirm line {} to run it)",
+                line
+            );
+            if self.held.len() == HELD {
+                self.held.pop_front();
+            }
+            self.held.push_back((line, action));
+            self.halt(S::Aborted, format!("line {} (risky) was held", line));
+        } else {
+            let ran = self.step(action).await;
+            self.stepped(r, ran);
+        }
+    }
+
+    /// Runs an assert line: its target must resolve, or the burst aborts.
+    async fn assert(&mut self, r: &mut pb::LineReport, line: u32, mut t: pb::Target) {
+        use pb::LineStatus as S;
+        let located = match self.target_to_screen(&mut t) {
+            Ok(()) => self.locate(t).await,
+            Err(why) => Err(Invalid::new("target", why).into()),
+        };
+        if let Err(e) = located {
+            // The spec's barrier: whatever kept the target from resolving (an
+            // off-screen point too), the burst aborts.
+            let s = Status::from(e);
+            r.status = S::Failed as i32;
+            r.code = s.code() as i32;
+            r.reason = s.message().to_string();
+            self.halt(
+                S::Aborted,
+                format!("line {} (assert) did not resolve: {}", line, s.message()),
+            );
+        } else {
+            r.status = S::Executed as i32;
+        }
     }
 
     /// Fills an act's report from its step.

@@ -34,7 +34,7 @@ use crate::auth::{Auth, Principal};
 use crate::calls::Calls;
 use crate::invalid::quote;
 use crate::pool::PoolManager;
-use crate::watch::Screencasts;
+use crate::screen_streams::Screencasts;
 
 /// The cookie the login page sets (HttpOnly, SameSite=Strict).
 const COOKIE: &str = "deskgym_console";

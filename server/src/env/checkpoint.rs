@@ -9,7 +9,7 @@ pub(crate) struct Checkpoint {
     /// Opaque id.
     pub id: String,
     /// The owning pool (its spec is what a rebuild needs).
-    pub pool: Arc<Pool>,
+    pub pool: Arc<PoolState>,
     /// The env it was saved from.
     pub env_id: String,
     episode: Episode,

@@ -18,7 +18,7 @@ use deskgym_worker::{Action, DesktopError, Frame, Point, SettleReport};
 use crate::a11y::{self, Planned, QueryMiss, Refs, Sel, Slot, TreeOpts};
 use crate::encode::EncodeError;
 use crate::frame_cache::{Blob, FrameCache};
-use crate::handle::Pool;
+use crate::pool_state::PoolState;
 use crate::record::{self, EpisodeLog};
 use crate::spec::{Invalid, PoolSpec};
 use crate::sync::lock;
@@ -398,7 +398,7 @@ pub(crate) struct Env {
     /// Opaque id.
     pub id: String,
     /// The owning pool.
-    pub pool: Arc<Pool>,
+    pub pool: Arc<PoolState>,
     state: Mutex<EnvState>,
     /// The call in flight (`Call as u8`), 0 when idle.
     busy: AtomicU8,
@@ -445,7 +445,7 @@ impl Env {
     /// A new env around an already started desktop.
     pub(crate) fn new(
         id: String,
-        pool: Arc<Pool>,
+        pool: Arc<PoolState>,
         desktop: Option<Box<dyn Desktop>>,
         seed_base: u64,
     ) -> Self {

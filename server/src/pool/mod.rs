@@ -30,7 +30,7 @@ use crate::auth::Principal;
 use crate::config::Limits;
 use crate::env::{Call, Checkpoint, Env, EnvError, ObsOptions};
 use crate::frame_cache::FrameCache;
-use crate::handle::Pool;
+use crate::pool_state::PoolState;
 use crate::record::{self, RecordSettings, RecordingError};
 use crate::spec::{Invalid, PoolSpec, Screen, Usage};
 use crate::sync::lock;
@@ -60,7 +60,7 @@ pub(crate) struct PoolManager {
     queued_by_owner: crate::sync::Holdings,
     /// The fleet frame cache, shared by every pool.
     pub cache: FrameCache,
-    pools: Mutex<HashMap<String, Arc<Pool>>>,
+    pools: Mutex<HashMap<String, Arc<PoolState>>>,
     envs: Mutex<HashMap<String, Arc<Env>>>,
     checkpoints: Mutex<Vec<Arc<Checkpoint>>>,
     /// Desktops being started for pools not yet registered.
@@ -276,8 +276,8 @@ impl PoolManager {
     }
 
     /// `who`'s pools, oldest first, each with its envs (for the console).
-    pub(crate) fn pools_of(&self, who: &Principal) -> Vec<(Arc<Pool>, Vec<Arc<Env>>)> {
-        let mut pools: Vec<Arc<Pool>> = lock(&self.pools)
+    pub(crate) fn pools_of(&self, who: &Principal) -> Vec<(Arc<PoolState>, Vec<Arc<Env>>)> {
+        let mut pools: Vec<Arc<PoolState>> = lock(&self.pools)
             .values()
             .filter(|p| p.owner == who.name && !p.closed.load(Ordering::Acquire))
             .cloned()
@@ -458,12 +458,12 @@ impl PoolManager {
         n: u32,
         recorder: Option<deskgym_datasets::Recorder>,
         who: &Principal,
-    ) -> Arc<Pool> {
+    ) -> Arc<PoolState> {
         let spares = desktops.split_off((n as usize).min(desktops.len()));
         let spec_lease = spec.lease;
         let pool_id = self.new_id("p");
         let env_ids: Vec<String> = (0..n).map(|_| self.new_id("e")).collect();
-        let pool = Arc::new(Pool {
+        let pool = Arc::new(PoolState {
             id: pool_id.clone(),
             owner: who.name.clone(),
             owner_quota: who.max_desktops,
@@ -523,7 +523,7 @@ impl PoolManager {
         n: u32,
         record_as: Option<&str>,
         who: &Principal,
-    ) -> Result<Arc<Pool>, PoolError> {
+    ) -> Result<Arc<PoolState>, PoolError> {
         let total = n.checked_add(spec.warm_spares).ok_or_else(|| {
             PoolError::Limit(format!(
                 "num_envs + warm_spares overflows; the server's max_envs is {}",
@@ -556,7 +556,7 @@ impl PoolManager {
     /// Starts missing warm spares of every pool (called periodically), as far as the
     /// limits allow.
     pub(crate) fn top_up_spares(self: &Arc<Self>) {
-        let pools: Vec<Arc<Pool>> = lock(&self.pools).values().cloned().collect();
+        let pools: Vec<Arc<PoolState>> = lock(&self.pools).values().cloned().collect();
         for pool in pools {
             loop {
                 let have =

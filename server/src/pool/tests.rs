@@ -35,7 +35,7 @@ async fn create(
     n: u32,
     spares: u32,
     who: &Principal,
-) -> Result<Arc<Pool>, PoolError> {
+) -> Result<Arc<PoolState>, PoolError> {
     let spec = mgr.spec(&req(n, spares))?;
     mgr.create_pool(spec, n, None, who).await
 }
@@ -218,7 +218,7 @@ async fn leases_expire_with_time_and_renewals_keep_them() {
 }
 
 /// A one-env pool on a 1 s lease.
-async fn leased(mgr: &Arc<PoolManager>, who: &Principal) -> Arc<Pool> {
+async fn leased(mgr: &Arc<PoolManager>, who: &Principal) -> Arc<PoolState> {
     let mut r = req(1, 0);
     r.lease_ttl_ms = 1_000;
     let spec = mgr.spec(&r).unwrap();

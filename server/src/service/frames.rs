@@ -1,4 +1,5 @@
-//! GetFrames: the frame cache's blobs by hash, for their owners.
+//! Frames: GetFrames (the frame cache's blobs by hash, for their owners), GetCacheStats
+//! and AttachFrames (a shared-memory ring for a local client).
 
 use super::*;
 
@@ -62,5 +63,29 @@ impl DeskgymService {
         }))
         .await?;
         Ok(Response::new(pb::GetFramesResponse { frames }))
+    }
+}
+
+impl DeskgymService {
+    pub(super) async fn do_get_cache_stats(
+        &self,
+        req: Request<pb::GetCacheStatsRequest>,
+    ) -> Result<Response<pb::CacheStats>, Status> {
+        let who = principal(&req)?;
+        // On a server with tokens a principal sees its own counters, never the fleet's.
+        Ok(Response::new(if self.mgr.policy().tenants {
+            self.mgr.cache.stats_of(&who.name)
+        } else {
+            self.mgr.cache.stats()
+        }))
+    }
+
+    pub(super) async fn do_attach_frames(
+        &self,
+        req: Request<pb::AttachFramesRequest>,
+    ) -> Result<Response<pb::AttachFramesResponse>, Status> {
+        let who = principal(&req)?;
+        let ring = self.calls.rings().attach(&who.name, req.get_ref())?;
+        Ok(Response::new(ring))
     }
 }

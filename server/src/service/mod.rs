@@ -1,5 +1,6 @@
-//! The `deskgym.v1.Deskgym` service: validation at the edge, blocking work on the
-//! step pool, one error mapping (`error.rs`).
+//! The `deskgym.v1.Deskgym` service: the trait impl only dispatches, each RPC group in
+//! its own file; validation at the edge, blocking work on the step pool, one error
+//! mapping (`error.rs`).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -20,14 +21,20 @@ use crate::pool::{EnvJob, PoolError, PoolManager};
 use crate::spec::{Invalid, quote};
 
 mod capabilities;
+mod checkpoints;
+mod desktop;
+mod drive;
 mod exec;
 mod files;
 mod frames;
+mod observe;
+mod pools;
+mod ports;
+mod recordings;
 mod screencast;
 mod steps;
 
 use files::file_chunks;
-use steps::{finish, step_stream};
 
 /// Time an Exec's deadline allows beyond the command's own bound (the agent kills the
 /// command at its bound, then reports).
@@ -45,7 +52,7 @@ pub(crate) struct DeskgymService {
     /// end then, so draining in-flight calls is bounded.
     closing: tokio::sync::watch::Receiver<bool>,
     /// Open screencasts: their slots and their shared producers.
-    screencasts: crate::watch::Screencasts,
+    screencasts: crate::screen_streams::Screencasts,
 }
 
 impl DeskgymService {
@@ -53,7 +60,7 @@ impl DeskgymService {
     pub(crate) fn new(
         mgr: Arc<PoolManager>,
         closing: tokio::sync::watch::Receiver<bool>,
-        screencasts: crate::watch::Screencasts,
+        screencasts: crate::screen_streams::Screencasts,
         rings: Arc<crate::ring::Rings>,
     ) -> Self {
         Self {
@@ -97,80 +104,28 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::CreatePoolRequest>,
     ) -> Result<Response<pb::CreatePoolResponse>, Status> {
-        let who = principal(&req)?;
-        let req = req.into_inner();
-        let spec = self.mgr.spec(&req)?;
-        let record = (!req.record.is_empty()).then_some(req.record.as_str());
-        let pool = self
-            .mgr
-            .create_pool(spec, req.num_envs, record, &who)
-            .await?;
-        Ok(Response::new(pb::CreatePoolResponse {
-            pool_id: pool.id.clone(),
-            env_ids: pool.env_ids.clone(),
-            screen: Some(pb::ScreenSize {
-                width: pool.spec.screen.width,
-                height: pool.spec.screen.height,
-            }),
-            max_steps: pool.spec.max_steps,
-            recording_path: pool
-                .recording_path
-                .as_ref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default(),
-            profile: pool.spec.profile.name.clone(),
-            capabilities: pool
-                .spec
-                .capabilities
-                .iter()
-                .map(|c| c.to_string())
-                .collect(),
-        }))
+        self.do_create_pool(req).await
     }
 
     async fn close_pool(
         &self,
         req: Request<pb::ClosePoolRequest>,
     ) -> Result<Response<pb::ClosePoolResponse>, Status> {
-        // Its own task: a client that hangs up mid-close must not leave the close half
-        // done (desktops stopped but the recording never finished).
-        let who = principal(&req)?;
-        let (mgr, id) = (self.mgr.clone(), req.into_inner().pool_id);
-        let (n, path) = tokio::spawn(async move { mgr.close_pool(&id, Some(&who)).await })
-            .await
-            .map_err(|e| PoolError::Internal(format!("closing the pool failed: {e}")))??;
-        Ok(Response::new(pb::ClosePoolResponse {
-            envs_closed: n,
-            recording_path: path.map(|p| p.display().to_string()).unwrap_or_default(),
-        }))
+        self.do_close_pool(req).await
     }
 
     async fn reset(
         &self,
         req: Request<pb::ResetRequest>,
     ) -> Result<Response<pb::ResetResponse>, Status> {
-        let who = principal(&req)?;
-        Ok(Response::new(
-            finish(
-                self.calls
-                    .start_reset(req.into_inner(), &Field::root(), &[], &who),
-            )
-            .await?,
-        ))
+        self.do_reset(req).await
     }
 
     async fn step(
         &self,
         req: Request<pb::StepRequest>,
     ) -> Result<Response<pb::StepResult>, Status> {
-        let who = principal(&req)?;
-        Ok(Response::new(
-            finish(
-                self.calls
-                    .start_step(req.into_inner(), &Field::root(), &[], &who),
-            )
-            .await?,
-        ))
+        self.do_step(req).await
     }
 
     async fn step_batch(
@@ -184,29 +139,7 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::ObserveRequest>,
     ) -> Result<Response<pb::Observation>, Status> {
-        let who = principal(&req)?;
-        let req = req.into_inner();
-        let env = self.mgr.env(&req.env_id, &who)?;
-        let on = On {
-            env: &env,
-            limits: self.mgr.limits(),
-            rings: self.calls.rings(),
-            shared: &[],
-        };
-        let checked::Looking { opts, ring } = checked::observe(&req, &on)?;
-        let job = self.mgr.on_env(
-            &env,
-            Call::Observe,
-            self.mgr.op_timeout(),
-            move |e, cache| {
-                let mut o = convert::observation(e.observe(cache, &opts)?);
-                if let Some(ring) = &ring {
-                    ring.deliver(&mut o);
-                }
-                Ok(o)
-            },
-        )?;
-        Ok(Response::new(job.finish().await?))
+        self.do_observe(req).await
     }
 
     async fn get_frames(
@@ -220,101 +153,49 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::GetCacheStatsRequest>,
     ) -> Result<Response<pb::CacheStats>, Status> {
-        let who = principal(&req)?;
-        // On a server with tokens a principal sees its own counters, never the fleet's.
-        Ok(Response::new(if self.mgr.policy().tenants {
-            self.mgr.cache.stats_of(&who.name)
-        } else {
-            self.mgr.cache.stats()
-        }))
+        self.do_get_cache_stats(req).await
     }
 
     async fn save(
         &self,
         req: Request<pb::SaveRequest>,
     ) -> Result<Response<pb::Checkpoint>, Status> {
-        let who = principal(&req)?;
-        let cp = self.mgr.save(&req.into_inner().env_id, &who).await?;
-        Ok(Response::new(convert::checkpoint(&cp)))
+        self.do_save(req).await
     }
 
     async fn restore(
         &self,
         req: Request<pb::RestoreRequest>,
     ) -> Result<Response<pb::RestoreResponse>, Status> {
-        let who = principal(&req)?;
-        let req = req.into_inner();
-        let env = self.mgr.env(&req.env_id, &who)?;
-        let cp = self.mgr.checkpoint(&req.checkpoint_id, &who)?;
-        let opts = ObsOptions {
-            encoding: req.encoding,
-            ..Default::default()
-        };
-        let bound = self.mgr.replay_timeout(&cp);
-        let job = self
-            .mgr
-            .on_env(&env, Call::Restore, bound, move |e, cache| {
-                e.restore(cache, &cp, &opts).map(convert::restore_response)
-            })?;
-        Ok(Response::new(job.finish().await?))
+        self.do_restore(req).await
     }
 
     async fn fork(
         &self,
         req: Request<pb::ForkRequest>,
     ) -> Result<Response<pb::ForkResponse>, Status> {
-        let who = principal(&req)?;
-        let req = req.into_inner();
-        let f = self
-            .mgr
-            .fork(&req.checkpoint_id, req.n, req.encoding, &who)
-            .await?;
-        Ok(Response::new(pb::ForkResponse {
-            pool_id: f.pool_id,
-            replicas: f
-                .replicas
-                .into_iter()
-                .map(|(id, r)| crate::convert::replica(id, r))
-                .collect(),
-            expected_hash: f.expected_hash,
-            from_spares: f.from_spares,
-        }))
+        self.do_fork(req).await
     }
 
     async fn list_checkpoints(
         &self,
         req: Request<pb::ListCheckpointsRequest>,
     ) -> Result<Response<pb::ListCheckpointsResponse>, Status> {
-        let who = principal(&req)?;
-        let checkpoints = self
-            .mgr
-            .list_checkpoints(&req.into_inner().pool_id, &who)
-            .iter()
-            .map(|c| convert::checkpoint(c))
-            .collect();
-        Ok(Response::new(pb::ListCheckpointsResponse { checkpoints }))
+        self.do_list_checkpoints(req).await
     }
 
     async fn delete_checkpoint(
         &self,
         req: Request<pb::DeleteCheckpointRequest>,
     ) -> Result<Response<pb::DeleteCheckpointResponse>, Status> {
-        let who = principal(&req)?;
-        self.mgr
-            .delete_checkpoint(&req.into_inner().checkpoint_id, &who)?;
-        Ok(Response::new(pb::DeleteCheckpointResponse {}))
+        self.do_delete_checkpoint(req).await
     }
 
     async fn keep_alive(
         &self,
         req: Request<pb::KeepAliveRequest>,
     ) -> Result<Response<pb::KeepAliveResponse>, Status> {
-        let who = principal(&req)?;
-        let ids = req.into_inner().pool_ids;
-        checked::pool_ids(&ids, self.mgr.limits())?;
-        Ok(Response::new(pb::KeepAliveResponse {
-            gone: self.mgr.keep_alive(&ids, &who),
-        }))
+        self.do_keep_alive(req).await
     }
 
     async fn exec(
@@ -346,16 +227,7 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::ListWindowsRequest>,
     ) -> Result<Response<pb::ListWindowsResponse>, Status> {
-        let who = principal(&req)?;
-        let env = self
-            .calls
-            .granted(&req.into_inner().env_id, &who, Capability::Windows)?;
-        let job = self
-            .mgr
-            .on_env(&env, Call::ListWindows, self.mgr.op_timeout(), |e, _| {
-                e.windows().map(convert::windows_response)
-            })?;
-        Ok(Response::new(job.finish().await?))
+        self.do_list_windows(req).await
     }
 
     async fn put_file(
@@ -381,59 +253,28 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::ListRecordingsRequest>,
     ) -> Result<Response<pb::ListRecordingsResponse>, Status> {
-        let who = principal(&req)?;
-        let mgr = self.mgr.clone();
-        let runs = PoolManager::join(self.mgr.spawn(move || Ok(mgr.recordings(&who)))).await?;
-        Ok(Response::new(pb::ListRecordingsResponse {
-            recordings: runs
-                .into_iter()
-                .map(|r| pb::Recording {
-                    run: r.run,
-                    status: r.status,
-                    files: r
-                        .files
-                        .into_iter()
-                        .map(|(path, size)| pb::RecordingFile { path, size })
-                        .collect(),
-                })
-                .collect(),
-        }))
+        self.do_list_recordings(req).await
     }
 
     async fn get_recording_file(
         &self,
         req: Request<pb::GetRecordingFileRequest>,
     ) -> Result<Response<Self::GetRecordingFileStream>, Status> {
-        let who = principal(&req)?;
-        let r = req.into_inner();
-        let offset = r.offset;
-        let mgr = self.mgr.clone();
-        let (size, data, eof) = PoolManager::join(
-            self.mgr
-                .spawn(move || mgr.recording_file(&who, &r.run, &r.path, offset)),
-        )
-        .await?;
-        Ok(Response::new(file_chunks(offset, size, data, eof)))
+        self.do_get_recording_file(req).await
     }
 
     async fn delete_recording(
         &self,
         req: Request<pb::DeleteRecordingRequest>,
     ) -> Result<Response<pb::DeleteRecordingResponse>, Status> {
-        let who = principal(&req)?;
-        let run = req.into_inner().run;
-        let mgr = self.mgr.clone();
-        PoolManager::join(self.mgr.spawn(move || mgr.delete_recording(&who, &run))).await?;
-        Ok(Response::new(pb::DeleteRecordingResponse {}))
+        self.do_delete_recording(req).await
     }
 
     async fn attach_frames(
         &self,
         req: Request<pb::AttachFramesRequest>,
     ) -> Result<Response<pb::AttachFramesResponse>, Status> {
-        let who = principal(&req)?;
-        let ring = self.calls.rings().attach(&who.name, req.get_ref())?;
-        Ok(Response::new(ring))
+        self.do_attach_frames(req).await
     }
 
     type TunnelStream = crate::tunnel::Outbound;
@@ -442,30 +283,7 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<tonic::Streaming<pb::TunnelData>>,
     ) -> Result<Response<Self::TunnelStream>, Status> {
-        let who = principal(&req)?;
-        let mut inbound = req.into_inner();
-        let first = first_message(
-            &mut inbound,
-            "env_id",
-            "the first names the env and the port",
-        )
-        .await?;
-        let port = checked::port(first.port)?;
-        let env = self.calls.granted(&first.env_id, &who, Capability::Exec)?;
-        let at = env.clone();
-        let socket = tokio::task::spawn_blocking(move || at.agent_socket())
-            .await
-            .map_err(|e| PoolError::Internal(format!("tunnel lookup: {e}")))?
-            .map_err(PoolError::from)?;
-        let open = crate::tunnel::open(&env.id, &socket, port)
-            .await
-            .map_err(PoolError::from)?;
-        Ok(Response::new(crate::tunnel::relay(
-            open,
-            first.data,
-            inbound,
-            self.closing.clone(),
-        )))
+        self.do_tunnel(req).await
     }
 
     type StepStreamStream =
@@ -475,19 +293,7 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<tonic::Streaming<pb::StepStreamRequest>>,
     ) -> Result<Response<Self::StepStreamStream>, Status> {
-        let who = principal(&req)?;
-        let inbound = req.into_inner();
-        let (tx, rx) = tokio::sync::mpsc::channel(self.mgr.limits().max_batch.max(1) as usize);
-        tokio::spawn(step_stream(
-            self.clone(),
-            who,
-            inbound,
-            tx,
-            self.closing.clone(),
-        ));
-        Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(
-            rx,
-        )))
+        self.do_step_stream(req).await
     }
 
     type DriveStream = crate::axstream::Outbound;
@@ -496,16 +302,7 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<tonic::Streaming<pb::DriveRequest>>,
     ) -> Result<Response<Self::DriveStream>, Status> {
-        let who = principal(&req)?;
-        let mut inbound = req.into_inner();
-        let first = first_message(&mut inbound, "env_id", "the first names the env").await?;
-        let observe = checked::drive(&first, self.mgr.limits())?;
-        let driver = crate::axstream::Driver::new(self.calls.clone(), who, &first, observe)?;
-        Ok(Response::new(driver.run(
-            first,
-            inbound,
-            self.closing.clone(),
-        )))
+        self.do_drive(req).await
     }
 
     async fn list_directory(
@@ -519,55 +316,20 @@ impl Deskgym for DeskgymService {
         &self,
         req: Request<pb::GetClipboardRequest>,
     ) -> Result<Response<pb::Clipboard>, Status> {
-        let who = principal(&req)?;
-        let env = self
-            .calls
-            .granted(&req.into_inner().env_id, &who, Capability::Clipboard)?;
-        let job = self
-            .mgr
-            .on_env(&env, Call::Clipboard, self.mgr.op_timeout(), |e, _| {
-                e.clipboard(None)
-            })?;
-        Ok(Response::new(pb::Clipboard {
-            text: job.finish().await?,
-        }))
+        self.do_get_clipboard(req).await
     }
 
     async fn set_clipboard(
         &self,
         req: Request<pb::SetClipboardRequest>,
     ) -> Result<Response<pb::Clipboard>, Status> {
-        let who = principal(&req)?;
-        let r = req.into_inner();
-        let env = self.calls.granted(&r.env_id, &who, Capability::Clipboard)?;
-        checked::clipboard_text(&r.text)?;
-        let job = self
-            .mgr
-            .on_env(&env, Call::Clipboard, self.mgr.op_timeout(), move |e, _| {
-                e.clipboard(Some(&r.text))
-            })?;
-        Ok(Response::new(pb::Clipboard {
-            text: job.finish().await?,
-        }))
+        self.do_set_clipboard(req).await
     }
 
     async fn screenshot(
         &self,
         req: Request<pb::ScreenshotRequest>,
     ) -> Result<Response<pb::Observation>, Status> {
-        let who = principal(&req)?;
-        let r = req.into_inner();
-        let env = self.mgr.env(&r.env_id, &who)?;
-        let (shape, known) = checked::screenshot(&r, self.mgr.limits())?;
-        let job = self.mgr.on_env(
-            &env,
-            Call::Screenshot,
-            self.mgr.op_timeout(),
-            move |e, _| {
-                e.screenshot(shape, r.encoding, &known)
-                    .map(convert::observation)
-            },
-        )?;
-        Ok(Response::new(job.finish().await?))
+        self.do_screenshot(req).await
     }
 }

@@ -1,4 +1,4 @@
-//! Screencast: the RPC over [`crate::watch`] (validation here, the streams there).
+//! Screencast: the RPC over [`crate::screen_streams`] (validation here, the streams there).
 
 use super::*;
 

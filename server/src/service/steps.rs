@@ -1,5 +1,6 @@
-//! Steps in bulk: StepBatch (all items started before any is awaited, shared frames
-//! sent once) and StepStream (EnvPool-style: each env's result as soon as it is done).
+//! Steps: Reset and Step one at a time, StepBatch (all items started before any is
+//! awaited, shared frames sent once) and StepStream (EnvPool-style: each env's result as
+//! soon as it is done).
 
 use super::*;
 
@@ -219,5 +220,54 @@ impl DeskgymService {
             results,
             reset_results,
         }))
+    }
+}
+
+impl DeskgymService {
+    pub(super) async fn do_reset(
+        &self,
+        req: Request<pb::ResetRequest>,
+    ) -> Result<Response<pb::ResetResponse>, Status> {
+        let who = principal(&req)?;
+        Ok(Response::new(
+            finish(
+                self.calls
+                    .start_reset(req.into_inner(), &Field::root(), &[], &who),
+            )
+            .await?,
+        ))
+    }
+
+    pub(super) async fn do_step(
+        &self,
+        req: Request<pb::StepRequest>,
+    ) -> Result<Response<pb::StepResult>, Status> {
+        let who = principal(&req)?;
+        Ok(Response::new(
+            finish(
+                self.calls
+                    .start_step(req.into_inner(), &Field::root(), &[], &who),
+            )
+            .await?,
+        ))
+    }
+
+    pub(super) async fn do_step_stream(
+        &self,
+        req: Request<tonic::Streaming<pb::StepStreamRequest>>,
+    ) -> Result<Response<<Self as Deskgym>::StepStreamStream>, Status> {
+        let who = principal(&req)?;
+        let inbound = req.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(self.mgr.limits().max_batch.max(1) as usize);
+        tokio::spawn(step_stream(
+            self.clone(),
+            who,
+            inbound,
+            tx,
+            self.closing.clone(),
+        ));
+        Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(
+            rx,
+        )))
     }
 }

@@ -136,7 +136,9 @@ async fn figures_and_cache_hits_are_each_principals_own() {
         max_total_pixels: 4 * 320 * 240,
         ..Limits::default()
     };
-    let mut f = fake("alice: aaa\nbob: bbb\n", limits, "127.0.0.1:0").await;
+    // Principal tallies live for the process (one server per process in use): names no
+    // other test in this binary uses keep the counts this test reads its own.
+    let mut f = fake("fig-alice: aaa\nfig-bob: bbb\n", limits, "127.0.0.1:0").await;
     let pa =
         f.c.create_pool(as_("aaa", small_pool(1)))
             .await

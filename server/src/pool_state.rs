@@ -1,6 +1,6 @@
 //! The pool as its envs see it: id, owner, spec, warm spares, the recording sink and
-//! the lease clock. Envs and checkpoints hold this handle; the manager's bookkeeping
-//! (`pool.rs`) stays out of their reach.
+//! the lease clock. Envs and checkpoints hold this state; the manager's bookkeeping
+//! (`pool/`, whose `PoolManager` owns the pools) stays out of their reach.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -10,9 +10,10 @@ use crate::spec::{PoolSpec, Usage};
 use crate::sync::lock;
 use deskgym_worker::Desktop;
 
-/// A pool: a set of envs created together, and its warm spares.
+/// What the envs of one pool (a set created together) share: its id, owner, spec, warm
+/// spares, recording and lease. The manager's map of pools holds these.
 #[derive(Debug)]
-pub(crate) struct Pool {
+pub(crate) struct PoolState {
     /// Opaque id.
     pub id: String,
     /// The principal that created it (and owns its envs and checkpoints).
@@ -41,7 +42,7 @@ pub(crate) struct Pool {
     pub recording_path: Option<std::path::PathBuf>,
 }
 
-impl Pool {
+impl PoolState {
     /// Queues a record when the pool records; `make` is not even called otherwise.
     pub(crate) fn record(&self, make: impl FnOnce() -> deskgym_datasets::Record) {
         if self.recording_path.is_some()
