@@ -86,19 +86,21 @@ impl Screencasts {
         h264: bool,
     ) -> Result<Viewer, Status> {
         let owner = &env.pool.owner;
-        let own = crate::sync::Held::take(&self.held, owner, Some(share)).map_err(|n| {
-            Status::resource_exhausted(format!(
-                "principal {owner} watches {n} screencasts of its share of {share} (the \
-                 console's live views count too); close one, or ask for a larger \
-                 `screencasts=` share"
-            ))
-        })?;
+        // The server's bound first: with one principal its share is the whole server, and
+        // the server's limit is the message that names the flag to change.
         let permit = self.slots.clone().try_acquire_owned().map_err(|_| {
             Status::resource_exhausted(format!(
                 "this server streams at most max_screencasts={} screencasts at once (the \
                  console's live views count too); close one (or start the server with a \
                  higher --max-screencasts)",
                 self.max
+            ))
+        })?;
+        let own = crate::sync::Held::take(&self.held, owner, Some(share)).map_err(|n| {
+            Status::resource_exhausted(format!(
+                "principal {owner} watches {n} screencasts of its share of {share} (the \
+                 console's live views count too); close one, or ask for a larger \
+                 `screencasts=` share"
             ))
         })?;
         let key: Key = (env.id.clone(), shape, fps.to_bits(), h264);
