@@ -234,16 +234,23 @@ def main(argv: Sequence[str] | None = None) -> None:
         _run_agents(a, tasks, make_env)
 
 
+def _due_tasks(log: Path, tasks: list[tuple[str, dict[str, Any]]],
+               rerun_invalid: bool) -> tuple[list[dict[str, Any]], queue.Queue[tuple[str, dict[str, Any]]]]:
+    """The rows ``log`` already holds, and a queue of the tasks still due after them."""
+    before = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+    last = last_rows(before)
+    todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+    for d, t in tasks:
+        if _due(last.get(t["id"]), rerun_invalid):
+            todo.put((d, t))
+    return before, todo
+
+
 def _check_all(a: argparse.Namespace, tasks: list[tuple[str, dict[str, Any]]], make_env: Callable[[int], Any]) -> None:
     """``--check``: every due task with no agent, rows to ``check.jsonl``, the table to
     ``coverage.md``."""
-    todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
     log = a.result_dir / "check.jsonl"
-    before = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
-    last = last_rows(before)
-    for d, t in tasks:
-        if _due(last.get(t["id"]), a.rerun_invalid):
-            todo.put((d, t))
+    before, todo = _due_tasks(log, tasks, a.rerun_invalid)
     print(f"{len(tasks)} tasks, {len(tasks) - todo.qsize()} done before, {todo.qsize()} to run "
           f"{'again (invalid before) ' if a.rerun_invalid else ''}on {a.num_envs} desktops", flush=True)
     with log.open("a") as sink:
@@ -268,13 +275,8 @@ def _check_all(a: argparse.Namespace, tasks: list[tuple[str, dict[str, Any]]], m
 def _solve_all(a: argparse.Namespace, tasks: list[tuple[str, dict[str, Any]]], make_env: Callable[..., Any]) -> None:
     """``--solutions``: each due task's known-good solution, rows to ``solutions.jsonl``,
     the table and pass rate to ``scores.md``."""
-    todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
     log = a.result_dir / "solutions.jsonl"
-    before = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
-    last = last_rows(before)
-    for d, t in tasks:
-        if _due(last.get(t["id"]), a.rerun_invalid):
-            todo.put((d, t))
+    before, todo = _due_tasks(log, tasks, a.rerun_invalid)
     print(f"{len(tasks)} solutions, {len(tasks) - todo.qsize()} done before, {todo.qsize()} to run on "
           f"{a.num_envs} desktops", flush=True)
     with log.open("a") as sink:
