@@ -84,7 +84,8 @@ fn detect() -> Option<MemoryBound> {
         .then_some(MemoryBound::CgroupV1(dir))
 }
 
-/// Removes this process's cgroup directory (at exit; children first).
+/// Removes this process's cgroup directory (at process exit, children first: call it
+/// only when no sandbox of this process can be starting).
 pub fn remove_cgroups() {
     if let MemoryBound::CgroupV1(dir) | MemoryBound::CgroupV2(dir) = memory_bound() {
         if let Ok(d) = std::fs::read_dir(dir) {
@@ -146,7 +147,6 @@ impl Cgroup {
         };
         let dir = base.join(name);
         let _ = std::fs::remove_dir(&dir);
-        // (The base again: a server of this process that stopped removed it.)
         std::fs::create_dir_all(&dir)?;
         if v2 {
             std::fs::write(dir.join("memory.max"), bytes.to_string())?;

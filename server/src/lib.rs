@@ -247,7 +247,9 @@ pub async fn run_with(
     // Every sandbox of this server is gone (each removed its own directory): the
     // root goes too unless another server of this process still has sandboxes there.
     let _ = std::fs::remove_dir(deskgym_worker::sandboxes_root());
-    deskgym_worker::remove_cgroups();
+    // The cgroup directory is the process's, not this server's: `main` removes it at
+    // exit. Removing it here let one server of a process (a test binary runs many)
+    // delete another's cgroup between its creation and its child entering it.
     tracing::info!("stopped");
     result.map_err(Into::into)
 }

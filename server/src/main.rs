@@ -182,6 +182,8 @@ async fn main() -> anyhow::Result<()> {
     if let Some(path) = socket {
         let _ = std::fs::remove_file(path);
     }
+    // This process's cgroups, now that its one server and every sandbox are gone.
+    deskgym_worker::remove_cgroups();
     served?;
     Ok(())
 }
