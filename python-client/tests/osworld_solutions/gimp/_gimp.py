@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from _common import hotkey, press, until, wait_window, window
+from _common import hotkey, press, typewrite, until, wait_window, window
 
-__all__ = ["dialog", "keys", "ready"]
+__all__ = ["dialog", "export_as", "keys", "ready"]
 
 
 def ready(env: Any, image: str | None = None, timeout: float = 90) -> Any:
@@ -34,3 +34,15 @@ def dialog(env: Any, title: str, *seq: str, tries: int = 3, timeout: float = 10)
             env.step(press("escape"), pause=0.5)
             env.step(press("escape"), pause=0.5)
     return until(lambda: window(env, title=title), f"dialog {title}", 1)
+
+
+def export_as(env: Any, name: str, options: str) -> None:
+    """File > Export As (Ctrl+Shift+E) to ``name`` in the image's folder (the dialog opens
+    there, the name selected), then the format's options dialog (its title has
+    ``options``, e.g. "as JPEG") confirmed with its default, Export."""
+    dialog(env, "Export Image", "ctrl+shift+e")
+    env.step(hotkey("ctrl", "a"), pause=0.3)
+    env.step(typewrite(name + "\n"), pause=1.0)
+    wait_window(env, title=options, timeout=20, settle=0.5)
+    env.step(press("enter"), pause=1.0)
+    until(lambda: not window(env, title="Export Image"), "the export done", timeout=30)
