@@ -29,9 +29,12 @@ def open_user_settings(env: Any) -> None:
 
 
 def replace_text(env: Any, text: str, final_newline: bool = False) -> None:
-    """The editor's whole text replaced by ``text``: select all, type (what the editor
-    closed on its own, brackets and quotes, follows the cursor and is deleted), save."""
+    """The editor's whole text replaced by ``text``: select all, delete, type (what the
+    editor closed on its own, brackets and quotes, follows the cursor and is deleted), save.
+    Typing over the selection instead loses the text: with the whole file selected, a
+    typed ``{`` surrounds the selection (editor.autoSurround) rather than replacing it."""
     env.step(hotkey("ctrl", "a"), pause=0.3)
+    env.step(press("delete"), pause=0.3)
     env.step(typewrite(text, interval=0.02), pause=0.5)
     env.step(press("escape"), pause=0.3)  # a suggestion list would take the Enter
     env.step(hotkey("ctrl", "shift", "end"), pause=0.3)
