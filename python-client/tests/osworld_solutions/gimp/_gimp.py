@@ -3,11 +3,13 @@ item by its mnemonics, a dialog opened that way (again if the first keys were lo
 
 from __future__ import annotations
 
+import io
+import random
 from typing import Any
 
 from _common import hotkey, press, typewrite, until, wait_window, window
 
-__all__ = ["dialog", "export_as", "keys", "ready"]
+__all__ = ["dialog", "export_as", "keys", "ready", "textured"]
 
 
 def ready(env: Any, image: str | None = None, timeout: float = 90) -> Any:
@@ -46,3 +48,20 @@ def export_as(env: Any, name: str, options: str) -> None:
     wait_window(env, title=options, timeout=20, settle=0.5)
     env.step(press("enter"), pause=1.0)
     until(lambda: not window(env, title="Export Image"), "the export done", timeout=30)
+
+
+def textured(w: int = 320, h: int = 240, fmt: str = "PNG") -> bytes:
+    """A photo-like image in the middle tones: a checker of two greys, a left-to-right
+    ramp and some noise (structure SSIM can see, room for more contrast)."""
+    from PIL import Image
+
+    rnd = random.Random(7)
+    img = Image.new("RGB", (w, h))
+    px = img.load()
+    for y in range(h):
+        for x in range(w):
+            v = 60 + 70 * ((x // 40 + y // 30) % 2) + (x * 60) // w + rnd.randint(-8, 8)
+            px[x, y] = (v, min(255, v + 20), max(0, v - 20))
+    buf = io.BytesIO()
+    img.save(buf, format=fmt)
+    return buf.getvalue()
