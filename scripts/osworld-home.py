@@ -74,6 +74,40 @@ TRIM = [
 #: Per-profile leftovers of Thunderbird (the profile's folder name is made here).
 TRIM_THUNDERBIRD = ["lock", ".parentlock", "crashes", "minidumps", "datareporting", "saved-telemetry-pings"]
 
+#: Chromium names its accessibility tree's application "Chromium" (its build's product
+#: name, compiled in); Google's build says "Google Chrome", which OSWorld's getters look
+#: for (the address bar under `application[name=Google Chrome]`). This library, preloaded
+#: by the osworld profile's `google-chrome` (server/profiles/catalog.toml), gives the
+#: application node the name in $DESKGYM_ATK_APP_NAME; every other node keeps its own.
+ATK_APP_NAME_SO = ".local/lib/deskgym/atk-app-name.so"
+ATK_APP_NAME_C = r"""/* Names the AT-SPI application of the process $DESKGYM_ATK_APP_NAME (deskgym's
+   google-chrome: Chromium says "Chromium", its build's product name, where Google's
+   build says "Google Chrome", which OSWorld's getters look for). Loaded with
+   LD_PRELOAD; every other object keeps the name the application gives it. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct _AtkObject AtkObject;
+
+const char *atk_object_get_name(AtkObject *obj) {
+    static const char *(*real)(AtkObject *);
+    static int (*role_of)(AtkObject *);
+    static int application = -1;
+    if (!real) {
+        real = (const char *(*)(AtkObject *))dlsym(RTLD_NEXT, "atk_object_get_name");
+        role_of = (int (*)(AtkObject *))dlsym(RTLD_NEXT, "atk_object_get_role");
+        int (*role_for_name)(const char *) = (int (*)(const char *))dlsym(RTLD_NEXT, "atk_role_for_name");
+        if (role_for_name) application = role_for_name("application");
+    }
+    const char *name = real ? real(obj) : NULL;
+    const char *want = getenv("DESKGYM_ATK_APP_NAME");
+    if (want && *want && role_of && application >= 0 && role_of(obj) == application) return want;
+    return name;
+}
+"""
+
 
 def log(msg: str) -> None:
     print(f"osworld-home: {msg}", file=sys.stderr, flush=True)
@@ -120,6 +154,24 @@ def trim(home: pathlib.Path) -> None:
             p.unlink()
 
 
+def atk_app_name(home: pathlib.Path) -> None:
+    """Compiles ATK_APP_NAME_C into the home (this host's compiler and libatk's ABI)."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if not cc:
+        log("warning: no C compiler: Chrome's accessibility tree keeps the name Chromium")
+        return
+    out = home / ATK_APP_NAME_SO
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as t:
+        c = pathlib.Path(t, "atk-app-name.c")
+        c.write_text(ATK_APP_NAME_C)
+        r = subprocess.run([cc, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(out), str(c)],
+                           capture_output=True, text=True)
+    if r.returncode != 0:
+        log(f"warning: compiling {ATK_APP_NAME_SO} failed: {r.stderr.strip()[-300:]}")
+        out.unlink(missing_ok=True)
+
+
 def build(out: pathlib.Path) -> None:
     for prog in ("bwrap", "Xvfb", "dbus-daemon"):
         if not shutil.which(prog):
@@ -141,6 +193,7 @@ def build(out: pathlib.Path) -> None:
             sys.exit(f"osworld-home: building in the sandbox failed (exit {r.returncode}); {work} kept")
         log(f"apps ran in {time.monotonic() - t0:.1f} s")
     trim(work)
+    atk_app_name(work)
     # Readable by every sandbox's user (the server copies it into each profile template).
     for p in [work, *work.rglob("*")]:
         if not p.is_symlink():

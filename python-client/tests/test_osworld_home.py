@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import pathlib
 import re
+import time
 from typing import Any
 
 import pytest
@@ -127,3 +128,24 @@ def test_the_impress_tasks_reset_leaves_libreoffices_registry(make_env: Any) -> 
     assert got is not None and pathlib.Path(got).is_file(), got
     assert "oor:items" in pathlib.Path(got).read_text()
     assert env.evaluate() == 0
+
+
+def test_the_browser_is_google_chrome_in_the_accessibility_tree(make_env: Any) -> None:
+    """chrome/12086550's metric reads the address bar under `application[name=Google
+    Chrome]` (OSWorld's getter on x86): deskgym's google-chrome (Chromium, which names
+    itself "Chromium") carries that name, and the getter finds the page typed in."""
+    from desktop_env.evaluators import getters
+
+    t = task("chrome/12086550-11c0-466b-b367-1d9e75b3910e")
+    env = make_env()
+    env.reset(task_config=t)
+    t0 = time.monotonic()
+    while not any(w.wm_class.lower() == "chromium" for w in env.deskgym.windows()):
+        assert time.monotonic() - t0 < 60, "no browser window"
+        time.sleep(0.5)
+    env.step("WAIT", pause=2.0)
+    env.step("pyautogui.hotkey('ctrl', 'l')", pause=0.5)
+    env.step("pyautogui.typewrite('chrome://version\\n', interval=0.01)", pause=2.0)
+    tree = env.controller.get_accessibility_tree()
+    assert '<application name="Google Chrome"' in tree and '<application name="Chromium"' not in tree
+    assert getters.get_active_url_from_accessTree(env, {"goto_prefix": ""}) == "chrome://version"
