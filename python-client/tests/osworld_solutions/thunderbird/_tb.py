@@ -14,9 +14,10 @@ import time
 import tarfile
 from typing import Any
 
-from _common import press, put_download, typewrite, until, window
+from _common import hotkey, press, put_download, typewrite, until, window
 
-__all__ = ["PROFILE", "a11y_box", "click_named", "context_menu", "main_window", "new_local_folder", "profile_archive", "put_profile"]
+__all__ = ["PROFILE", "a11y_box", "click_named", "context_menu", "main_window", "menu_item", "new_local_folder",
+           "profile_archive", "put_profile", "scroll_to"]
 
 #: Where OSWorld's archives unpack the profile (relative to the home).
 PROFILE = ".thunderbird/t5q2a5hp.default-release"
@@ -154,3 +155,27 @@ def new_local_folder(env: Any, name: str) -> None:
     env.step("WAIT", pause=1.0)
     env.step(typewrite(name + "\n"), pause=1.0)
     until(lambda: not window(env, title="New Folder"), "the New Folder dialog closed", 30)
+
+
+def menu_item(env: Any, key: str, item: str, tries: int = 3) -> None:
+    """Opens a menu of the (hidden) menu bar by its access key, Alt+``key``, and clicks
+    ``item`` in it."""
+    for _ in range(tries):
+        env.step(hotkey("alt", key), pause=1.0)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 8:
+            if a11y_box(env, "menu-item", item):
+                click_named(env, "menu-item", item)
+                return
+            time.sleep(0.5)
+        env.step(press("escape"), pause=1.0)
+    raise AssertionError(f"no {item!r} in the menu Alt+{key} opens")
+
+
+def scroll_to(env: Any, role: str, name: str, at: tuple[int, int], tries: int = 12) -> None:
+    """Scrolls the page under ``at`` down until the control shows on screen."""
+    for _ in range(tries):
+        if a11y_box(env, role, name):
+            return
+        env.step(f"pyautogui.moveTo{at}; pyautogui.scroll(-5)", pause=1.0)
+    raise AssertionError(f"{role} {name!r} never showed")
