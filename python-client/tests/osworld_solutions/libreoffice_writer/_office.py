@@ -59,8 +59,12 @@ def save_keep_format(env: Any, path: str, timeout: float = 30) -> None:
     time and size)."""
     before = _mtime(env, path)
     env.step(hotkey("ctrl", "s"), pause=1.0)
-    saved = until(lambda: _keep_dialog(env) or _mtime(env, path) != before, "the file saved or the format question",
-                  timeout)
+    try:
+        saved = until(lambda: _keep_dialog(env) or _mtime(env, path) != before,
+                      "the file saved or the format question", timeout)
+    except AssertionError:
+        shot(env, "not-saved")
+        raise AssertionError(f"{path} not saved; windows: {[w.title for w in env.deskgym.windows()]}") from None
     if saved is not True:  # the dialog
         env.step(press("enter"), pause=1.0)
         until(lambda: _mtime(env, path) != before, "the file saved", timeout)
