@@ -41,6 +41,10 @@ def variant(name: str, **change: Any) -> dict[str, Any]:
 SETUP_FAILS = variant("setup-fails", config=lambda c: [c[0], FAILING, c[1]])
 #: OSWorld's `exact_match` called with an option it does not take: the metric raises.
 EVAL_RAISES = variant("evaluator-raises", evaluator={"options": {"no_such_option": True}})
+#: Its postconfig activates a window that is not there (as GIMP's tasks do once the agent
+#: opened an image and the title changed): OSWorld's server answers 200 and scores the task.
+POST_WINDOW = variant("post-window", evaluator={"postconfig": [
+    {"type": "activate_window", "parameters": {"window_name": "No Such Window 42"}}]})
 #: Scores 1 on a fresh desktop (the folder was not renamed).
 SCORES_ONE = variant("scores-one", evaluator={"expected": {"type": "rule", "rules": {
     "expected": "Directory does not exist.\n"}}})
@@ -112,7 +116,7 @@ def test_check_rows_say_invalid_naming_the_step_and_the_table_counts_them(
         shim_server: Server, tmp_path: pathlib.Path) -> None:
     from deskgym.osworld import run
 
-    test_all = write_set(tmp_path / "set", [REAL, SETUP_FAILS, EVAL_RAISES, INFEASIBLE])
+    test_all = write_set(tmp_path / "set", [REAL, SETUP_FAILS, EVAL_RAISES, INFEASIBLE, POST_WINDOW])
     argv = ["--check", "--test-all", str(test_all), "--result-dir", str(tmp_path / "results"),
             "--cache-dir", str(tmp_path / "cache"), "--screen", "1280x720", "--address", shim_server.address]
     run.main(argv)
@@ -128,15 +132,21 @@ def test_check_rows_say_invalid_naming_the_step_and_the_table_counts_them(
     assert raises["status"] == "invalid" and raises["score"] is None, raises
     assert raises["cause"].startswith("evaluate: TypeError") and "no_such_option" in raises["cause"], raises
     assert (infeasible["status"], infeasible["score"]) == ("infeasible", 0.0), infeasible
+    # (c) A postconfig window step that found nothing is kept and said, but not counted.
+    window = rows[POST_WINDOW["id"]]
+    assert (window["status"], window["score"], window["setup_failed"]) == ("scored", 0.0, []), window
+    assert [s["ok"] for s in window["setup"]] == [True, True, False], window["setup"]
+    assert len(window["setup_excused"]) == 1 and "No Such Window 42" in window["setup_excused"][0], window
+    assert "not counted" in window["setup_excused"][0], window
     table = (tmp_path / "results" / "coverage.md").read_text()
     assert "| setup failed | invalid |" in table
-    assert "| **all** | 4 | 4 | 3 | 1 | 2 |" in table, table
+    assert "| **all** | 5 | 5 | 4 | 1 | 2 |" in table, table
     assert f"- os/{SETUP_FAILS['id']}: setup: step 2 (execute)" in table, table
     # (d) --rerun-invalid runs exactly the invalid ones again; their new rows win.
     run.main([*argv, "--rerun-invalid"])
     lines = [json.loads(x) for x in (tmp_path / "results" / "check.jsonl").read_text().splitlines()]
-    assert sorted(r["id"] for r in lines[4:]) == sorted([SETUP_FAILS["id"], EVAL_RAISES["id"]])
-    assert "| **all** | 4 | 4 | 3 | 1 | 2 |" in (tmp_path / "results" / "coverage.md").read_text()
+    assert sorted(r["id"] for r in lines[5:]) == sorted([SETUP_FAILS["id"], EVAL_RAISES["id"]])
+    assert "| **all** | 5 | 5 | 4 | 1 | 2 |" in (tmp_path / "results" / "coverage.md").read_text()
 
 
 class Done:

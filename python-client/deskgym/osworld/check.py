@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from deskgym.osworld.outcomes import INVALID, SetupOutcome, status_of, verdict
+from deskgym.osworld.outcomes import INVALID, SetupOutcome, invalidates, status_of, verdict
 
 __all__ = ["check_task", "coverage", "feasible"]
 
@@ -50,7 +50,8 @@ def check_task(env: Any, domain: str, task: dict[str, Any], stand_ins: bool) -> 
 def record(row: dict[str, Any], outcomes: Sequence[SetupOutcome]) -> None:
     """Puts the task's setup outcomes, its failed steps and its status in ``row``."""
     row["setup"] = [o.to_dict() for o in outcomes]
-    row["setup_failed"] = [o.describe() for o in outcomes if not o.ok]
+    row["setup_failed"] = [o.describe() for o in outcomes if invalidates(o)]
+    row["setup_excused"] = [f"{o.describe()} (not counted: {o.excused})" for o in outcomes if o.excused]
     row["status"], row["cause"] = verdict(row.get("feasible", True), row["setup"], row.get("error", ""),
                                           row.get("score"))
 

@@ -6,10 +6,14 @@ run is ``scored`` (a number), ``invalid`` (with its cause: a failed step, a cras
 evaluator exception, a timeout) or ``infeasible`` (OSWorld's FAIL-only tasks):
 invalid tasks are counted apart, never averaged in as zeros.
 
-A failed step makes its task invalid whatever the step was. Whether OSWorld's own image
-would have failed it too cannot be told from here, so no failure is excused: the
-``setup failed`` column shows them all, and the step's record says what it ran and what
-the desktop answered.
+A failed step makes its task invalid whatever the step was, with one exception: a
+postconfig ``activate_window`` / ``close_window`` that finds no window. OSWorld's server
+runs ``wmctrl`` for these on Linux and answers 200 whatever it found, and after the agent
+acted a title may rightly have changed (GIMP's window is "GNU Image Manipulation Program"
+only while no image is open), so OSWorld's own image fails the same step just as silently
+and scores the task. Such a step is kept with its reason (``excused``) and listed apart
+(``setup_excused``); every other failure is in the ``setup failed`` column, and the step's
+record says what it ran and what the desktop answered.
 
 A known-good solution's row (:func:`deskgym.osworld.suite.solution_task`) also holds
 ``no_action`` (the score before solving) and ``passed``; a module that says why its task
@@ -25,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["INFEASIBLE", "INVALID", "SCORED", "UNSOLVABLE", "SetupOutcome", "compare", "judge", "last_rows",
+__all__ = ["INFEASIBLE", "INVALID", "SCORED", "UNSOLVABLE", "SetupOutcome", "compare", "invalidates", "judge", "last_rows",
            "load_rows", "scores_table", "solutions_table", "status_of", "verdict"]
 
 SCORED, INVALID, INFEASIBLE = "scored", "invalid", "infeasible"
@@ -55,6 +59,8 @@ class SetupOutcome:
     stderr: str = ""
     error: str = ""
     seconds: float = 0.0
+    #: Why this failed step does not make its task invalid (empty: it does).
+    excused: str = ""
 
     def describe(self) -> str:
         """``setup: step 2 (execute): exit 1: <stderr>`` (the cause a task's row names)."""
@@ -110,7 +116,19 @@ def judge(phase: str, step: int, kind: str, params: dict[str, Any], calls: Seque
             out.ok, out.error = False, "no command reached the desktop"
         elif out.exit_code != 0:
             out.ok = False
+    if not out.ok and exc is None and phase == "postconfig" and kind in ("activate_window", "close_window"):
+        out.excused = WINDOW_STEP_EXCUSE
     return out
+
+
+#: Why a postconfig window step that found no window is not a failure (see the module's doc).
+WINDOW_STEP_EXCUSE = "OSWorld's server answers 200 to a window step whatever wmctrl finds"
+
+
+def invalidates(outcome: SetupOutcome | dict[str, Any]) -> bool:
+    """Whether a step's outcome makes its task invalid (it failed and is not excused)."""
+    d = outcome if isinstance(outcome, dict) else asdict(outcome)
+    return not d.get("ok", True) and not d.get("excused")
 
 
 def verdict(feasible: bool, setup: Iterable[dict[str, Any]], error: str, score: float | None) -> tuple[str, str]:
@@ -118,7 +136,7 @@ def verdict(feasible: bool, setup: Iterable[dict[str, Any]], error: str, score: 
     first failed one is the cause, before any error it led to), when something raised
     (``error``) or when there is no score; else scored, or infeasible."""
     for s in setup:
-        if not s.get("ok", True):
+        if invalidates(s):
             return INVALID, SetupOutcome(**s).describe()
     if error:
         return INVALID, error
