@@ -5,17 +5,18 @@ from __future__ import annotations
 
 import io
 import random
+import struct
 from typing import Any
 
 from _common import hotkey, press, typewrite, until, wait_window, window
 
-__all__ = ["dialog", "export_as", "keys", "ready", "textured"]
+__all__ = ["dialog", "export_as", "keys", "ready", "textured", "xcf"]
 
 
 def ready(env: Any, image: str | None = None, timeout: float = 90) -> Any:
-    """GIMP's window (the image's, ``[image]`` in its title, when the task opened one),
-    once it takes keys."""
-    title = f"[{image}]" if image else "GNU Image Manipulation Program"
+    """GIMP's window (the image's, its title naming ``image``, when the task opened one:
+    "[name] (imported)" for a PNG or JPEG, "name.xcf" for GIMP's own), once it takes keys."""
+    title = image or "GNU Image Manipulation Program"
     return wait_window(env, title=title, wm_class="Gimp", timeout=timeout, settle=2.0)
 
 
@@ -65,3 +66,37 @@ def textured(w: int = 320, h: int = 240, fmt: str = "PNG") -> bytes:
     buf = io.BytesIO()
     img.save(buf, format=fmt)
     return buf.getvalue()
+
+
+def xcf(w: int, h: int, layers: list[tuple[str, Any]]) -> bytes:
+    """An RGB GIMP image (XCF version 0, uncompressed 64x64 tiles) of ``layers``, top
+    first: (name, PIL image of size ``w`` x ``h``, RGB or RGBA), each visible and opaque;
+    the top one saved as the active layer (with none saved, GIMP makes the bottom one
+    active)."""
+
+    def u(*v: int) -> bytes:
+        return struct.pack(">" + "I" * len(v), *v)
+
+    head = b"gimp xcf file\0" + u(w, h, 0) + u(0, 0)  # RGB; no image properties
+    at = len(head) + 4 * (len(layers) + 2)  # the layer pointers, their end, the channels' end
+    pointers, blobs = [], []
+    for i, (name, img) in enumerate(layers):
+        bpp = 4 if img.mode == "RGBA" else 3
+        raw = name.encode() + b"\0"
+        props = u(8, 4, 1) + u(6, 4, 255) + u(15, 8, 0, 0) + u(0, 0)  # visible, opaque, at 0,0
+        if i == 0:
+            props = u(2, 0) + props
+        layer = u(w, h, 1 if bpp == 4 else 0, len(raw)) + raw + props
+        hier_at = at + len(layer) + 8
+        tiles = [(x, y) for y in range(0, h, 64) for x in range(0, w, 64)]
+        level_at = hier_at + 20
+        data_at = level_at + 8 + 4 * (len(tiles) + 1)
+        level, data = u(w, h), b""
+        for x, y in tiles:
+            level += u(data_at + len(data))
+            data += img.crop((x, y, min(x + 64, w), min(y + 64, h))).tobytes()
+        blob = layer + u(hier_at, 0) + u(w, h, bpp, level_at, 0) + level + u(0) + data
+        pointers.append(at)
+        blobs.append(blob)
+        at += len(blob)
+    return head + u(*pointers, 0, 0) + b"".join(blobs)
