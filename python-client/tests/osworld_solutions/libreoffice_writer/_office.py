@@ -14,7 +14,7 @@ from typing import Any
 
 from _common import hotkey, press, typewrite, until, wait_window, window
 
-__all__ = ["command", "doc_bytes", "find", "office", "pdf_of", "save_keep_format", "shot"]
+__all__ = ["command", "doc_bytes", "find", "office", "pdf_of", "save_keep_format", "saved_by_office", "shot"]
 
 
 def office(env: Any, name: str, timeout: float = 120) -> Any:
@@ -86,12 +86,24 @@ def doc_bytes(doc: Any) -> bytes:
     return buf.getvalue()
 
 
+def _convert(data: bytes, suffix: str, to: str) -> bytes:
+    with tempfile.TemporaryDirectory() as d:
+        src = pathlib.Path(d) / "src" / f"in{suffix}"
+        src.parent.mkdir()
+        src.write_bytes(data)
+        subprocess.run(["soffice", f"-env:UserInstallation=file://{d}/profile", "--headless", "--convert-to",
+                        to, "--outdir", f"{d}/out", str(src)], check=True, capture_output=True, timeout=240)
+        return (pathlib.Path(d) / "out" / f"in.{to.split(':')[0]}").read_bytes()
+
+
+def saved_by_office(data: bytes, suffix: str) -> bytes:
+    """``data`` (a .docx or .pptx) opened and saved in its own format by a headless
+    LibreOffice: a gold written by python-pptx then holds what LibreOffice writes for the
+    same content (explicit run properties and the like), as the GUI's save does."""
+    return _convert(data, suffix, suffix.lstrip("."))
+
+
 def pdf_of(data: bytes, suffix: str) -> bytes:
     """``data`` (a document of type ``suffix``) exported to PDF by a headless LibreOffice,
     as Writer's File > Export as PDF does with the default settings."""
-    with tempfile.TemporaryDirectory() as d:
-        src = pathlib.Path(d) / f"in{suffix}"
-        src.write_bytes(data)
-        subprocess.run(["soffice", f"-env:UserInstallation=file://{d}/profile", "--headless", "--convert-to",
-                        "pdf", "--outdir", d, str(src)], check=True, capture_output=True, timeout=180)
-        return (pathlib.Path(d) / "in.pdf").read_bytes()
+    return _convert(data, suffix, "pdf")
