@@ -16,8 +16,8 @@ from typing import Any
 
 from _common import hotkey, press, put_download, typewrite, until, window
 
-__all__ = ["PROFILE", "a11y_box", "click_named", "context_menu", "main_window", "menu_item", "new_local_folder",
-           "profile_archive", "put_profile", "scroll_to"]
+__all__ = ["PROFILE", "a11y_box", "click_named", "context_menu", "config_editor", "main_window", "menu_item", "new_local_folder",
+           "profile_archive", "put_profile", "scroll_to", "set_pref"]
 
 #: Where OSWorld's archives unpack the profile (relative to the home).
 PROFILE = ".thunderbird/t5q2a5hp.default-release"
@@ -179,3 +179,22 @@ def scroll_to(env: Any, role: str, name: str, at: tuple[int, int], tries: int = 
             return
         env.step(f"pyautogui.moveTo{at}; pyautogui.scroll(-5)", pause=1.0)
     raise AssertionError(f"{role} {name!r} never showed")
+
+
+def config_editor(env: Any) -> None:
+    """Settings (the spaces toolbar's gear), found by "Find in Settings", Config
+    Editor…: the Advanced Preferences tab with its search box."""
+    click_named(env, "push-button", "Settings")
+    click_named(env, "entry", "Find in Settings")
+    env.step(typewrite("Config Editor"), pause=1.5)
+    click_named(env, "push-button", "Config Editor…")
+    until(lambda: a11y_box(env, "entry", "Search preference name"), "the Config Editor", 30)
+
+
+def set_pref(env: Any, name: str, action: str) -> None:
+    """In the Config Editor: ``name`` searched, then its row's ``action`` button
+    ("Add" a new boolean, which is true; "Toggle" an existing one)."""
+    click_named(env, "entry", "Search preference name")
+    env.step(hotkey("ctrl", "a"), pause=0.3)
+    env.step(typewrite(name), pause=1.5)
+    click_named(env, "push-button", action)
