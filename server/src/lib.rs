@@ -244,9 +244,10 @@ pub async fn run_with(
     log_cache(&mgr);
     tracing::info!(envs = mgr.env_count(), "closing pools");
     mgr.close_all().await;
-    // Every sandbox of this server is gone (each removed its own directory): the
-    // root goes too unless another server of this process still has sandboxes there.
+    // Every sandbox and display of this server is gone (each removed its own files):
+    // the roots go too unless another server of this process still has some there.
     let _ = std::fs::remove_dir(deskgym_worker::sandboxes_root());
+    let _ = std::fs::remove_dir(deskgym_worker::displays_root());
     deskgym_worker::remove_cgroups();
     tracing::info!("stopped");
     result.map_err(Into::into)
