@@ -4,6 +4,8 @@
 //! the others. Needs the `desktop` profile's packages (`scripts/setup.sh --desktop`).
 
 mod common;
+#[path = "tenants/displays.rs"]
+mod displays;
 #[path = "tenants/echoes.rs"]
 mod echoes;
 #[path = "tenants/shares.rs"]
