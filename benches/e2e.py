@@ -38,6 +38,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def display_xauthority(display: str) -> str:
+    """The Xauthority file of the server's ``display`` (Xvfb's ``-auth`` argument; the
+    bench runs on the server's host, as its user)."""
+    pids = subprocess.run(["pgrep", "-f", f"Xvfb {display} "], capture_output=True, text=True).stdout.split()
+    args = pathlib.Path(f"/proc/{pids[0]}/cmdline").read_bytes().split(b"\0")
+    return args[args.index(b"-auth") + 1].decode()
+
+
 def bench_single(address: str, steps: int) -> dict[str, tuple[float, float]]:
     c = deskgym.Client(address)
     # The default pool (the task's own settle policy: sync), then the previous
@@ -63,9 +71,8 @@ def bench_single(address: str, steps: int) -> dict[str, tuple[float, float]]:
                 out[f"deskgym Step, {'raw RGB' if enc == 'rgb' else 'PNG'} ({label})"] = pct(ts)
 
         port = free_port()
-        # python-xlib insists on an Xauthority file; our Xvfb needs no cookie.
-        xauth = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"deskgym-bench-xauth-{os.getpid()}"
-        xauth.touch()
+        # The display takes only clients with its cookie: the server's file for it.
+        xauth = display_xauthority(display)
         proc = subprocess.Popen(
             [sys.executable, str(HERE / "osworld_baseline.py"), str(port)],
             env={**os.environ, "DISPLAY": display, "XAUTHORITY": str(xauth)}, stdout=subprocess.PIPE, text=True,
@@ -96,7 +103,6 @@ def bench_single(address: str, steps: int) -> dict[str, tuple[float, float]]:
         finally:
             proc.terminate()
             proc.wait()
-            xauth.unlink(missing_ok=True)
         return out
     finally:
         c.close_pool(pool.pool_id)

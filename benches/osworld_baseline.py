@@ -3,7 +3,7 @@ compared against. Like OSWorld's in-VM server it executes each action by spawnin
 ``python -c "import pyautogui; pyautogui.click(x, y)"`` and answers a screenshot
 request with a PNG of the screen (PIL ``ImageGrab``, the path an Ubuntu OSWorld VM takes).
 
-    DISPLAY=:5 python osworld_baseline.py PORT
+    DISPLAY=:5 XAUTHORITY=<the display's -auth file> python osworld_baseline.py PORT
 """
 
 from __future__ import annotations

@@ -26,12 +26,8 @@ pub const MAX_CLIPBOARD_BYTES: usize = 1 << 20;
 const READ_TIMEOUT: Duration = Duration::from_secs(2);
 
 fn connect(display: u32) -> Result<(RustConnection, xproto::Window)> {
-    let (conn, screen) =
-        x11rb::connect(Some(&format!(":{display}"))).map_err(|e| DesktopError::DisplayGone {
-            display,
-            reason: e.to_string(),
-        })?;
-    let root = conn.setup().roots[screen].root;
+    let conn = crate::xvfb::connect(display)?;
+    let root = conn.setup().roots[0].root;
     let win = conn.generate_id().map_err(err)?;
     conn.create_window(
         0,

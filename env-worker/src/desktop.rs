@@ -78,6 +78,12 @@ impl LocalDesktop {
         self.xvfb.pid()
     }
 
+    /// The Xauthority file with the display's cookie: the display refuses clients
+    /// without it (an operator's tools set `XAUTHORITY` to this).
+    pub fn xauthority(&self) -> &std::path::Path {
+        self.xvfb.auth_file()
+    }
+
     /// Pid of the task app, or of the sandbox (killing it ends every program in it).
     pub fn app_pid(&self) -> u32 {
         self.runner.pid()

@@ -78,4 +78,4 @@ pub use sandbox::{
 pub use settle::{Settle, SettlePolicy, SettleReport};
 pub use windows::WindowInfo;
 pub use x11::XSession;
-pub use xvfb::Xvfb;
+pub use xvfb::{Xvfb, displays_root};

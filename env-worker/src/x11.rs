@@ -66,15 +66,10 @@ pub struct XSession {
 unsafe impl Send for XSession {}
 
 impl XSession {
-    /// Connects to `:display` and sets up XTEST, SHM (when available) and DAMAGE.
+    /// Connects to `:display` (one of this process's, with its cookie) and sets up XTEST, SHM (when available) and DAMAGE.
     pub fn connect(display: u32) -> Result<Self> {
-        let name = format!(":{display}");
-        let (conn, screen_num) =
-            x11rb::connect(Some(&name)).map_err(|e| DesktopError::DisplayGone {
-                display,
-                reason: format!("connect: {e}"),
-            })?;
-        let screen = &conn.setup().roots[screen_num];
+        let conn = crate::xvfb::connect(display)?;
+        let screen = &conn.setup().roots[0];
         let (root, width, height) = (screen.root, screen.width_in_pixels, screen.height_in_pixels);
         let gone = |e: &dyn std::fmt::Display| DesktopError::DisplayGone {
             display,

@@ -9,15 +9,23 @@
 //! deskgym processes rarely race for one number) and pass it explicitly; a server that
 //! loses a race anyway exits and we try the next number. `-displayfd` tells us when the
 //! server accepts connections (with it, Xvfb writes no lock file).
+//!
+//! Authorization: each server reads a fresh MIT-MAGIC-COOKIE-1 from an Xauthority file
+//! only this process can read (`-auth`), so no other user of the host, and no other
+//! env's sandbox, opens the display. The worker's own connections present the cookie
+//! explicitly ([`connect`]: one process serves many displays, so `$XAUTHORITY` cannot
+//! name the right one); programs started on the display get `XAUTHORITY`.
 
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+use x11rb::rust_connection::{DefaultStream, RustConnection};
 
 use crate::error::{DesktopError, Result};
 
@@ -35,6 +43,8 @@ pub struct Xvfb {
     /// Inode of the display socket our server created: on drop we remove that file
     /// only, never a socket a newer Xvfb created at the same path.
     socket_ino: Option<u64>,
+    /// The Xauthority file the server reads its cookie from (removed on drop).
+    auth_file: PathBuf,
 }
 
 impl Xvfb {
@@ -63,10 +73,24 @@ impl Xvfb {
     }
 
     fn start_on(display: u32, width: u32, height: u32) -> Result<Self> {
+        let cookie = Cookie::generate()?;
+        let auth_file = write_auth_file(display, &cookie)?;
+        let xvfb = Self::spawn(display, width, height, &auth_file);
+        if xvfb.is_ok() {
+            register(display, cookie);
+        } else {
+            let _ = std::fs::remove_file(&auth_file);
+        }
+        xvfb
+    }
+
+    fn spawn(display: u32, width: u32, height: u32, auth_file: &Path) -> Result<Self> {
         let (mut reader, writer) = io::pipe()?;
         let wfd = writer.as_raw_fd();
         let mut cmd = Command::new(xvfb_binary()?);
         cmd.arg(format!(":{display}"))
+            .arg("-auth")
+            .arg(auth_file)
             .arg("-displayfd")
             .arg(wfd.to_string())
             .args(["-screen", "0", &format!("{width}x{height}x24")])
@@ -112,6 +136,7 @@ impl Xvfb {
             display,
             stderr_tail,
             socket_ino: None,
+            auth_file: auth_file.to_path_buf(),
         };
         match announced {
             Ok(d) if d == display => {
@@ -151,6 +176,12 @@ impl Xvfb {
         matches!(self.child.try_wait(), Ok(None))
     }
 
+    /// The Xauthority file holding the display's cookie (readable by this process's
+    /// user only): what a program of the operator's sets `XAUTHORITY` to.
+    pub fn auth_file(&self) -> &Path {
+        &self.auth_file
+    }
+
     /// The last lines Xvfb wrote to stderr.
     pub fn stderr(&self) -> String {
         let t = self.stderr_tail.lock().unwrap_or_else(|p| p.into_inner());
@@ -173,6 +204,7 @@ impl Drop for Xvfb {
         // SAFETY: as above; SIGKILL of an already-dead group is harmless.
         unsafe { libc::killpg(pgid, libc::SIGKILL) };
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.auth_file);
         if self.display == u32::MAX {
             return;
         }
@@ -225,6 +257,9 @@ fn release_display(n: u32) {
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .retain(|&d| d != n);
+    LIVE.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|(d, _)| *d != n);
 }
 
 fn socket_path(display: u32) -> PathBuf {
@@ -245,6 +280,137 @@ fn xvfb_binary() -> Result<PathBuf> {
                     .into(),
             )
         })
+}
+
+/// The authorization protocol every display of ours checks.
+const MIT_MAGIC_COOKIE_1: &[u8] = b"MIT-MAGIC-COOKIE-1";
+/// Xauthority families: a local (Unix socket) connection to the host named by the
+/// address, and any connection at all.
+const FAMILY_LOCAL: u16 = 256;
+const FAMILY_WILD: u16 = 65535;
+/// Prefix of the host directories (mode 0700) where each process keeps its displays'
+/// Xauthority files.
+pub(crate) const AUTH_DIR_PREFIX: &str = "deskgym-displays-";
+
+/// A display's secret: 16 random bytes, as xauth's `generate` makes them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Cookie([u8; 16]);
+
+impl std::fmt::Debug for Cookie {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Cookie(..)")
+    }
+}
+
+impl Cookie {
+    fn generate() -> Result<Self> {
+        let mut bytes = [0u8; 16];
+        std::fs::File::open("/dev/urandom")?.read_exact(&mut bytes)?;
+        Ok(Self(bytes))
+    }
+
+    /// An Xauthority file's bytes for `:number` on a host named `host`: a FamilyLocal
+    /// entry for that host and display (python-xlib, under pyautogui, takes nothing
+    /// else), then a FamilyWild entry with no display number, which libXau and x11rb
+    /// match whatever the host is called. The server takes every cookie in its file.
+    pub(crate) fn xauthority(&self, host: &[u8], number: &str) -> Vec<u8> {
+        let mut out = Vec::with_capacity(128);
+        for (family, address, number) in [
+            (FAMILY_LOCAL, host, number.as_bytes()),
+            (FAMILY_WILD, &b""[..], &b""[..]),
+        ] {
+            out.extend_from_slice(&family.to_be_bytes());
+            for field in [address, number, MIT_MAGIC_COOKIE_1, &self.0] {
+                out.extend_from_slice(&(field.len() as u16).to_be_bytes());
+                out.extend_from_slice(field);
+            }
+        }
+        out
+    }
+}
+
+/// Cookies of the live servers of this process, by display number.
+static LIVE: Mutex<Vec<(u32, Cookie)>> = Mutex::new(Vec::new());
+
+fn register(display: u32, cookie: Cookie) {
+    LIVE.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .push((display, cookie));
+}
+
+/// The cookie of `:display`, a server this process started and still runs.
+pub(crate) fn cookie_of(display: u32) -> Result<Cookie> {
+    LIVE.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|(d, _)| *d == display)
+        .map(|(_, c)| *c)
+        .ok_or_else(|| DesktopError::DisplayGone {
+            display,
+            reason: "not a display this process runs (no cookie for it)".into(),
+        })
+}
+
+/// Connects to `:display` (one of ours) with its cookie; screen 0.
+pub(crate) fn connect(display: u32) -> Result<RustConnection> {
+    let gone = |reason: String| DesktopError::DisplayGone { display, reason };
+    let cookie = cookie_of(display)?;
+    let stream = std::os::unix::net::UnixStream::connect(socket_path(display))
+        .map_err(|e| gone(format!("connect: {e}")))?;
+    let (stream, _) =
+        DefaultStream::from_unix_stream(stream).map_err(|e| gone(format!("connect: {e}")))?;
+    RustConnection::connect_to_stream_with_auth_info(
+        stream,
+        0,
+        MIT_MAGIC_COOKIE_1.to_vec(),
+        cookie.0.to_vec(),
+    )
+    .map_err(|e| gone(format!("connect: {e}")))
+}
+
+/// This host's name, as `gethostname` gives it (the address of FamilyLocal entries).
+fn hostname() -> Vec<u8> {
+    let mut buf = [0u8; 256];
+    // SAFETY: the buffer and its length; the kernel NUL-terminates within it.
+    let r = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+    if r != 0 {
+        return Vec::new();
+    }
+    buf.iter().take_while(|&&b| b != 0).copied().collect()
+}
+
+/// The host directory holding this process's Xauthority files (made 0700 on first use).
+pub fn displays_root() -> PathBuf {
+    std::env::temp_dir().join(format!("{AUTH_DIR_PREFIX}{}", std::process::id()))
+}
+
+/// Where `:display`'s Xauthority file is, for a display of this process.
+pub(crate) fn auth_file(display: u32) -> PathBuf {
+    displays_root().join(format!("X{display}"))
+}
+
+/// Writes `:display`'s Xauthority file (mode 0600, in a 0700 directory of ours) for
+/// the server and the operator's programs on this host.
+fn write_auth_file(display: u32, cookie: &Cookie) -> Result<PathBuf> {
+    let dir = displays_root();
+    std::fs::create_dir_all(&dir)?;
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
+    // SAFETY: plain syscall without arguments.
+    if std::fs::metadata(&dir)?.uid() != unsafe { libc::geteuid() } {
+        return Err(DesktopError::XvfbStart(format!(
+            "{} belongs to another user",
+            dir.display()
+        )));
+    }
+    let path = auth_file(display);
+    let _ = std::fs::remove_file(&path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&path)?;
+    f.write_all(&cookie.xauthority(&hostname(), &display.to_string()))?;
+    Ok(path)
 }
 
 /// Reads the display number Xvfb writes to `-displayfd` once it accepts connections.

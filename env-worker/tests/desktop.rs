@@ -177,8 +177,8 @@ fn an_unchanged_screen_is_reused_and_drawing_by_another_client_is_seen_at_once()
     let again = d.capture().unwrap();
     assert_eq!((again.hash, &again.rgb), (first.hash, &first.rgb));
     assert!(first.find_color(MAGENTA).is_none());
-    let (conn, screen) = x11rb::connect(Some(&format!(":{}", d.display()))).unwrap();
-    let root = conn.setup().roots[screen].root;
+    let conn = connect(d.display(), &cookie(d.xauthority())).unwrap();
+    let root = conn.setup().roots[0].root;
     let sync = |c: &x11rb::rust_connection::RustConnection| {
         c.get_input_focus().unwrap().reply().unwrap();
     };
@@ -221,4 +221,83 @@ fn an_unchanged_screen_is_reused_and_drawing_by_another_client_is_seen_at_once()
             "round {round}: a destroyed window stays"
         );
     }
+}
+
+/// The cookie of the FamilyWild entry of an Xauthority file (the one libXau and x11rb
+/// use whatever the host is called), read as those libraries read the format.
+fn cookie(file: &std::path::Path) -> Vec<u8> {
+    let bytes = std::fs::read(file).unwrap();
+    let mut at = &bytes[..];
+    let field = |at: &mut &[u8]| {
+        let n = usize::from(u16::from_be_bytes([at[0], at[1]]));
+        let f = at[2..2 + n].to_vec();
+        *at = &at[2 + n..];
+        f
+    };
+    while !at.is_empty() {
+        let family = u16::from_be_bytes([at[0], at[1]]);
+        at = &at[2..];
+        let (_address, _number, name, data) = (
+            field(&mut at),
+            field(&mut at),
+            field(&mut at),
+            field(&mut at),
+        );
+        if family == 0xffff && name == b"MIT-MAGIC-COOKIE-1" {
+            return data;
+        }
+    }
+    panic!("no FamilyWild MIT-MAGIC-COOKIE-1 entry in {file:?}");
+}
+
+/// A client of `:display` presenting `cookie` (none when empty), as any other process
+/// of the host would connect.
+fn connect(
+    display: u32,
+    cookie: &[u8],
+) -> Result<x11rb::rust_connection::RustConnection, x11rb::errors::ConnectError> {
+    use x11rb::rust_connection::{DefaultStream, RustConnection};
+    let stream = std::os::unix::net::UnixStream::connect(format!("/tmp/.X11-unix/X{display}"))?;
+    let (stream, _) = DefaultStream::from_unix_stream(stream)?;
+    let name = if cookie.is_empty() {
+        vec![]
+    } else {
+        b"MIT-MAGIC-COOKIE-1".to_vec()
+    };
+    RustConnection::connect_to_stream_with_auth_info(stream, 0, name, cookie.to_vec())
+}
+
+/// Each display takes only clients with its own cookie, kept in a file only this
+/// user reads: no cookie, another display's cookie and a forged one are refused.
+#[test]
+fn a_display_refuses_clients_without_its_own_cookie() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let a = desktop("click-target", 320, 240);
+    let b = desktop("click-target", 320, 240);
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(a.xauthority()), 0o600);
+    assert_eq!(mode(a.xauthority().parent().unwrap()), 0o700);
+    let (mine, theirs) = (cookie(a.xauthority()), cookie(b.xauthority()));
+    assert_eq!(mine.len(), 16);
+    assert_ne!(mine, theirs, "every display has a cookie of its own");
+    for (what, key) in [
+        ("no cookie", vec![]),
+        ("another display's cookie", theirs),
+        ("a forged cookie", vec![0; 16]),
+    ] {
+        let refused = connect(a.display(), &key);
+        assert!(
+            matches!(
+                refused,
+                Err(x11rb::errors::ConnectError::SetupFailed(_)
+                    | x11rb::errors::ConnectError::SetupAuthenticate(_))
+            ),
+            "{what}: {:?}",
+            refused.map(|_| "accepted")
+        );
+    }
+    connect(a.display(), &mine).expect("the display's own cookie is accepted");
+    let file = a.xauthority().to_path_buf();
+    drop(a);
+    assert!(!file.exists(), "a stopped display leaves its cookie behind");
 }

@@ -244,9 +244,10 @@ pub async fn run_with(
     log_cache(&mgr);
     tracing::info!(envs = mgr.env_count(), "closing pools");
     mgr.close_all().await;
-    // Every sandbox of this server is gone (each removed its own directory): the
-    // root goes too unless another server of this process still has sandboxes there.
+    // Every sandbox and display of this server is gone (each removed its own files):
+    // the roots go too unless another server of this process still has some there.
     let _ = std::fs::remove_dir(deskgym_worker::sandboxes_root());
+    let _ = std::fs::remove_dir(deskgym_worker::displays_root());
     // The cgroup directory is the process's, not this server's: `main` removes it at
     // exit. Removing it here let one server of a process (a test binary runs many)
     // delete another's cgroup between its creation and its child entering it.

@@ -4,6 +4,8 @@
 //! the others. Needs the `desktop` profile's packages (`scripts/setup.sh --desktop`).
 
 mod common;
+#[path = "tenants/displays.rs"]
+mod displays;
 #[path = "tenants/echoes.rs"]
 mod echoes;
 #[path = "tenants/shares.rs"]
@@ -786,17 +788,19 @@ async fn tonic_health_check(channel: tonic::transport::Channel) -> bool {
 async fn sandbox_leftovers_are_swept() {
     let start = || spawn_server(server_command(&["--listen", "127.0.0.1:0"]));
     let root_of = |pid: u32| std::env::temp_dir().join(format!("deskgym-sandboxes-{pid}"));
+    let displays_of = |pid: u32| std::env::temp_dir().join(format!("deskgym-displays-{pid}"));
     let (mut killed, addr) = start();
     let mut c = deskgym_server::connect(addr).await.unwrap();
     let p = desktop_pool(&mut c, 1, &[]).await;
     reset(&mut c, &p.env_ids[0], 1).await;
     let killed_root = root_of(killed.id());
+    let killed_displays = displays_of(killed.id());
     assert!(killed_root.exists());
     killed.kill().unwrap();
     killed.wait().unwrap();
     assert!(
-        killed_root.exists(),
-        "SIGKILL leaves the directory (the case to sweep)"
+        killed_root.exists() && killed_displays.exists(),
+        "SIGKILL leaves the directories (the case to sweep)"
     );
 
     let (next, addr) = start();
@@ -809,12 +813,18 @@ async fn sandbox_leftovers_are_swept() {
         !killed_root.exists(),
         "the next server did not sweep {killed_root:?}"
     );
+    assert!(
+        !killed_displays.exists(),
+        "the next server did not sweep {killed_displays:?}"
+    );
     let p = desktop_pool(&mut c, 1, &[]).await;
     reset(&mut c, &p.env_ids[0], 1).await;
-    let next_root = root_of(next.id());
-    assert!(next_root.exists());
+    let (next_root, next_pid) = (root_of(next.id()), next.id());
+    assert!(next_root.exists() && displays_of(next_pid).exists());
     assert!(sigterm(next));
     assert!(!next_root.exists(), "SIGTERM left {next_root:?}");
+    let next_displays = displays_of(next_pid);
+    assert!(!next_displays.exists(), "SIGTERM left {next_displays:?}");
 }
 
 /// Without a cgroup (`DESKGYM_SANDBOX_CGROUPS=0`), memory is bounded per process by

@@ -4,7 +4,8 @@
 //! namespaces, a network namespace of its own (only `lo`, unless granted the network:
 //! [`network`]; either way other displays' abstract X sockets are unreachable), no nested user
 //! namespaces, the system trees read-only and nothing else of the host, a size-limited
-//! tmpfs home and `/tmp`, the env's own X socket as `DISPLAY=:0`, and its limits
+//! tmpfs home and `/tmp`, the env's own X socket as `DISPLAY=:0` with its cookie
+//! (`XAUTHORITY`, a read-only control file), and its limits
 //! ([`crate::limits`]). Its first process is the agent ([`crate::agent`]), reached over a
 //! socket the worker bound where no sandbox sees it. Dropping a sandbox kills everything
 //! in it (pid namespace) and removes its directory.
@@ -46,6 +47,10 @@ const SANDBOX_UID_BASE: u32 = 2_000_000;
 const CTL: &str = "/run/deskgym";
 /// Where the profile's home template appears inside the sandbox (read-only).
 const TEMPLATE: &str = "/run/deskgym-template";
+/// The sandbox's host name (what its FamilyLocal Xauthority entry names).
+const HOSTNAME: &str = "deskgym";
+/// The display's cookie inside the sandbox (a control file, `$XAUTHORITY`).
+const XAUTHORITY: &str = "/run/deskgym/Xauthority";
 
 /// Per-sandbox resource limits (how they are enforced: [`memory_bound`](crate::memory_bound)).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,8 +152,9 @@ pub fn sandboxes_root() -> PathBuf {
     std::env::temp_dir().join(format!("{ROOT_PREFIX}{}", std::process::id()))
 }
 
-/// Removes what sandboxes of deskgym processes that are gone left behind (a server
-/// killed with SIGKILL): their directories and memory cgroups. Called at server start.
+/// Removes what sandboxes and displays of deskgym processes that are gone left behind
+/// (a server killed with SIGKILL): their directories, Xauthority files and memory
+/// cgroups. Called at server start.
 pub fn sweep_leftovers() -> usize {
     let mut swept = 0;
     if let Ok(d) = std::fs::read_dir(std::env::temp_dir()) {
@@ -156,7 +162,10 @@ pub fn sweep_leftovers() -> usize {
             let name = e.file_name();
             let Some(pid) = name
                 .to_str()
-                .and_then(|n| n.strip_prefix(ROOT_PREFIX))
+                .and_then(|n| {
+                    n.strip_prefix(ROOT_PREFIX)
+                        .or_else(|| n.strip_prefix(crate::xvfb::AUTH_DIR_PREFIX))
+                })
                 .and_then(|p| p.parse::<u32>().ok())
             else {
                 continue;
@@ -328,11 +337,14 @@ impl Sandbox {
             home_modes: cfg.home_modes.clone(),
         };
         let session = serde_json::to_vec(&session).map_err(std::io::Error::other)?;
+        // The display checks its cookie; the sandbox sees its display as `:0`.
+        let xauthority = crate::xvfb::cookie_of(display)?.xauthority(HOSTNAME.as_bytes(), "0");
         // (inside path, mode, bytes): read-only files in the sandbox's own tmpfs.
         let mut data: Vec<(&str, &str, &[u8])> = vec![
             ("/run/deskgym/session.json", "0644", &session),
             ("/run/deskgym/password", "0644", cfg.password.as_bytes()),
             ("/run/deskgym/bin/sudo", "0755", SUDO.as_bytes()),
+            (XAUTHORITY, "0600", &xauthority),
             (
                 "/etc/passwd",
                 "0644",

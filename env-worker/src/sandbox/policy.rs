@@ -5,7 +5,9 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::{CTL, DATA_FD_BASE, RUN_SIZE, SYSTEM, SYSTEM_VAR, SandboxConfig, TEMPLATE};
+use super::{
+    CTL, DATA_FD_BASE, HOSTNAME, RUN_SIZE, SYSTEM, SYSTEM_VAR, SandboxConfig, TEMPLATE, XAUTHORITY,
+};
 
 /// How a system path shows on the host.
 #[derive(Clone, Debug, PartialEq)]
@@ -93,7 +95,7 @@ pub(crate) fn bwrap_args(cfg: &SandboxConfig, host: &HostView, at: &Places<'_>) 
     push(&[
         "--disable-userns",
         "--hostname",
-        "deskgym",
+        HOSTNAME,
         "--die-with-parent",
         "--new-session",
     ]);
@@ -176,6 +178,7 @@ pub(crate) fn bwrap_args(cfg: &SandboxConfig, host: &HostView, at: &Places<'_>) 
         ("LOGNAME", "user"),
         ("SHELL", "/bin/bash"),
         ("DISPLAY", ":0"),
+        ("XAUTHORITY", XAUTHORITY),
         ("XDG_RUNTIME_DIR", "/run/user/1000"),
         ("PATH", bin_path),
     ] {
@@ -300,6 +303,7 @@ mod tests {
 --setenv LOGNAME user
 --setenv SHELL /bin/bash
 --setenv DISPLAY :0
+--setenv XAUTHORITY /run/deskgym/Xauthority
 --setenv XDG_RUNTIME_DIR /run/user/1000
 --setenv PATH /run/deskgym/bin:/home/user/.local/bin:/usr/local/bin:/usr/bin:/bin
 --setenv LANG C.UTF-8

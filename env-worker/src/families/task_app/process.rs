@@ -63,6 +63,8 @@ impl TaskApp {
             &height.to_string(),
         ])
         .env("DISPLAY", format!(":{display}"))
+        // The app connects with x11rb, which reads the cookie from `$XAUTHORITY`.
+        .env("XAUTHORITY", crate::xvfb::auth_file(display))
         .env("DESKGYM_CTL_FD", CTL_FD.to_string())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
