@@ -29,8 +29,10 @@ DESKTOP_PKGS=(bubblewrap openbox dbus dbus-x11 at-spi2-core pulseaudio gnome-ter
       libglib2.0-bin dconf-cli dconf-gsettings-backend locales python3-pyatspi chromium-driver)
 # The `osworld` profile adds the applications and tools of OSWorld's Ubuntu image;
 # gnome-shell-common only for GNOME Shell's settings schema, which tasks read and write
-# (favourite apps); passt brings `pasta`, the per-env network stack of the `network` grant.
-OSWORLD_PKGS=(gimp vlc thunderbird evince xsel sysstat jq zip gnome-shell-common passt)
+# (favourite apps); passt brings `pasta`, the per-env network stack of the `network` grant;
+# jq, zip and expect for the tasks whose setup runs `sudo apt install` of them (the sandbox's
+# sudo answers an install of what the host has, decision 168).
+OSWORLD_PKGS=(gimp vlc thunderbird evince xsel sysstat jq zip expect gnome-shell-common passt)
 ((DESKTOP)) && PKGS+=("${DESKTOP_PKGS[@]}")
 ((OSWORLD)) && PKGS+=("${OSWORLD_PKGS[@]}")
 ((WEB)) && PKGS+=(bubblewrap chromium chromium-driver)

@@ -99,6 +99,31 @@ def test_a_failing_step_is_recorded_while_osworld_goes_on(shim_server: Server, t
         env.close()
 
 
+def test_sudo_apt_installs_what_the_host_has_and_names_what_it_lacks(shim_server: Server,
+                                                                     tmp_path: pathlib.Path) -> None:
+    """OSWorld's setups run ``sudo apt update`` and ``sudo apt install jq`` (chrome/9656a811)
+    before using the tool: in the offline, read-only sandbox a package the host has installs
+    as apt answers for an installed one, and one it lacks fails with apt's exit code 100 and
+    its name, so the run is invalid for a reason a person can act on."""
+    install = ("echo {CLIENT_PASSWORD} | sudo -S apt update -y && "
+               "echo {CLIENT_PASSWORD} | sudo -S apt install jq -y && jq -n 1")
+    absent = "echo {CLIENT_PASSWORD} | sudo -S apt-get install -y deskgym-no-such-package"
+    t = variant("sudo-apt", config=lambda c: [
+        c[0], {"type": "execute", "parameters": {"command": install, "shell": True}},
+        {"type": "execute", "parameters": {"command": absent, "shell": True}}])
+    env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
+                             screen_size=(1280, 720), require_a11y_tree=False)
+    try:
+        env.reset(task_config=t)
+        _, ok, lacking = env.setup_outcomes[:3]
+        assert ok.ok and ok.exit_code == 0, ok
+        assert not lacking.ok and lacking.exit_code == 100, lacking
+        assert "not installed on this host: deskgym-no-such-package" in lacking.stderr, lacking
+        assert "deskgym-no-such-package" in lacking.describe(), lacking.describe()
+    finally:
+        env.close()
+
+
 def write_set(root: pathlib.Path, tasks: list[dict[str, Any]]) -> pathlib.Path:
     """A task set in OSWorld's layout (test_all.json and examples/<domain>/<id>.json)."""
     for t in tasks:

@@ -182,8 +182,49 @@ pub fn sweep_leftovers() -> usize {
 
 /// The sandbox's `sudo`: checks the profile's password, then runs the command as
 /// `user` (the sandbox already bounds what any command can do).
+///
+/// `sudo apt`/`sudo apt-get` is answered here: the sandbox's system is the host's,
+/// read-only and offline, so a real apt could only fail (no root, no lists, no
+/// network). OSWorld's setups install tools its image may lack (`jq`, `expect`,
+/// `unzip`...): an install of packages the host has answers as apt does for
+/// installed ones, `update` has nothing to fetch, and anything else fails with apt's
+/// exit code 100 and a message naming the package and where the host installs it
+/// (decision 168).
 const SUDO: &str = r#"#!/bin/sh
 # deskgym sandbox sudo: asks for the profile's password, then runs the command.
+apt_answer() {
+  cmd=""; pkgs=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      -o|-c|-t|-a|--option|--config-file|--target-release) shift ;;
+      -*) ;;
+      *) if [ -z "$cmd" ]; then cmd="$1"; else pkgs="$pkgs ${1%%=*}"; fi ;;
+    esac
+    shift
+  done
+  case "$cmd" in
+    update)
+      echo "deskgym sandbox: the package lists are the host's (offline); nothing to update"
+      return 0 ;;
+    install)
+      missing=""
+      for p in $pkgs; do
+        p="${p%%:*}"
+        if [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ]; then
+          echo "$p is already the newest version."
+        else
+          missing="$missing $p"
+        fi
+      done
+      [ -z "$missing" ] && return 0
+      echo "E: deskgym sandbox: not installed on this host:$missing (the sandbox is offline" \
+        "and its system read-only; the host installs a profile's packages: scripts/setup.sh)" >&2
+      return 100 ;;
+    *)
+      echo "E: deskgym sandbox: apt $cmd: the sandbox's system is read-only and offline" >&2
+      return 100 ;;
+  esac
+}
 stdin_pw=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -205,6 +246,9 @@ if [ "$pw" != "$(cat /run/deskgym/password)" ]; then
   exit 1
 fi
 [ $# -eq 0 ] && exit 0
+case "${1##*/}" in
+  apt|apt-get) shift; apt_answer "$@"; exit $? ;;
+esac
 exec "$@"
 "#;
 
@@ -220,8 +264,9 @@ const CHROMIUM_FLAGS: &str = "export CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --no-sandb
 const SYSTEM: &[&str] = &[
     "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32",
 ];
-/// Parts of `/var` programs read (font caches, D-Bus's machine id).
-const SYSTEM_VAR: &[&str] = &["/var/cache/fontconfig", "/var/lib/dbus"];
+/// Parts of `/var` programs read (font caches, D-Bus's machine id, dpkg's database:
+/// which packages the host has, for `sudo apt install` and tools that ask dpkg).
+const SYSTEM_VAR: &[&str] = &["/var/cache/fontconfig", "/var/lib/dbus", "/var/lib/dpkg"];
 
 /// A file whose bytes live in memory (a memfd), for bwrap's `--ro-bind-data`: the
 /// sandbox's control files come from descriptors, never from a host path.
