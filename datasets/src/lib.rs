@@ -32,6 +32,15 @@ pub use writer::{
     recover,
 };
 
+/// The current Unix time in ms: the clock of every `_ms` column in a bundle.
+// The server calls this directly (no clock of its own): its rows must carry this clock.
+pub fn unix_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
 /// Suffix of bundle directories.
 pub const BUNDLE_SUFFIX: &str = ".skn";
 

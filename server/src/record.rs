@@ -476,7 +476,7 @@ impl StepReport<'_> {
             env_id: self.env_id.to_string(),
             step_index: self.step_index,
             t_start_ms: self.t_start_ms,
-            t_end_ms: deskgym_datasets::writer::now_ms(),
+            t_end_ms: deskgym_datasets::unix_ms(),
             frame_hash_before: deskgym_worker::hash_hex(self.frame_before),
             actor: self.actor,
             ..step_row(self.action)
@@ -655,7 +655,7 @@ pub(crate) fn episode_row(
         success: termination == "success",
         termination: termination.into(),
         start_ms: log.start_ms,
-        end_ms: deskgym_datasets::writer::now_ms(),
+        end_ms: deskgym_datasets::unix_ms(),
         ..Default::default()
     })
 }

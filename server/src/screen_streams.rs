@@ -305,7 +305,7 @@ fn jpeg_frame(o: crate::env::Obs) -> pb::ScreencastFrame {
         pointer: o.pointer,
         frame_pointer: o.frame_pointer,
         display: o.display,
-        captured_unix_ms: deskgym_datasets::writer::now_ms() as i64,
+        captured_unix_ms: deskgym_datasets::unix_ms(),
         ..Default::default()
     }
 }

@@ -29,6 +29,7 @@ use crate::tables::{
     EpisodeRow, EventRow, FrameRow, StepRow, episodes_batch, events_batch, frames_batch,
     steps_batch,
 };
+use crate::unix_ms;
 use crate::video::{VideoError, VideoStream};
 
 mod manifest;
@@ -156,14 +157,6 @@ pub enum Record {
         /// Details.
         payload: serde_json::Value,
     },
-}
-
-/// Current Unix time in ms.
-pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync the directory.
@@ -469,7 +462,7 @@ impl Writer {
             videos_written: 0,
             config,
             dropped,
-            started_at_ms: now_ms(),
+            started_at_ms: unix_ms(),
             steps: Table::new("steps", steps_batch),
             episodes: Table::new("episodes", episodes_batch),
             events: Table::new("events", events_batch),
@@ -616,7 +609,7 @@ impl Writer {
                 self.events.push(
                     EventRow {
                         seq: self.seq,
-                        time_ms: now_ms(),
+                        time_ms: unix_ms(),
                         kind,
                         env_id,
                         payload,
@@ -717,7 +710,7 @@ impl Writer {
             task: self.config.task.clone(),
             screen: [self.config.width, self.config.height],
             started_at_ms: self.started_at_ms,
-            updated_at_ms: now_ms(),
+            updated_at_ms: unix_ms(),
             status: status.into(),
             encoder: self.encoder.as_ref().map(|e| e.element.clone()),
             encoder_rejected: self

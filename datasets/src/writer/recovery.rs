@@ -36,7 +36,7 @@ pub fn recover(dir: &Path) -> Result<Manifest, RecordError> {
     // Rows buffered in memory at the crash are gone too; at least one chunk's worth.
     m.lost_chunks += lost.max(1);
     m.status = "crashed".into();
-    m.updated_at_ms = now_ms();
+    m.updated_at_ms = unix_ms();
     write_atomic(&dir.join("manifest.json"), &m.to_json()?)?;
     Ok(m)
 }

@@ -78,7 +78,7 @@ pub(super) async fn start(
             .map(|ch| if ch.is_ascii_alphanumeric() { ch } else { '-' })
             .take(32)
             .collect();
-        format!("demo-{task}-{}", deskgym_datasets::writer::now_ms())
+        format!("demo-{task}-{}", deskgym_datasets::unix_ms())
     } else {
         r.run
     };

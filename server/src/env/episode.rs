@@ -133,7 +133,7 @@ impl Env {
                     "kind": "reset", "episode": ep.number, "seed": seed,
                     "instruction": ep.instruction,
                     "frame_hash": deskgym_worker::hash_hex(ep.frame_hash.unwrap_or_default()),
-                    "t_ms": deskgym_datasets::writer::now_ms(),
+                    "t_ms": deskgym_datasets::unix_ms(),
                 })
             },
         );
@@ -148,7 +148,7 @@ impl Env {
     pub(super) fn new_log(&self, number: u64) -> EpisodeLog {
         EpisodeLog {
             episode_id: format!("{}/{number}", self.id),
-            start_ms: deskgym_datasets::writer::now_ms(),
+            start_ms: deskgym_datasets::unix_ms(),
             ret: 0.0,
         }
     }
@@ -207,7 +207,7 @@ impl Env {
         let begun = Begun {
             action,
             actor: planned.actor,
-            t_start_ms: deskgym_datasets::writer::now_ms(),
+            t_start_ms: deskgym_datasets::unix_ms(),
             // Hex strings only when recording (the closures below run only then).
             before: ep.frame_hash.unwrap_or_default(),
             started,
@@ -495,7 +495,7 @@ fn step_feed(r: &StepReport<'_>) -> serde_json::Value {
             "actor": r.actor.as_str(), "action": action_value(r.action),
             "reward": reward, "terminated": terminated, "truncated": truncated,
             "frame_hash": deskgym_worker::hash_hex(*frame_after),
-            "t_ms": deskgym_datasets::writer::now_ms(),
+            "t_ms": deskgym_datasets::unix_ms(),
         }),
     }
 }
