@@ -6,7 +6,7 @@
 //!   the recorder did before, and the baseline here).
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use deskgym_datasets::video::{ENCODERS, VideoStream};
+use deskgym_datasets::{ENCODERS, VideoStream};
 use gstreamer::prelude::*;
 
 /// A desktop-like frame: flat background with a moving box, so encoders do real work.
@@ -32,7 +32,7 @@ fn encode(c: &mut Criterion) {
     const W: u32 = 1280;
     const H: u32 = 720;
     // The probe initialises GStreamer and tells which encoders work here.
-    let chosen = deskgym_datasets::video::encoder();
+    let chosen = deskgym_datasets::h264_encoder();
     println!("probe: {chosen:?}");
     let frames: Vec<_> = (0..64).map(|i| frame(W, H, i)).collect();
     let dir = tmp_dir();
@@ -71,7 +71,7 @@ fn encode(c: &mut Criterion) {
 fn episode(c: &mut Criterion) {
     const W: u32 = 640;
     const H: u32 = 480;
-    let Ok(chosen) = deskgym_datasets::video::encoder() else {
+    let Ok(chosen) = deskgym_datasets::h264_encoder() else {
         return;
     };
     let enc = chosen.element;
@@ -148,7 +148,7 @@ fn convert(c: &mut Criterion) {
         let _ = p.set_state(gstreamer::State::Null);
     });
     g.bench_function("deskgym rgb_to_i420", |b| {
-        b.iter(|| deskgym_datasets::video::rgb_to_i420(&rgb, W, &info, &mut out))
+        b.iter(|| deskgym_datasets::rgb_to_i420(&rgb, W, &info, &mut out))
     });
     g.finish();
 }

@@ -2,13 +2,28 @@
 //! `events`) plus `manifest.json`, written off the step path and crash-safely.
 //! Knows nothing of X11 or gRPC.
 //!
+//! # The crate's face
+//! The modules are private; what other crates (the server, the benches) and this
+//! crate's own binary and tests use is re-exported here, and nothing else:
+//! - recording: a [`Recorder`] started from a [`RecorderConfig`] and sent [`Record`]s
+//!   ([`StepRow`], [`EpisodeRow`], [`FrameRecord`]), closed into a [`Manifest`];
+//!   [`read_manifest`] and [`recover`] for bundles already on disk;
+//! - reading back: [`Bundle`], the replay view's reads;
+//! - video: [`h264_encoder`] (the probe), [`VideoStream`] (per-episode MP4s),
+//!   [`LiveEncoder`] (the console's live view), [`rgb_to_i420`];
+//! - the replay page: [`serve_replay`] and the files the console embeds too;
+//! - small shared rules: [`unix_ms`], [`png_rgb`], [`validate_run_name`],
+//!   [`BUNDLE_SUFFIX`], [`TABLES`];
+//! - and the types those hand out, so a caller can name them: the errors, the
+//!   manifest's [`Counts`] and [`Files`], [`EncoderChoice`], [`AccessUnit`].
+//!
 //! # Layout
-//! - [`replay`]: a bundle read back for a viewer: episodes, steps, frames by hash.
-//! - [`tables`]: rows, Arrow schemas, rows → record batches.
-//! - [`video`]: the encoder probe, one H.264 encoder per env cut into one MP4 per
+//! - `replay`: a bundle read back for a viewer: episodes, steps, frames by hash.
+//! - `tables`: rows, Arrow schemas, rows → record batches.
+//! - `video`: the encoder probe, one H.264 encoder per env cut into one MP4 per
 //!   episode, RGB → I420.
-//! - [`viewer`]: the replay page served from one bundle, no server needed.
-//! - [`writer`]: the recorder thread, chunk rolling, atomic renames, the manifest,
+//! - `viewer`: the replay page served from one bundle, no server needed.
+//! - `writer`: the recorder thread, chunk rolling, atomic renames, the manifest,
 //!   crash recovery.
 //!
 //! A bundle on disk:
@@ -20,17 +35,34 @@
 //!   videos/<env>_<episode>.mp4   (one per episode, when video is on)
 //! ```
 
-pub mod replay;
-pub mod tables;
-pub mod video;
-pub mod viewer;
-pub mod writer;
+mod replay;
+mod tables;
+mod video;
+mod viewer;
+mod writer;
 
-pub use tables::{Actor, EpisodeRow, EventRow, FrameRow, StepRow};
+// The rows the server fills (steps and episodes; events and frames are the writer's own).
+pub use tables::{Actor, EpisodeRow, StepRow};
+// The recorder and the bundles it leaves (the server records, the binary inspects, the
+// benches time it); `BLOCK_LIMIT` is the server's default wait for a stalled writer.
 pub use writer::{
-    FrameRecord, Manifest, Overflow, Record, RecordError, Recorder, RecorderConfig, read_manifest,
-    recover,
+    BLOCK_LIMIT, Counts, Files, FrameRecord, Manifest, Overflow, Record, RecordError, Recorder,
+    RecorderConfig, TABLES, png_rgb, read_manifest, recover,
 };
+// A bundle read back (the console's replay view and `deskgym-datasets view`).
+pub use replay::{Bundle, ReplayError};
+// Video: the per-episode streams and RGB → I420 (the benches time them), the live
+// encoder (the console's H.264 view).
+/// The H.264 encoder this process uses, probed once (the server reports it).
+pub use video::encoder as h264_encoder;
+pub use video::{
+    AccessUnit, ENCODERS, EncoderChoice, LiveEncoder, VideoError, VideoStream, rgb_to_i420,
+};
+// The replay page's files, embedded by the server's console too, and the Host check
+// both apply.
+/// Serves one bundle's replay page on loopback (`deskgym-datasets view`).
+pub use viewer::serve as serve_replay;
+pub use viewer::{CONSOLE_CSS, REPLAY_HTML, REPLAY_JS, loopback_host};
 
 /// The current Unix time in ms: the clock of every `_ms` column in a bundle.
 // The server calls this directly (no clock of its own): its rows must carry this clock.
@@ -133,7 +165,7 @@ mod tests {
         let mut r = Recorder::start(c).unwrap();
         let limit = Duration::from_millis(500);
         r.set_block_limit(limit);
-        let fifos: Vec<_> = writer::TABLES
+        let fifos: Vec<_> = TABLES
             .iter()
             .map(|t| bundle.join(t).join("part-00000.parquet.tmp"))
             .collect();

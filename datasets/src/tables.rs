@@ -113,7 +113,7 @@ pub struct EpisodeRow {
 
 /// One entry of the event log.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct EventRow {
+pub(crate) struct EventRow {
     /// Order of the event in the run.
     pub seq: u64,
     /// When (Unix ms).
@@ -128,7 +128,7 @@ pub struct EventRow {
 
 /// One distinct frame, stored once whatever its number of occurrences.
 #[derive(Clone, Debug, PartialEq)]
-pub struct FrameRow {
+pub(crate) struct FrameRow {
     /// 32-hex-char XXH3-128 hash.
     pub frame_hash: String,
     /// Width.
@@ -144,7 +144,7 @@ fn ts() -> DataType {
 }
 
 /// Schema of `steps`.
-pub fn steps_schema() -> SchemaRef {
+pub(crate) fn steps_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("episode_id", DataType::Utf8, false),
         Field::new("env_id", DataType::Utf8, false),
@@ -173,7 +173,7 @@ pub fn steps_schema() -> SchemaRef {
 }
 
 /// Schema of `episodes`.
-pub fn episodes_schema() -> SchemaRef {
+pub(crate) fn episodes_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("episode_id", DataType::Utf8, false),
         Field::new("env_id", DataType::Utf8, false),
@@ -194,7 +194,7 @@ pub fn episodes_schema() -> SchemaRef {
 }
 
 /// Schema of `events`.
-pub fn events_schema() -> SchemaRef {
+pub(crate) fn events_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("seq", DataType::UInt64, false),
         Field::new("time", ts(), false),
@@ -214,7 +214,7 @@ fn image_fields() -> Fields {
 /// Schema of `frames`: `image` is `struct<bytes: binary, path: string>`, the layout
 /// Hugging Face `datasets` decodes as an `Image` feature; the `huggingface` metadata
 /// says so, so `load_dataset("parquet", ...)` on the chunks yields images directly.
-pub fn frames_schema() -> SchemaRef {
+pub(crate) fn frames_schema() -> SchemaRef {
     let features = r#"{"info": {"features": {"frame_hash": {"dtype": "string", "_type": "Value"}, "width": {"dtype": "uint32", "_type": "Value"}, "height": {"dtype": "uint32", "_type": "Value"}, "image": {"_type": "Image"}}}}"#;
     let metadata =
         std::collections::HashMap::from([("huggingface".to_string(), features.to_string())]);
@@ -235,7 +235,7 @@ fn batch(schema: SchemaRef, cols: Vec<ArrayRef>) -> Result<RecordBatch, ArrowErr
 }
 
 /// Rows → a `steps` batch.
-pub fn steps_batch(rows: &[StepRow]) -> Result<RecordBatch, ArrowError> {
+pub(crate) fn steps_batch(rows: &[StepRow]) -> Result<RecordBatch, ArrowError> {
     let (mut ep, mut env, mut idx) = (
         StringBuilder::new(),
         StringBuilder::new(),
@@ -323,7 +323,7 @@ pub fn steps_batch(rows: &[StepRow]) -> Result<RecordBatch, ArrowError> {
 }
 
 /// Rows → an `episodes` batch.
-pub fn episodes_batch(rows: &[EpisodeRow]) -> Result<RecordBatch, ArrowError> {
+pub(crate) fn episodes_batch(rows: &[EpisodeRow]) -> Result<RecordBatch, ArrowError> {
     let (mut ep, mut env, mut task, mut instr) = (
         StringBuilder::new(),
         StringBuilder::new(),
@@ -383,7 +383,7 @@ pub fn episodes_batch(rows: &[EpisodeRow]) -> Result<RecordBatch, ArrowError> {
 }
 
 /// Rows → an `events` batch.
-pub fn events_batch(rows: &[EventRow]) -> Result<RecordBatch, ArrowError> {
+pub(crate) fn events_batch(rows: &[EventRow]) -> Result<RecordBatch, ArrowError> {
     let (mut seq, mut t, mut kind) = (
         UInt64Builder::new(),
         TimestampMillisecondBuilder::new(),
@@ -410,7 +410,7 @@ pub fn events_batch(rows: &[EventRow]) -> Result<RecordBatch, ArrowError> {
 }
 
 /// Rows → a `frames` batch.
-pub fn frames_batch(rows: &[FrameRow]) -> Result<RecordBatch, ArrowError> {
+pub(crate) fn frames_batch(rows: &[FrameRow]) -> Result<RecordBatch, ArrowError> {
     let (mut hash, mut w, mut h) = (
         StringBuilder::new(),
         UInt32Builder::new(),

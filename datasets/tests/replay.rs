@@ -3,7 +3,7 @@
 
 mod common;
 
-use deskgym_datasets::replay::Bundle;
+use deskgym_datasets::Bundle;
 use deskgym_datasets::{Actor, EpisodeRow, FrameRecord, Record, StepRow};
 
 #[test]

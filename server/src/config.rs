@@ -122,7 +122,7 @@ pub struct ServerConfig {
     /// Records queued per recording before the overflow policy applies.
     pub record_queue: usize,
     /// How long a `block` send waits for a stalled writer before it drops (once per
-    /// stall; see `deskgym_datasets::writer::BLOCK_LIMIT`).
+    /// stall; see `deskgym_datasets::BLOCK_LIMIT`).
     pub record_block_limit: Duration,
     /// Frames per second of per-episode H.264 videos in recordings; `None`: no video.
     pub record_video_fps: Option<u32>,
@@ -161,7 +161,7 @@ impl Default for ServerConfig {
             record_roll_every: Duration::from_secs(30),
             record_overflow: deskgym_datasets::Overflow::Block,
             record_queue: 4096,
-            record_block_limit: deskgym_datasets::writer::BLOCK_LIMIT,
+            record_block_limit: deskgym_datasets::BLOCK_LIMIT,
             record_video_fps: Some(10),
             record_video_variable_rate: false,
             connections: crate::conn::ConnLimits::default(),

@@ -50,11 +50,9 @@ pub(crate) fn encode_with(
 
 /// PNG with the fastest compression (the recorder's encoding, shared).
 pub(crate) fn png(frame: &Frame) -> Result<Vec<u8>, EncodeError> {
-    deskgym_datasets::writer::png_rgb(frame.width, frame.height, &frame.rgb).map_err(|e| {
-        EncodeError {
-            format: "png",
-            message: e.to_string(),
-        }
+    deskgym_datasets::png_rgb(frame.width, frame.height, &frame.rgb).map_err(|e| EncodeError {
+        format: "png",
+        message: e.to_string(),
     })
 }
 

@@ -105,7 +105,7 @@ async fn gauges(mgr: &Arc<PoolManager>) -> Option<Gauges> {
             cache_hits: s.hits,
             cache_misses: s.misses,
             cache_bytes: s.bytes,
-            encoder: deskgym_datasets::video::encoder().ok().map(|c| c.element),
+            encoder: deskgym_datasets::h264_encoder().ok().map(|c| c.element),
         }
     })
     .await

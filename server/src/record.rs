@@ -70,7 +70,7 @@ impl RecordSettings {
             roll_every: Duration::from_secs(30),
             overflow: Overflow::Block,
             queue: 4096,
-            block_limit: deskgym_datasets::writer::BLOCK_LIMIT,
+            block_limit: deskgym_datasets::BLOCK_LIMIT,
             video_fps: None,
             video_variable_rate: false,
         }

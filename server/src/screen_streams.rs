@@ -17,7 +17,7 @@ use crate::convert;
 use crate::env::{Env, Shape};
 use crate::pool::PoolError;
 use crate::sync::lock;
-use deskgym_datasets::video::LiveEncoder;
+use deskgym_datasets::LiveEncoder;
 
 /// A viewer's frames (or why its stream ended).
 pub(crate) type Viewer = mpsc::Receiver<Result<pb::ScreencastFrame, Status>>;
@@ -330,7 +330,7 @@ fn h264_frame(
     let (mut enc, fresh) = match encoder {
         Some(enc) if enc.size() == even => (enc, false),
         _ => {
-            let started = deskgym_datasets::video::encoder()
+            let started = deskgym_datasets::h264_encoder()
                 .and_then(|choice| LiveEncoder::start(cut.width, cut.height, &choice.element));
             match started {
                 Ok(enc) => (enc, true),

@@ -11,7 +11,7 @@ fn inspect(dir: &std::path::Path) -> Result<String, String> {
     let m = deskgym_datasets::read_manifest(dir).map_err(|e| e.to_string())?;
     let mut out = String::new();
     let mut total_bytes = 0u64;
-    for table in deskgym_datasets::writer::TABLES {
+    for table in deskgym_datasets::TABLES {
         let mut rows = 0i64;
         let mut paths: Vec<PathBuf> = std::fs::read_dir(dir.join(table))
             .map_err(|e| format!("{}: {table}/: {e}", dir.display()))?
@@ -68,7 +68,7 @@ fn view(path: &std::path::Path, rest: &[String]) -> ExitCode {
             return ExitCode::from(64);
         }
     };
-    let bundle = match deskgym_datasets::replay::Bundle::open(path) {
+    let bundle = match deskgym_datasets::Bundle::open(path) {
         Ok(b) => b,
         Err(e) => {
             eprintln!("error: {e}");
@@ -95,7 +95,7 @@ fn view(path: &std::path::Path, rest: &[String]) -> ExitCode {
     }
     // Scripts that pass port 0 read the address from this line.
     println!("deskgym-datasets view: http://{at}/replay?run={run}");
-    deskgym_datasets::viewer::serve(listener, bundle, run);
+    deskgym_datasets::serve_replay(listener, bundle, run);
     ExitCode::SUCCESS
 }
 

@@ -143,7 +143,7 @@ impl Drop for LiveEncoder {
 }
 
 /// `avc1.PPCCLL` from the first SPS (NAL type 7) in Annex B `data`.
-pub fn codec_string(data: &[u8]) -> Option<String> {
+fn codec_string(data: &[u8]) -> Option<String> {
     let mut i = 0;
     while i + 3 < data.len() {
         let start = if data[i..].starts_with(&[0, 0, 1]) {

@@ -35,7 +35,7 @@ mod probe;
 mod skip;
 
 pub use i420::rgb_to_i420;
-pub use live::{AccessUnit, LiveEncoder, codec_string};
+pub use live::{AccessUnit, LiveEncoder};
 use mp4::Mp4;
 use probe::element_settings;
 pub use probe::{ENCODERS, EncoderChoice, encoder};
@@ -47,13 +47,13 @@ pub use probe::{ENCODERS, EncoderChoice, encoder};
 /// was a quarter of the machine. So each env keeps one encoder pipeline
 /// (`appsrc ! enc ! h264parse ! appsink`, fed I420 converted here) for the whole run; an
 /// episode asks for a keyframe at its first frame, and its encoded frames are written
-/// into that episode's own MP4 by [`mp4`] (no muxer pipeline per episode), rebased so
+/// into that episode's own MP4 by `mp4` (no muxer pipeline per episode), rebased so
 /// every episode file starts at 0.
 ///
 /// Constant frame rate: every slot holds a picture, so step `i` of an episode is the
 /// `i`-th frame at `i / fps` seconds in its file (LeRobot and other frame-index readers
 /// need exactly that). A frame identical to the previous one (same hash) is neither
-/// converted nor encoded: an all-skip P picture written here ([`skip`]) goes to the
+/// converted nor encoded: an all-skip P picture written here (`skip`) goes to the
 /// muxer in its slot. Streams that cannot take one exactly (an encoder other than
 /// x264enc's settings here) get the previous picture pushed through the encoder again.
 pub struct VideoStream {

@@ -39,10 +39,10 @@ pub use manifest::{Counts, Files, Manifest, read_manifest};
 pub use recovery::recover;
 
 /// Format name written in every manifest.
-pub const FORMAT: &str = "deskgym.skn";
+pub(crate) const FORMAT: &str = "deskgym.skn";
 /// Version of the bundle layout. 2: the episodes table's `return` column is
 /// `episode_return` (no SQL quoting); videos may be constant frame rate.
-pub const SCHEMA_VERSION: u32 = 2;
+pub(crate) const SCHEMA_VERSION: u32 = 2;
 /// The four tables, also the directory names inside a bundle.
 pub const TABLES: [&str; 4] = ["episodes", "steps", "frames", "events"];
 
@@ -160,7 +160,7 @@ pub enum Record {
 }
 
 /// Writes `bytes` to `path` atomically: temp file, fsync, rename, fsync the directory.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RecordError> {
+pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), RecordError> {
     let tmp = tmp_of(path);
     write_tmp(&tmp, bytes)?;
     std::fs::rename(&tmp, path).map_err(io(path))?;

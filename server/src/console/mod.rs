@@ -218,7 +218,7 @@ fn loopback_host(headers: &HeaderMap) -> bool {
     headers
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
-        .is_some_and(deskgym_datasets::viewer::loopback_host)
+        .is_some_and(deskgym_datasets::loopback_host)
 }
 
 /// A cookie's value from the request's `Cookie` headers.
@@ -238,7 +238,7 @@ const ENV_HTML: &str = include_str!("assets/env.html");
 const LOGIN_HTML: &str = include_str!("assets/login.html");
 const CONSOLE_JS: &str = include_str!("assets/console.js");
 // The replay page, its script and the stylesheet are the offline viewer's too.
-use deskgym_datasets::viewer::{CONSOLE_CSS, REPLAY_HTML, REPLAY_JS};
+use deskgym_datasets::{CONSOLE_CSS, REPLAY_HTML, REPLAY_JS};
 
 /// A page: the same headers for every page, so none is framed by another site or
 /// runs a script from elsewhere.

@@ -1,6 +1,6 @@
 //! The replay view's reads: the caller's recorded runs, a run's episodes, an episode's
 //! steps, and frames by hash, from the bundles on the server's data dir (read through
-//! `deskgym_datasets::replay`, never the live pools).
+//! `deskgym_datasets::Bundle`, never the live pools).
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use deskgym_datasets::replay::Bundle;
+use deskgym_datasets::Bundle;
 use serde_json::json;
 
 use super::{Console, Refusal};
