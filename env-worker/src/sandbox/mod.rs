@@ -551,11 +551,12 @@ impl Sandbox {
     ///
     /// Host layout, all made by this process before the sandbox starts: `<dir>/` (mode
     /// 0711, the server's) holds `agent.sock` (bound here, listened on by the agent
-    /// through an inherited descriptor) and `ctl/` (session spec, passwd, sudo: bound
-    /// read-only at `/run/deskgym`). The home and `/tmp` are size-limited tmpfs mounts
-    /// of the sandbox's own, filled from the profile's template by the agent, so
-    /// nothing the tenant writes exists on a host path the server (or Xvfb, which runs
-    /// as the server's user) could be made to follow.
+    /// through an inherited descriptor) and `agent` (a hard link to the agent binary,
+    /// where the file system allows one). The control files ([`control_files`]) are
+    /// memfds, bound read-only inside: they have no host path. The home and `/tmp` are
+    /// size-limited tmpfs mounts of the sandbox's own, filled from the profile's
+    /// template by the agent, so nothing the tenant writes exists on a host path the
+    /// server (or Xvfb, which runs as the server's user) could be made to follow.
     pub(crate) fn start(display: u32, cfg: &SandboxConfig) -> Result<Self> {
         let (dir, name) = fresh_dir(display)?;
         // Until the sandbox owns it (its Drop removes it), a failed start removes it.
