@@ -297,6 +297,47 @@ impl XSession {
         Ok(())
     }
 
+    /// A drag from `from` to `to` with `button` held (and the `modifiers` chord around
+    /// it), in at least [`DRAG_STEPS`] moves so apps see real motion; with a duration,
+    /// paced like a 60 Hz pointer and synced at each step so the time is real.
+    fn drag(
+        &mut self,
+        from: Point,
+        to: Point,
+        button: Button,
+        duration_ms: u32,
+        modifiers: &str,
+    ) -> Result<()> {
+        let mods = if modifiers.is_empty() {
+            Vec::new()
+        } else {
+            self.chord_codes(modifiers, "drag.modifiers")?
+        };
+        for &kc in &mods {
+            self.fake(xproto::KEY_PRESS_EVENT, kc, 0, 0)?;
+        }
+        self.move_to(from)?;
+        self.press(button)?;
+        // A timed drag moves about every 16 ms (a 60 Hz pointer), at least
+        // DRAG_STEPS times.
+        let steps = (duration_ms / 16).clamp(DRAG_STEPS as u32, 512) as i32;
+        let pause = Duration::from_millis(u64::from(duration_ms)) / steps as u32;
+        for i in 1..=steps {
+            let x = from.x + (to.x - from.x) * i / steps;
+            let y = from.y + (to.y - from.y) * i / steps;
+            self.move_to(Point { x, y })?;
+            if duration_ms > 0 {
+                self.sync()?;
+                std::thread::sleep(pause);
+            }
+        }
+        self.release(button)?;
+        for &kc in mods.iter().rev() {
+            self.fake(xproto::KEY_RELEASE_EVENT, kc, 0, 0)?;
+        }
+        Ok(())
+    }
+
     /// Performs `action` and waits until the X server has processed all of its input.
     /// Validates every point first, so a bad action sends nothing.
     pub fn perform(&mut self, action: &Action) -> Result<()> {
@@ -323,35 +364,7 @@ impl XSession {
                 button,
                 duration_ms,
                 modifiers,
-            } => {
-                let mods = if modifiers.is_empty() {
-                    Vec::new()
-                } else {
-                    self.chord_codes(modifiers, "drag.modifiers")?
-                };
-                for &kc in &mods {
-                    self.fake(xproto::KEY_PRESS_EVENT, kc, 0, 0)?;
-                }
-                self.move_to(*from)?;
-                self.press(*button)?;
-                // A timed drag moves about every 16 ms (a 60 Hz pointer), at least
-                // DRAG_STEPS times.
-                let steps = (*duration_ms / 16).clamp(DRAG_STEPS as u32, 512) as i32;
-                let pause = Duration::from_millis(u64::from(*duration_ms)) / steps as u32;
-                for i in 1..=steps {
-                    let x = from.x + (to.x - from.x) * i / steps;
-                    let y = from.y + (to.y - from.y) * i / steps;
-                    self.move_to(Point { x, y })?;
-                    if *duration_ms > 0 {
-                        self.sync()?;
-                        std::thread::sleep(pause);
-                    }
-                }
-                self.release(*button)?;
-                for &kc in mods.iter().rev() {
-                    self.fake(xproto::KEY_RELEASE_EVENT, kc, 0, 0)?;
-                }
-            }
+            } => self.drag(*from, *to, *button, *duration_ms, modifiers)?,
             Action::MouseDown { at, button } => {
                 if let Some(p) = at {
                     self.move_to(*p)?;
@@ -366,20 +379,8 @@ impl XSession {
             }
             Action::TypeText(text) => self.type_text(text)?,
             Action::Key(chord) => self.key_chord(chord)?,
-            Action::KeyDown(chord) => {
-                for kc in self.chord_codes(chord, "key_down.keys")? {
-                    self.fake(xproto::KEY_PRESS_EVENT, kc, 0, 0)?;
-                    if !self.held_keys.contains(&kc) {
-                        self.held_keys.push(kc);
-                    }
-                }
-            }
-            Action::KeyUp(chord) => {
-                for kc in self.chord_codes(chord, "key_up.keys")?.into_iter().rev() {
-                    self.fake(xproto::KEY_RELEASE_EVENT, kc, 0, 0)?;
-                    self.held_keys.retain(|&k| k != kc);
-                }
-            }
+            Action::KeyDown(chord) => self.key_down(chord)?,
+            Action::KeyUp(chord) => self.key_up(chord)?,
             Action::Wait(ms) => std::thread::sleep(Duration::from_millis(u64::from(*ms))),
             Action::Noop => {}
             Action::ActivateWindow(id) => windows::activate(&self.conn, self.root, *id)?,
@@ -557,6 +558,27 @@ impl XSession {
         }
         for &kc in codes.iter().rev() {
             self.fake(xproto::KEY_RELEASE_EVENT, kc, 0, 0)?;
+        }
+        Ok(())
+    }
+
+    /// Presses `chord`'s keys in order and keeps them held (remembered in `held_keys`,
+    /// so [`release_all`](Self::release_all) can let go of them at the episode's end).
+    fn key_down(&mut self, chord: &str) -> Result<()> {
+        for kc in self.chord_codes(chord, "key_down.keys")? {
+            self.fake(xproto::KEY_PRESS_EVENT, kc, 0, 0)?;
+            if !self.held_keys.contains(&kc) {
+                self.held_keys.push(kc);
+            }
+        }
+        Ok(())
+    }
+
+    /// Releases `chord`'s keys in reverse order (a `key_down`'s counterpart).
+    fn key_up(&mut self, chord: &str) -> Result<()> {
+        for kc in self.chord_codes(chord, "key_up.keys")?.into_iter().rev() {
+            self.fake(xproto::KEY_RELEASE_EVENT, kc, 0, 0)?;
+            self.held_keys.retain(|&k| k != kc);
         }
         Ok(())
     }

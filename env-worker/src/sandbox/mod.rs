@@ -349,151 +349,251 @@ fn become_sandbox_user(host_uid: Option<u32>) -> std::io::Result<()> {
 /// The descriptor number the agent finds its socket at.
 pub(crate) const AGENT_FD: i32 = 3;
 
+/// What bwrap's process does between fork and exec, all of it computed (and allocated)
+/// before the fork: the child may make only async-signal-safe calls.
+struct ChildSetup {
+    /// The address of the memory cgroup to enter, when there is one (an address, not a
+    /// reference, so the `pre_exec` closure holding it can be `'static` and `Send`).
+    cgroup: Option<usize>,
+    /// The agent's socket, to sit at [`AGENT_FD`].
+    socket: i32,
+    /// The control files' descriptors, to sit from [`DATA_FD_BASE`] on, in order.
+    data: Vec<i32>,
+    /// The sandbox's own host uid, where the server runs as root.
+    host_uid: Option<u32>,
+    /// `RLIMIT_NPROC`.
+    max_processes: u64,
+    /// `RLIMIT_NOFILE`.
+    open_files: u64,
+    /// `RLIMIT_DATA`, set only when there is no cgroup to bound memory.
+    memory: u64,
+}
+
+impl ChildSetup {
+    /// In the child: enters the cgroup, puts the descriptors in place, becomes the
+    /// sandbox's user and sets its limits (async-signal-safe calls only: open/write,
+    /// fcntl, dup2, setgroups, setgid, setuid, prctl, setrlimit).
+    ///
+    /// # Safety
+    ///
+    /// Only in a child between fork and exec, while the [`Cgroup`] at `cgroup` lives.
+    unsafe fn run(&self) -> std::io::Result<()> {
+        if let Some(cg) = self.cgroup {
+            // Before dropping root: a cgroup's procs file is root's to write.
+            // SAFETY: the cgroup lives (this function's contract).
+            unsafe { (*(cg as *const Cgroup)).enter_from_child()? };
+        }
+        // SAFETY: in the child between fork and exec (this function's contract).
+        unsafe { self.place_fds()? };
+        become_sandbox_user(self.host_uid)?;
+        set_rlimit(libc::RLIMIT_NPROC, self.max_processes);
+        set_rlimit(libc::RLIMIT_NOFILE, self.open_files);
+        if self.cgroup.is_none() {
+            set_rlimit(libc::RLIMIT_DATA, self.memory);
+        }
+        Ok(())
+    }
+
+    /// The agent's socket and the control files at fixed numbers, kept across exec.
+    /// First out of the way (a source may sit on a target number), then into place
+    /// (dup2 clears close-on-exec).
+    ///
+    /// # Safety
+    ///
+    /// Only in a child between fork and exec: it overwrites whatever descriptors sit
+    /// at the target numbers.
+    unsafe fn place_fds(&self) -> std::io::Result<()> {
+        let mut moved = [0i32; 16];
+        let sources = std::iter::once(self.socket).chain(self.data.iter().copied());
+        for (slot, from) in moved.iter_mut().zip(sources) {
+            // SAFETY: a plain syscall on a descriptor this process holds.
+            *slot = unsafe { libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 256) };
+            if *slot < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        let targets =
+            std::iter::once(AGENT_FD).chain((0..self.data.len() as i32).map(|i| DATA_FD_BASE + i));
+        for (from, to) in moved.iter().zip(targets) {
+            // SAFETY: a plain syscall; the targets are ours to take (the contract).
+            if unsafe { libc::dup2(*from, to) } < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Makes a new, empty directory for one sandbox under [`sandboxes_root`]; returns it
+/// and its name (`<display>-<n>`, unique in this process, so also its cgroup's name).
+fn fresh_dir(display: u32) -> Result<(PathBuf, String)> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let root = sandboxes_root();
+    make_dir(&root, 0o711)?;
+    let name = format!("{display}-{}", NEXT.fetch_add(1, Ordering::Relaxed));
+    let dir = root.join(&name);
+    let _ = std::fs::remove_dir_all(&dir);
+    make_dir(&dir, 0o711)?;
+    Ok((dir, name))
+}
+
+/// The sandbox's own host uid, where it gets one, and this process's real uid.
+///
+/// A server running as root gives each sandbox its own unprivileged host uid, so its
+/// files and processes are its own (and the process limit counts only its processes:
+/// the kernel exempts root from RLIMIT_NPROC altogether).
+fn host_uids(display: u32) -> (Option<u32>, u32) {
+    // SAFETY: plain syscalls without arguments.
+    let (euid, uid) = unsafe { (libc::geteuid(), libc::getuid()) };
+    ((euid == 0).then_some(SANDBOX_UID_BASE + display), uid)
+}
+
+/// A file of the sandbox's control data: read-only in its own tmpfs, its bytes passed
+/// to bwrap in a memfd.
+struct ControlFile {
+    /// Where it shows inside the sandbox.
+    inside: &'static str,
+    /// Its mode there.
+    mode: &'static str,
+    bytes: Vec<u8>,
+}
+
+impl ControlFile {
+    fn new(inside: &'static str, mode: &'static str, bytes: impl Into<Vec<u8>>) -> Self {
+        Self {
+            inside,
+            mode,
+            bytes: bytes.into(),
+        }
+    }
+}
+
+/// The sandbox's control files, in the order of their descriptors: the session spec
+/// the agent starts, the password and the `sudo` that checks it, the display's cookie,
+/// `passwd` and `group` naming `user`, and Chromium's flags where the host has
+/// `/etc/chromium.d`.
+fn control_files(display: u32, cfg: &SandboxConfig) -> Result<Vec<ControlFile>> {
+    let session = SessionSpec {
+        session: cfg.session.clone(),
+        env: cfg.env.clone(),
+        home_template: cfg.home_template.as_ref().map(|_| TEMPLATE.to_string()),
+        home_modes: cfg.home_modes.clone(),
+    };
+    let session = serde_json::to_vec(&session).map_err(std::io::Error::other)?;
+    // The display checks its cookie; the sandbox sees its display as `:0`.
+    let xauthority = crate::xvfb::cookie_of(display)?.xauthority(HOSTNAME.as_bytes(), "0");
+    let mut files = vec![
+        ControlFile::new("/run/deskgym/session.json", "0644", session),
+        ControlFile::new("/run/deskgym/password", "0644", cfg.password.as_bytes()),
+        ControlFile::new("/run/deskgym/bin/sudo", "0755", SUDO),
+        ControlFile::new(XAUTHORITY, "0600", xauthority),
+        ControlFile::new(
+            "/etc/passwd",
+            "0644",
+            b"root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/bash\n\
+              nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+        ),
+        ControlFile::new(
+            "/etc/group",
+            "0644",
+            b"root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n",
+        ),
+    ];
+    if Path::new("/etc/chromium.d").is_dir() {
+        files.push(ControlFile::new(
+            "/etc/chromium.d/zz-deskgym",
+            "0644",
+            CHROMIUM_FLAGS,
+        ));
+    }
+    Ok(files)
+}
+
+/// bwrap's command: an empty environment, the policy's arguments for what this host
+/// shows, then the agent on [`AGENT_FD`] with its session spec; no stdin or stdout,
+/// and a process group of its own (what Drop kills). The caller adds stderr.
+fn bwrap_command(
+    display: u32,
+    cfg: &SandboxConfig,
+    agent: &Path,
+    files: &[ControlFile],
+) -> Result<Command> {
+    let x_socket = format!("/tmp/.X11-unix/X{display}");
+    let host = HostView::read(cfg)?;
+    let data: Vec<(&str, &str)> = files.iter().map(|f| (f.inside, f.mode)).collect();
+    let places = Places {
+        x_socket: &x_socket,
+        agent,
+        data: &data,
+    };
+    let mut cmd = Command::new(bwrap_binary()?);
+    cmd.env_clear()
+        .args(policy::bwrap_args(cfg, &host, &places))
+        .arg("--")
+        .arg("/run/deskgym-agent")
+        .arg(format!("fd:{AGENT_FD}"))
+        .arg(format!("{CTL}/session.json"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .process_group(0);
+    Ok(cmd)
+}
+
+/// The sandbox's `RLIMIT_NPROC`, which counts every process of its uid: its own budget
+/// (at least 16), plus, where it shares this process's uid rather than having its own,
+/// the processes that uid runs already.
+fn process_limit(processes: u32, own_uid: bool) -> u64 {
+    u64::from(processes.max(16)) + if own_uid { 0 } else { processes_of_this_uid() }
+}
+
 impl Sandbox {
     /// Starts a sandbox on `display` and waits until its agent answers.
     ///
     /// Host layout, all made by this process before the sandbox starts: `<dir>/` (mode
     /// 0711, the server's) holds `agent.sock` (bound here, listened on by the agent
-    /// through an inherited descriptor) and `ctl/` (session spec, passwd, sudo: bound
-    /// read-only at `/run/deskgym`). The home and `/tmp` are size-limited tmpfs mounts
-    /// of the sandbox's own, filled from the profile's template by the agent, so
-    /// nothing the tenant writes exists on a host path the server (or Xvfb, which runs
-    /// as the server's user) could be made to follow.
+    /// through an inherited descriptor) and `agent` (a hard link to the agent binary,
+    /// where the file system allows one). The control files ([`control_files`]) are
+    /// memfds, bound read-only inside: they have no host path. The home and `/tmp` are
+    /// size-limited tmpfs mounts of the sandbox's own, filled from the profile's
+    /// template by the agent, so nothing the tenant writes exists on a host path the
+    /// server (or Xvfb, which runs as the server's user) could be made to follow.
     pub(crate) fn start(display: u32, cfg: &SandboxConfig) -> Result<Self> {
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let root = sandboxes_root();
-        make_dir(&root, 0o711)?;
-        let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let dir = root.join(format!("{display}-{n}"));
-        let _ = std::fs::remove_dir_all(&dir);
-        make_dir(&dir, 0o711)?;
+        let (dir, name) = fresh_dir(display)?;
         // Until the sandbox owns it (its Drop removes it), a failed start removes it.
         let cleanup = RemoveOnDrop(Some(dir.clone()));
-        // A server running as root gives each sandbox its own unprivileged host uid, so
-        // its files and processes are its own (and the process limit counts only its
-        // processes: the kernel exempts root from RLIMIT_NPROC altogether).
-        // SAFETY: plain syscalls without arguments.
-        let (euid, uid) = unsafe { (libc::geteuid(), libc::getuid()) };
-        let host_uid = (euid == 0).then_some(SANDBOX_UID_BASE + display);
-        let session = SessionSpec {
-            session: cfg.session.clone(),
-            env: cfg.env.clone(),
-            home_template: cfg.home_template.as_ref().map(|_| TEMPLATE.to_string()),
-            home_modes: cfg.home_modes.clone(),
-        };
-        let session = serde_json::to_vec(&session).map_err(std::io::Error::other)?;
-        // The display checks its cookie; the sandbox sees its display as `:0`.
-        let xauthority = crate::xvfb::cookie_of(display)?.xauthority(HOSTNAME.as_bytes(), "0");
-        // (inside path, mode, bytes): read-only files in the sandbox's own tmpfs.
-        let mut data: Vec<(&str, &str, &[u8])> = vec![
-            ("/run/deskgym/session.json", "0644", &session),
-            ("/run/deskgym/password", "0644", cfg.password.as_bytes()),
-            ("/run/deskgym/bin/sudo", "0755", SUDO.as_bytes()),
-            (XAUTHORITY, "0600", &xauthority),
-            (
-                "/etc/passwd",
-                "0644",
-                b"root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/bash\n\
-                  nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-            ),
-            (
-                "/etc/group",
-                "0644",
-                b"root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n",
-            ),
-        ];
-        let chromium_d = Path::new("/etc/chromium.d");
-        if chromium_d.is_dir() {
-            data.push((
-                "/etc/chromium.d/zz-deskgym",
-                "0644",
-                CHROMIUM_FLAGS.as_bytes(),
-            ));
-        }
+        let (host_uid, uid) = host_uids(display);
+        let files = control_files(display, cfg)?;
         // (At most 15 with the socket: the child moves them in a fixed-size array.)
-        debug_assert!(data.len() < 16);
-        let data_fds = data
+        debug_assert!(files.len() < 16);
+        let data_fds = files
             .iter()
-            .map(|(_, _, bytes)| memfile(bytes))
+            .map(|f| memfile(&f.bytes))
             .collect::<Result<Vec<_>>>()?;
         let socket_path = dir.join("agent.sock");
         let socket = bound_socket(&socket_path)?;
         let agent = agent_for(&dir)?;
-        let x_socket = format!("/tmp/.X11-unix/X{display}");
+        let mut cmd = bwrap_command(display, cfg, &agent, &files)?;
         let lim = cfg.limits;
-        let host = HostView::read(cfg)?;
-        let files: Vec<(&str, &str)> = data
-            .iter()
-            .map(|(inside, mode, _)| (*inside, *mode))
-            .collect();
-        let places = Places {
-            x_socket: &x_socket,
-            agent: &agent,
-            data: &files,
-        };
-        let mut cmd = Command::new(bwrap_binary()?);
-        cmd.env_clear()
-            .args(policy::bwrap_args(cfg, &host, &places));
-        let max_processes = u64::from(lim.processes.max(16))
-            + if host_uid.is_some() {
-                0
-            } else {
-                processes_of_this_uid()
-            };
-        let cgroup = Cgroup::create(&format!("{display}-{n}"), lim.memory_mb.max(64) << 20)?;
+        let max_processes = process_limit(lim.processes, host_uid.is_some());
+        let cgroup = Cgroup::create(&name, lim.memory_mb.max(64) << 20)?;
         let (log_read, log_write) = std::io::pipe()?;
-        cmd.arg("--")
-            .arg("/run/deskgym-agent")
-            .arg(format!("fd:{AGENT_FD}"))
-            .arg(format!("{CTL}/session.json"))
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log_write)
-            .process_group(0);
-        let sock_fd = std::os::fd::AsRawFd::as_raw_fd(&socket);
-        let data_raw: Vec<i32> = data_fds
-            .iter()
-            .map(std::os::fd::AsRawFd::as_raw_fd)
-            .collect();
-        let memory = lim.memory_mb.max(64) << 20;
-        let open_files = lim.open_files.max(64);
-        let cg = cgroup.as_ref().map(|c| c as *const Cgroup as usize);
-        // SAFETY: only async-signal-safe calls (open/write, dup2, fcntl, setgroups,
-        // setgid, setuid, prctl, setrlimit) between fork and exec; `cg` points at the
-        // cgroup this function owns until after spawn returns.
-        unsafe {
-            cmd.pre_exec(move || {
-                if let Some(cg) = cg {
-                    // Before dropping root: a cgroup's procs file is root's to write.
-                    (*(cg as *const Cgroup)).enter_from_child()?;
-                }
-                // The agent's socket and the control files at fixed numbers, kept
-                // across exec. First out of the way (a source may sit on a target
-                // number), then into place (dup2 clears close-on-exec).
-                let mut moved = [0i32; 16];
-                let sources = std::iter::once(sock_fd).chain(data_raw.iter().copied());
-                for (slot, from) in moved.iter_mut().zip(sources) {
-                    *slot = libc::fcntl(from, libc::F_DUPFD_CLOEXEC, 256);
-                    if *slot < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                let targets = std::iter::once(AGENT_FD)
-                    .chain((0..data_raw.len() as i32).map(|i| DATA_FD_BASE + i));
-                for (from, to) in moved.iter().zip(targets) {
-                    if libc::dup2(*from, to) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
-                become_sandbox_user(host_uid)?;
-                set_rlimit(libc::RLIMIT_NPROC, max_processes);
-                set_rlimit(libc::RLIMIT_NOFILE, open_files);
-                if cg.is_none() {
-                    set_rlimit(libc::RLIMIT_DATA, memory);
-                }
-                Ok(())
-            });
-        }
+        cmd.stderr(log_write);
+        let setup = ChildSetup {
+            cgroup: cgroup.as_ref().map(|c| c as *const Cgroup as usize),
+            socket: std::os::fd::AsRawFd::as_raw_fd(&socket),
+            data: data_fds
+                .iter()
+                .map(std::os::fd::AsRawFd::as_raw_fd)
+                .collect(),
+            host_uid,
+            max_processes,
+            open_files: lim.open_files.max(64),
+            memory: lim.memory_mb.max(64) << 20,
+        };
+        // SAFETY: the child makes only async-signal-safe calls (`ChildSetup::run`), on
+        // what was prepared here; `setup.cgroup` points at `cgroup`, which this function
+        // owns until after spawn returns.
+        unsafe { cmd.pre_exec(move || setup.run()) };
         let child = cmd
             .spawn()
             .map_err(|e| DesktopError::App(format!("cannot start bwrap: {e}")))?;

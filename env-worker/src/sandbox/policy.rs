@@ -79,20 +79,53 @@ pub(crate) struct Places<'a> {
 }
 
 /// bubblewrap's arguments for a sandbox, up to (not including) `--` and the agent's
-/// command line.
+/// command line: the namespaces, then the mounts from the system trees up to the control
+/// files, the environment, and last the remounts that make everything else read-only
+/// (bwrap applies them in order, so the order is part of the policy).
 pub(crate) fn bwrap_args(cfg: &SandboxConfig, host: &HostView, at: &Places<'_>) -> Vec<OsString> {
-    let mut a: Vec<OsString> = Vec::new();
-    let mut push = |xs: &[&str]| a.extend(xs.iter().map(OsString::from));
     let disk = (cfg.limits.disk_mb.max(16) << 20).to_string();
-    push(&["--unshare-user", "--uid", "1000", "--gid", "1000"]);
-    push(&[
+    let mut a: Vec<OsString> = Vec::new();
+    namespaces(&mut a);
+    system_mounts(&mut a, host, &disk);
+    masks(&mut a, host);
+    host_binds(&mut a, cfg, host);
+    user_places(&mut a, at, &disk);
+    environment(&mut a, cfg);
+    control_mounts(&mut a, at);
+    seal(&mut a, host);
+    a
+}
+
+/// Appending arguments given as strings (paths, which need not be UTF-8, go through
+/// [`path`]).
+trait PushStrs {
+    fn push_strs(&mut self, xs: &[&str]);
+}
+
+impl PushStrs for Vec<OsString> {
+    fn push_strs(&mut self, xs: &[&str]) {
+        self.extend(xs.iter().map(OsString::from));
+    }
+}
+
+/// A host path as an argument.
+fn path(p: &Path) -> OsString {
+    OsString::from(p.as_os_str())
+}
+
+/// The sandbox's own namespaces: `user` (uid 1000) in a user namespace with no nested
+/// ones, its own pids, IPC, host name and network; its processes in a session of their
+/// own (no terminal of the worker's to push input into), dying with the worker.
+fn namespaces(a: &mut Vec<OsString>) {
+    a.push_strs(&["--unshare-user", "--uid", "1000", "--gid", "1000"]);
+    a.push_strs(&[
         "--unshare-pid",
         "--unshare-ipc",
         "--unshare-uts",
         "--unshare-cgroup-try",
     ]);
     // No user namespaces inside: their kernel surface is the tenant's way out.
-    push(&[
+    a.push_strs(&[
         "--disable-userns",
         "--hostname",
         HOSTNAME,
@@ -100,19 +133,21 @@ pub(crate) fn bwrap_args(cfg: &SandboxConfig, host: &HostView, at: &Places<'_>) 
         "--new-session",
     ]);
     // Always a network namespace of its own: granted the network, pasta attaches to it.
-    push(&["--unshare-net"]);
-    let mut out = a;
-    let path = |p: &Path| OsString::from(p.as_os_str());
+    a.push_strs(&["--unshare-net"]);
+}
+
+/// The system trees read-only (links recreated as links), the kernel's file systems,
+/// and the system's writable places, each a sized tmpfs.
+fn system_mounts(a: &mut Vec<OsString>, host: &HostView, disk: &str) {
     for (p, how) in &host.system {
         match how {
-            Shown::Link(target) => out.extend(["--symlink".into(), path(target), path(p)]),
-            Shown::Dir => out.extend(["--ro-bind".into(), path(p), path(p)]),
+            Shown::Link(target) => a.extend(["--symlink".into(), path(target), path(p)]),
+            Shown::Dir => a.extend(["--ro-bind".into(), path(p), path(p)]),
         }
     }
-    let mut push = |xs: &[&str]| out.extend(xs.iter().map(OsString::from));
     // Every writable mount is a tmpfs with a size (else half the host's memory each);
     // the rest is made read-only at the end.
-    push(&[
+    a.push_strs(&[
         "--ro-bind",
         "/sys",
         "/sys",
@@ -121,48 +156,61 @@ pub(crate) fn bwrap_args(cfg: &SandboxConfig, host: &HostView, at: &Places<'_>) 
         "--remount-ro",
         "/sys/fs/cgroup",
     ]);
-    push(&["--dev", "/dev", "--proc", "/proc"]);
-    push(&["--perms", "1777", "--size", &disk, "--tmpfs", "/dev/shm"]);
-    push(&["--size", RUN_SIZE, "--tmpfs", "/run"]);
-    push(&["--perms", "1777", "--size", &disk, "--tmpfs", "/var/tmp"]);
-    push(&["--dir", "/root"]);
+    a.push_strs(&["--dev", "/dev", "--proc", "/proc"]);
+    a.push_strs(&["--perms", "1777", "--size", disk, "--tmpfs", "/dev/shm"]);
+    a.push_strs(&["--size", RUN_SIZE, "--tmpfs", "/run"]);
+    a.push_strs(&["--perms", "1777", "--size", disk, "--tmpfs", "/var/tmp"]);
+    a.push_strs(&["--dir", "/root"]);
+}
+
+/// The config's hidden paths, masked where the system trees would show them: a
+/// directory under an empty tmpfs, a file under `/dev/null`.
+fn masks(a: &mut Vec<OsString>, host: &HostView) {
     for (h, dir) in &host.hidden {
         if *dir {
-            out.extend(["--tmpfs".into(), path(h)]);
+            a.extend(["--tmpfs".into(), path(h)]);
         } else {
-            out.extend(["--ro-bind".into(), "/dev/null".into(), path(h)]);
+            a.extend(["--ro-bind".into(), "/dev/null".into(), path(h)]);
         }
     }
+}
+
+/// What else of the host shows, read-only: `/etc/chromium.d`'s files (on a tmpfs, so
+/// deskgym's own flags file can join them), the config's shares and its home template.
+fn host_binds(a: &mut Vec<OsString>, cfg: &SandboxConfig, host: &HostView) {
     if let Some(files) = &host.chromium_d {
         // The host's files, and deskgym's beside them (a control file).
-        out.extend(["--tmpfs".into(), "/etc/chromium.d".into()]);
+        a.extend(["--tmpfs".into(), "/etc/chromium.d".into()]);
         for f in files {
-            out.extend(["--ro-bind".into(), path(f), path(f)]);
+            a.extend(["--ro-bind".into(), path(f), path(f)]);
         }
     }
     for (host_dir, inside) in &cfg.shares {
-        out.extend(["--ro-bind".into(), path(host_dir), inside.into()]);
+        a.extend(["--ro-bind".into(), path(host_dir), inside.into()]);
     }
     if let Some(t) = &cfg.home_template {
-        out.extend(["--ro-bind".into(), path(t), TEMPLATE.into()]);
+        a.extend(["--ro-bind".into(), path(t), TEMPLATE.into()]);
     }
-    let mut push = |xs: &[&str]| out.extend(xs.iter().map(OsString::from));
-    push(&["--perms", "0700", "--size", &disk, "--tmpfs", "/home/user"]);
-    push(&["--perms", "1777", "--size", &disk, "--tmpfs", "/tmp"]);
-    push(&[
+}
+
+/// The user's places: a sized home and `/tmp`, the env's X socket as display `:0`, the
+/// agent binary, the runtime directory, and the home as the working directory.
+fn user_places(a: &mut Vec<OsString>, at: &Places<'_>, disk: &str) {
+    a.push_strs(&["--perms", "0700", "--size", disk, "--tmpfs", "/home/user"]);
+    a.push_strs(&["--perms", "1777", "--size", disk, "--tmpfs", "/tmp"]);
+    a.push_strs(&[
         "--dir",
         "/tmp/.X11-unix",
         "--bind",
         at.x_socket,
         "/tmp/.X11-unix/X0",
     ]);
-    out.extend([
+    a.extend([
         "--ro-bind".into(),
         path(at.agent),
         "/run/deskgym-agent".into(),
     ]);
-    let mut push = |xs: &[&str]| out.extend(xs.iter().map(OsString::from));
-    push(&[
+    a.push_strs(&[
         "--dir",
         "/run/user/1000",
         "--chmod",
@@ -171,6 +219,12 @@ pub(crate) fn bwrap_args(cfg: &SandboxConfig, host: &HostView, at: &Places<'_>) 
         "--chdir",
         "/home/user",
     ]);
+}
+
+/// The environment of everything in the sandbox (bwrap starts from the worker's, which
+/// the caller clears): `user`'s basics, the display and its cookie, a `PATH` that finds
+/// the sandbox's `sudo` first, then the config's own variables.
+fn environment(a: &mut Vec<OsString>, cfg: &SandboxConfig) {
     let bin_path = "/run/deskgym/bin:/home/user/.local/bin:/usr/local/bin:/usr/bin:/bin";
     for (k, v) in [
         ("HOME", "/home/user"),
@@ -182,25 +236,34 @@ pub(crate) fn bwrap_args(cfg: &SandboxConfig, host: &HostView, at: &Places<'_>) 
         ("XDG_RUNTIME_DIR", "/run/user/1000"),
         ("PATH", bin_path),
     ] {
-        push(&["--setenv", k, v]);
+        a.push_strs(&["--setenv", k, v]);
     }
     for (k, v) in &cfg.env {
-        push(&["--setenv", k, v]);
+        a.push_strs(&["--setenv", k, v]);
     }
+}
+
+/// The control files, each from its descriptor (numbered from [`DATA_FD_BASE`] in
+/// order) with its mode, on a tmpfs of their own at [`CTL`].
+fn control_mounts(a: &mut Vec<OsString>, at: &Places<'_>) {
     // A mount of its own, so it can be made read-only once filled.
-    push(&["--perms", "0755", "--tmpfs", CTL]);
+    a.push_strs(&["--perms", "0755", "--tmpfs", CTL]);
     for (i, (inside, mode)) in at.data.iter().enumerate() {
         let fd = (DATA_FD_BASE + i as i32).to_string();
-        push(&["--perms", mode, "--ro-bind-data", &fd, inside]);
+        a.push_strs(&["--perms", mode, "--ro-bind-data", &fd, inside]);
     }
+}
+
+/// Last, everything but the sized mounts made read-only: the control files' mount,
+/// `/etc/chromium.d` (where deskgym's flags file joined the host's), `/dev` and `/`.
+fn seal(a: &mut Vec<OsString>, host: &HostView) {
     // Nothing can be added beside the control files either, nor anywhere but the sized
     // mounts.
-    push(&["--remount-ro", CTL]);
+    a.push_strs(&["--remount-ro", CTL]);
     if host.chromium_d.is_some() {
-        push(&["--remount-ro", "/etc/chromium.d"]);
+        a.push_strs(&["--remount-ro", "/etc/chromium.d"]);
     }
-    push(&["--remount-ro", "/dev", "--remount-ro", "/"]);
-    out
+    a.push_strs(&["--remount-ro", "/dev", "--remount-ro", "/"]);
 }
 
 #[cfg(test)]
