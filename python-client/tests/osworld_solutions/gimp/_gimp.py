@@ -51,9 +51,10 @@ def export_as(env: Any, name: str, options: str) -> None:
     until(lambda: not window(env, title="Export Image"), "the export done", timeout=30)
 
 
-def textured(w: int = 320, h: int = 240, fmt: str = "PNG") -> bytes:
+def textured(w: int = 320, h: int = 240, fmt: str | None = "PNG", noise: int = 8) -> Any:
     """A photo-like image in the middle tones: a checker of two greys, a left-to-right
-    ramp and some noise (structure SSIM can see, room for more contrast)."""
+    ramp and some noise, ``noise`` at most (structure SSIM can see, room for more contrast): the file's bytes
+    in ``fmt``, or the PIL image with no ``fmt``."""
     from PIL import Image
 
     rnd = random.Random(7)
@@ -61,9 +62,11 @@ def textured(w: int = 320, h: int = 240, fmt: str = "PNG") -> bytes:
     px = img.load()
     for y in range(h):
         for x in range(w):
-            v = 60 + 70 * ((x // 40 + y // 30) % 2) + (x * 60) // w + rnd.randint(-8, 8)
+            v = 60 + 70 * ((x // 40 + y // 30) % 2) + (x * 60) // w + rnd.randint(-noise, noise)
             px[x, y] = (v, min(255, v + 20), max(0, v - 20))
     buf = io.BytesIO()
+    if fmt is None:
+        return img
     img.save(buf, format=fmt)
     return buf.getvalue()
 

@@ -4,11 +4,10 @@ exports berries_contrast.png. The picture (a JPEG named berries.png, as OSWorld'
 textured mid-tone image and also the gold (OSWorld's gold is the task's own picture, the
 same URL): the stand-ins' unlike pair would fail the metric's SSIM whatever was done.
 
-Held back: the postconfig's first step activates "GNU Image Manipulation Program", a title
-GIMP's window has only with no image open (with one it is "[berries] (imported)-1.0 (...)
-– GIMP", on 2.10.30 as on 2.10.34). OSWorld's server runs `wmctrl -a` and answers 200
-whatever it found; deskgym's bridge answers 404, so the run is invalid (it scores 0 with
-no action and 1 after this solution otherwise)."""
+The postconfig's first step activates "GNU Image Manipulation Program", a title GIMP's
+window has only with no image open; OSWorld's server answers 200 whatever `wmctrl -a`
+found, and deskgym records the step as failed and excused (decision 166), so the task is
+scored: 0 with no action, 1 after this solution."""
 
 from __future__ import annotations
 

@@ -2,9 +2,11 @@
 Editor (Settings > Config Editor…), add `mail.server.default.applyIncomingFilters` as
 true and toggle `mail.imap.use_status_for_biff` to false. On OSWorld's profile (`_tb`).
 
-Held back: the metric's postconfig closes the window of class `Mail.thunderbird`
-(`wmctrl -x`, strict); Debian's Thunderbird names its class `thunderbird-default`
-(application.ini RemotingName), so the step fails (404) and the run is invalid."""
+The metric's postconfig closes the window of class `Mail.thunderbird` (`wmctrl -x`,
+strict); Debian's Thunderbird names its class `thunderbird-default` (application.ini
+RemotingName), so that step finds no window: recorded as failed and excused (decision
+166), as OSWorld's server answers 200 whatever wmctrl found; the prefs the metric reads
+reach prefs.js without that close (0 with no action, 1 after)."""
 
 from __future__ import annotations
 
