@@ -34,9 +34,11 @@ use crate::video::{VideoError, VideoStream};
 
 mod manifest;
 mod recovery;
+mod table;
 
 pub use manifest::{Counts, Files, Manifest, read_manifest};
 pub use recovery::recover;
+use table::Table;
 
 /// Format name written in every manifest.
 pub(crate) const FORMAT: &str = "deskgym.skn";
@@ -344,84 +346,6 @@ impl Drop for Recorder {
             tracing::error!(dir = %self.dir.display(), error = %e, "closing recording failed");
         }
     }
-}
-
-struct Table<R> {
-    name: &'static str,
-    rows: Vec<R>,
-    bytes: usize,
-    to_batch: fn(&[R]) -> Result<RecordBatch, arrow_schema::ArrowError>,
-}
-
-impl<R> Table<R> {
-    fn new(
-        name: &'static str,
-        to_batch: fn(&[R]) -> Result<RecordBatch, arrow_schema::ArrowError>,
-    ) -> Self {
-        Self {
-            name,
-            rows: Vec::new(),
-            bytes: 0,
-            to_batch,
-        }
-    }
-
-    fn push(&mut self, row: R, bytes: usize) {
-        self.rows.push(row);
-        self.bytes += bytes;
-    }
-
-    /// Writes the buffered rows as one chunk; returns its relative path.
-    /// Writes the buffered rows as chunk `part` under a temporary name, fsynced but
-    /// not yet visible; `None` when there are no rows. A failed write leaves no file.
-    fn stage(&self, dir: &Path, part: u64) -> Result<Option<Staged>, RecordError> {
-        if self.rows.is_empty() {
-            return Ok(None);
-        }
-        let batch = (self.to_batch)(&self.rows).map_err(|e| RecordError::Parquet(e.to_string()))?;
-        let rel = format!("{}/part-{part:05}.parquet", self.name);
-        let path = dir.join(&rel);
-        let tmp = tmp_of(&path);
-        let write = || {
-            let file = File::create(&tmp).map_err(io(&tmp))?;
-            // Schema metadata also goes into the Parquet footer's key/value pairs:
-            // readers such as Hugging Face `datasets` look there (for the frames'
-            // Image feature).
-            let kv: Vec<parquet::file::metadata::KeyValue> = batch
-                .schema()
-                .metadata()
-                .iter()
-                .map(|(k, v)| parquet::file::metadata::KeyValue::new(k.clone(), v.clone()))
-                .collect();
-            let props = WriterProperties::builder()
-                .set_compression(Compression::ZSTD(ZstdLevel::default()))
-                .set_key_value_metadata((!kv.is_empty()).then_some(kv))
-                .build();
-            let pq = |e: parquet::errors::ParquetError| RecordError::Parquet(e.to_string());
-            let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(pq)?;
-            w.write(&batch).map_err(pq)?;
-            let file = w.into_inner().map_err(pq)?;
-            file.sync_all().map_err(io(&tmp))
-        };
-        if let Err(e) = write() {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        Ok(Some(Staged { tmp, path, rel }))
-    }
-
-    fn clear(&mut self) {
-        self.rows.clear();
-        self.bytes = 0;
-    }
-}
-
-/// A chunk written and fsynced under its temporary name, waiting to be published.
-struct Staged {
-    tmp: PathBuf,
-    path: PathBuf,
-    /// Path relative to the bundle, as the manifest lists it.
-    rel: String,
 }
 
 struct Writer {
