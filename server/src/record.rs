@@ -122,6 +122,7 @@ pub(crate) fn open(
         overflow: settings.overflow,
         video_fps: settings.video_fps,
         video_variable_rate: settings.video_variable_rate,
+        disk_share: None,
     })
     .map_err(|e| match e {
         deskgym_datasets::RecordError::Video(m) => RecordingError::Video(m),
