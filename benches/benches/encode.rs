@@ -183,6 +183,7 @@ fn recorder(c: &mut Criterion) {
                     overflow: Overflow::Block,
                     video_fps: fps,
                     video_variable_rate: false,
+                    disk_share: None,
                 })
                 .expect("recorder");
                 let t = std::time::Instant::now();

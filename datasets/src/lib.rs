@@ -8,6 +8,8 @@
 //! - recording: a [`Recorder`] started from a [`RecorderConfig`] and sent [`Record`]s
 //!   ([`StepRow`], [`EpisodeRow`], [`FrameRecord`]), closed into a [`Manifest`];
 //!   [`read_manifest`] and [`recover`] for bundles already on disk;
+//! - recording disk: a [`DiskShare`] its recorders charge and stop at
+//!   ([`EarlyStop`]), and [`bundles_bytes`], what a folder's bundles hold;
 //! - reading back: [`Bundle`], the replay view's reads;
 //! - video: [`h264_encoder`] (the probe), [`VideoStream`] (per-episode MP4s),
 //!   [`LiveEncoder`] (the console's live view), [`rgb_to_i420`];
@@ -49,6 +51,10 @@ pub use writer::{
     BLOCK_LIMIT, Counts, Files, FrameRecord, Manifest, Overflow, Record, RecordError, Recorder,
     RecorderConfig, TABLES, png_rgb, read_manifest, recover,
 };
+// A principal's share of recording disk: the server makes one per principal, counts
+// its bundles with `bundles_bytes` when a recording starts, and every recorder of that
+// principal charges it and stops at it (`EarlyStop` in the manifest says so).
+pub use writer::{DiskShare, EarlyStop, bundles_bytes};
 // A bundle read back (the console's replay view and `deskgym-datasets view`).
 pub use replay::{Bundle, ReplayError};
 // Video: the per-episode streams and RGB → I420 (the benches time them), the live
@@ -121,6 +127,7 @@ mod tests {
             overflow: Overflow::Block,
             video_fps: None,
             video_variable_rate: false,
+            disk_share: None,
         }
     }
 
@@ -317,6 +324,124 @@ mod tests {
             let mp4 = std::fs::read(d.join(format!("run.skn/videos/{name}.mp4"))).unwrap();
             assert_eq!(&mp4[4..8], b"ftyp", "{name}");
         }
+    }
+
+    /// The `kind` column of the events table, in order.
+    fn event_kinds(d: &std::path::Path, m: &Manifest) -> Vec<String> {
+        let mut out = Vec::new();
+        for f in &m.files["events"] {
+            let file = std::fs::File::open(m_path(d, f)).unwrap();
+            for b in ParquetRecordBatchReaderBuilder::try_new(file)
+                .unwrap()
+                .build()
+                .unwrap()
+            {
+                let b = b.unwrap();
+                let kinds = b
+                    .column_by_name("kind")
+                    .unwrap()
+                    .as_any()
+                    .downcast_ref::<arrow_array::StringArray>()
+                    .unwrap();
+                out.extend(kinds.iter().map(|k| k.unwrap_or_default().to_string()));
+            }
+        }
+        out
+    }
+
+    /// A writer whose principal's disk share is tiny stops at the first roll past it:
+    /// an event and the manifest say why, the bundle is closed and complete up to
+    /// there, every record after it is dropped and counted, and the bundle reads back.
+    #[test]
+    fn a_writer_stops_at_its_disk_share() {
+        let d = tmpdir("share");
+        let mut c = config(&d, 1); // roll after every record
+        let share = std::sync::Arc::new(DiskShare::new(8 << 10));
+        c.disk_share = Some(share.clone());
+        let r = Recorder::start(c).unwrap();
+        let sent = 300u64;
+        for i in 0..sent {
+            r.send(Record::Step(StepRow {
+                episode_id: "e/1".into(),
+                step_index: i as u32,
+                verb: "noop".into(),
+                ..Default::default()
+            }));
+        }
+        let m = r.close().unwrap();
+        assert_eq!(m.status, "closed");
+        let stop = m.stopped_early.clone().expect("the writer never stopped");
+        assert_eq!(
+            (stop.reason.as_str(), stop.share_bytes),
+            ("disk_share", 8 << 10)
+        );
+        assert!(stop.used_bytes >= stop.share_bytes, "{stop:?}");
+        assert!(share.used_up() && share.used_bytes() >= stop.used_bytes);
+        // Each step was either written before the stop or dropped and counted.
+        assert!(
+            m.counts.steps > 0 && m.counts.steps < sent,
+            "{:?}",
+            m.counts
+        );
+        assert_eq!(m.counts.steps + m.dropped_records, sent, "{m:?}");
+        assert_eq!(event_kinds(&d, &m), ["recording_stopped"]);
+        // What is on disk is what the manifest says, and reads back.
+        assert_eq!(read_manifest(&d.join("run.skn")).unwrap(), m);
+        let steps = Bundle::open(&d.join("run.skn"))
+            .unwrap()
+            .steps("e/1")
+            .unwrap();
+        assert_eq!(steps.len() as u64, m.counts.steps);
+        assert!(
+            walk(&d.join("run.skn"))
+                .iter()
+                .all(|p| !p.ends_with(".tmp"))
+        );
+        // The overshoot is at most the roll that crossed the share and the stop's own.
+        let on_disk: u64 = walk(&d.join("run.skn"))
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .sum();
+        assert!(on_disk < stop.share_bytes * 2, "{on_disk} bytes on disk");
+    }
+
+    /// A stop mid-episode finishes that episode's video: the bundle holds a whole MP4
+    /// and no temp file.
+    #[test]
+    fn a_stop_finishes_the_open_episode_video() {
+        let d = tmpdir("share-video");
+        let mut c = config(&d, 1);
+        c.video_fps = Some(10);
+        c.disk_share = Some(std::sync::Arc::new(DiskShare::new(1)));
+        let r = Recorder::start(c).unwrap();
+        for i in 0..4u8 {
+            r.send(Record::Frame(FrameRecord {
+                hash: format!("v{i}"),
+                width: 64,
+                height: 48,
+                rgb: vec![i * 60; 64 * 48 * 3].into(),
+                env_id: "a".into(),
+                episode_id: Some("a/1".into()),
+            }));
+        }
+        let m = r.close().unwrap();
+        assert!(m.stopped_early.is_some(), "{m:?}");
+        let files = walk(&d.join("run.skn"));
+        assert!(files.iter().all(|p| !p.ends_with(".tmp")), "{files:?}");
+        let mp4 = std::fs::read(d.join("run.skn/videos/a_1.mp4")).unwrap();
+        assert_eq!(&mp4[4..8], b"ftyp");
+    }
+
+    /// Bundles that never stopped carry no `stopped_early`, and manifests written
+    /// before the field read as not stopped.
+    #[test]
+    fn manifests_without_a_stop_read_as_before() {
+        let d = tmpdir("no-stop");
+        let m = Recorder::start(config(&d, 1)).unwrap().close().unwrap();
+        let text = std::fs::read_to_string(d.join("run.skn/manifest.json")).unwrap();
+        assert!(!text.contains("stopped_early"), "{text}");
+        assert_eq!(m.stopped_early, None);
+        assert_eq!(read_manifest(&d.join("run.skn")).unwrap(), m);
     }
 
     #[test]

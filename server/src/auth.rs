@@ -8,12 +8,13 @@
 
 use std::sync::Arc;
 
+use deskgym_datasets::DiskShare;
 use tonic::{Request, Status};
 
 use crate::config::{Limits, PrincipalSpec};
 
 /// Who is calling, and what they may hold. Travels in request extensions.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug)]
 pub(crate) struct Principal {
     /// Name from the token file (`local` when the server has no token).
     pub name: Arc<str>,
@@ -29,6 +30,12 @@ pub(crate) struct Principal {
     pub max_screencasts: u32,
     /// Most desktop operations of its envs queued or running on the step threads.
     pub max_threads: u32,
+    /// Most MiB its recordings (finished and live bundles) may hold on the data dir.
+    pub max_recording_mb: u64,
+    /// The account of that share, one per principal, cloned into every request and
+    /// every recorder it starts: recordings are admitted against it and charge it as
+    /// they grow, so all of them stop at one cap between them.
+    pub recording: Arc<DiskShare>,
     /// Its frame-cache scope: its own name, or the sharing group the token file puts
     /// it in. Frames are deduplicated within a scope only, so no principal's cache
     /// hits or encode times depend on what a principal outside its group showed.
@@ -49,8 +56,15 @@ impl Principal {
             max_screencasts: limits.max_screencasts,
             // The one principal queues as far as the server does.
             max_threads: limits.max_queued_ops,
+            max_recording_mb: limits.max_recording_mb,
+            recording: disk_share(limits.max_recording_mb),
         }
     }
+}
+
+/// The account of a recording share of `mb` MiB.
+fn disk_share(mb: u64) -> Arc<DiskShare> {
+    Arc::new(DiskShare::new(mb.saturating_mul(1 << 20)))
 }
 
 /// Checks `authorization: Bearer <token>` on every request when tokens are configured,
@@ -85,6 +99,9 @@ impl Auth {
                     .share
                     .as_deref()
                     .map_or_else(|| name.clone(), |g| Arc::from(format!("={g}")));
+                let recording_mb = p
+                    .recording_mb
+                    .unwrap_or(limits.max_recording_mb / u64::from(n));
                 (
                     Arc::from(p.token.as_bytes()),
                     Principal {
@@ -99,6 +116,8 @@ impl Auth {
                             .screencasts
                             .unwrap_or((limits.max_screencasts / n).max(1)),
                         max_threads: p.threads.unwrap_or((threads / n).max(1)),
+                        max_recording_mb: recording_mb,
+                        recording: disk_share(recording_mb),
                         cache_scope,
                     },
                 )
@@ -247,6 +266,8 @@ mod tests {
             (&*bob.name, bob.max_desktops, bob.max_checkpoints),
             ("bob", 32, 7)
         );
+        let unknown = parse_token_file("alice: aaa quota=3").unwrap_err();
+        assert!(unknown.contains("recording_mb"), "{unknown}");
         for bad in [
             "alice: aaa\nalice: bbb",
             "alice: aaa\nbob: aaa",
@@ -267,7 +288,7 @@ mod tests {
     #[test]
     fn shares_groups_and_the_metrics_token_parse() {
         let p = parse_token_file(
-            "alice: aaa pixels=1000 screencasts=2 share=lab\nbob: bbb share=lab\n\
+            "alice: aaa pixels=1000 screencasts=2 recording_mb=5 share=lab\nbob: bbb share=lab\n\
              carol: ccc\n@metrics: mmm\n",
         )
         .unwrap();
@@ -276,11 +297,18 @@ mod tests {
             |t: &str| principal(&a.check(req(Some(&format!("Bearer {t}")))).unwrap()).unwrap();
         let (alice, bob, carol) = (who("aaa"), who("bbb"), who("ccc"));
         assert_eq!((alice.max_pixels, alice.max_screencasts), (1000, 2));
+        assert_eq!(
+            (alice.max_recording_mb, alice.recording.cap_bytes()),
+            (5, 5 << 20)
+        );
+        // One account per principal, whichever request carries it.
+        assert!(Arc::ptr_eq(&alice.recording, &who("aaa").recording));
         assert_eq!(alice.cache_scope, bob.cache_scope);
         assert_eq!(&*carol.cache_scope, "carol");
         // Left out: the server's limit split between the three principals.
         let l = Limits::default();
         assert_eq!(carol.max_pixels, l.max_total_pixels / 3);
+        assert_eq!(carol.max_recording_mb, l.max_recording_mb / 3);
         assert!(a.check(req(Some("Bearer mmm"))).is_err());
         assert!(a.may_scrape(Some("mmm")) && !a.may_scrape(Some("aaa")) && !a.may_scrape(None));
         for bad in [

@@ -61,6 +61,10 @@ pub struct Limits {
     pub max_list_entries: u32,
     /// Most Screencast streams open at once.
     pub max_screencasts: u32,
+    /// Most MiB all recordings on the data dir may hold, shared out per principal
+    /// (`recording_mb=` in the token file): a recording is refused once its
+    /// principal's bundles hold its share, and one running stops at the share.
+    pub max_recording_mb: u64,
 }
 
 impl Default for Limits {
@@ -92,6 +96,7 @@ impl Default for Limits {
             max_file_bytes: 64 << 20,
             max_list_entries: 10_000,
             max_screencasts: 8,
+            max_recording_mb: 65_536,
         }
     }
 }
@@ -207,6 +212,9 @@ pub struct PrincipalSpec {
     /// Share of the step threads (desktop operations queued or running at once);
     /// `None`: the server's `step_threads` / number of principals (at least 1).
     pub threads: Option<u32>,
+    /// Share of recording disk in MiB (its bundles on the data dir, finished and
+    /// live); `None`: the server's `max_recording_mb` / number of principals.
+    pub recording_mb: Option<u64>,
     /// The frame-cache sharing group (`share=NAME`): principals of one group dedup
     /// each other's frames (and so may time each other's screens); `None`: a group
     /// of its own.
@@ -225,7 +233,7 @@ pub(crate) const METRICS_LINE: &str = "@metrics";
 ///
 /// ```text
 /// # name: token [desktops=N] [checkpoints=N] [pixels=N] [screencasts=N] [threads=N]
-/// #   [share=GROUP]
+/// #   [recording_mb=N] [share=GROUP]
 /// alice: 3f1c...e9 desktops=16 share=lab
 /// bob:   77ab...02 desktops=8 checkpoints=100 share=lab
 /// @metrics: 5d2e...41
@@ -249,6 +257,7 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
             pixels: None,
             screencasts: None,
             threads: None,
+            recording_mb: None,
             share: None,
             metrics_only: false,
         }]);
@@ -281,6 +290,7 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
             pixels: None,
             screencasts: None,
             threads: None,
+            recording_mb: None,
             share: None,
             metrics_only,
         };
@@ -315,10 +325,11 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
                 "screencasts" => spec.screencasts = Some(small()?),
                 "threads" => spec.threads = Some(small()?),
                 "pixels" => spec.pixels = Some(v),
+                "recording_mb" => spec.recording_mb = Some(v),
                 _ => {
                     return Err(format!(
                         "line {n}: unknown quota {k:?} (desktops, checkpoints, pixels, \
-                         screencasts, threads, share)"
+                         screencasts, threads, recording_mb, share)"
                     ));
                 }
             }

@@ -94,6 +94,7 @@ impl RecordingError {
             Self::Exists(_) => Code::AlreadyExists,
             Self::Unusable(_) | Self::Video(_) | Self::InUse(_) => Code::FailedPrecondition,
             Self::Missing(_) => Code::NotFound,
+            Self::ShareUsed { .. } => Code::ResourceExhausted,
             Self::Finish(_) => Code::Internal,
         }
     }
@@ -304,6 +305,14 @@ mod tests {
             (
                 status(RecordingError::Video("no x264".into())),
                 Code::FailedPrecondition,
+            ),
+            (
+                status(PoolError::Recording(RecordingError::ShareUsed {
+                    principal: "ann".into(),
+                    used_mib: 2.0,
+                    share_mib: 1,
+                })),
+                Code::ResourceExhausted,
             ),
             (
                 status(PoolError::HumanControl {

@@ -101,6 +101,12 @@ struct Args {
     /// (counted in the manifest).
     #[arg(long, default_value = "block", value_parser = ["block", "drop"])]
     record_overflow: String,
+    /// Most MiB all recordings on the data dir may hold, shared out per principal
+    /// (`recording_mb=N` in the token file; by default this divided by the number of
+    /// principals). A recording is refused once its principal's bundles hold its
+    /// share, and one that reaches it stops (its pool steps on).
+    #[arg(long, default_value_t = Limits::default().max_recording_mb)]
+    max_recording_mb: u64,
     /// Records queued per recording before the overflow policy applies.
     #[arg(long, default_value_t = 4096)]
     record_queue: usize,
@@ -254,6 +260,7 @@ fn server_config(args: &Args, principals: Vec<deskgym_server::PrincipalSpec>) ->
             sandbox_disk_mb: args.sandbox_disk_mb,
             sandbox_open_files: args.sandbox_open_files,
             max_sandbox_processes: args.sandbox_processes,
+            max_recording_mb: args.max_recording_mb,
             ..Limits::default()
         },
         connections: deskgym_server::ConnLimits {

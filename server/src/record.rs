@@ -58,6 +58,20 @@ pub(crate) enum RecordingError {
     /// The recording is still being written (its pool records).
     #[error("{0}")]
     InUse(String),
+    /// The principal's recordings hold its whole share of recording disk.
+    #[error(
+        "recordings of {principal} hold {used_mib:.1} MiB of its share of {share_mib} MiB; \
+         delete runs with DeleteRecording (ListRecordings lists them), or ask for a larger \
+         `recording_mb=` share"
+    )]
+    ShareUsed {
+        /// Whose share.
+        principal: String,
+        /// What its bundles hold, in MiB.
+        used_mib: f64,
+        /// Its share, in MiB.
+        share_mib: u64,
+    },
 }
 
 #[cfg(test)]
@@ -79,7 +93,8 @@ impl RecordSettings {
 
 /// Opens the bundle for run `name`: INVALID_ARGUMENT for a name that could leave the
 /// data dir, ALREADY_EXISTS for a run that exists, FAILED_PRECONDITION when the data
-/// dir cannot be written (the pool is then not created).
+/// dir cannot be written, RESOURCE_EXHAUSTED when `who`'s recordings hold its share
+/// of recording disk (the pool is then not created).
 ///
 /// `owner`: a principal of a server with tokens, whose runs live in a folder of its
 /// own (`<data_dir>/<principal>/`): run names are per principal, and no principal
@@ -89,10 +104,22 @@ pub(crate) fn open(
     name: &str,
     spec: &PoolSpec,
     owner: Option<&str>,
+    who: &crate::auth::Principal,
 ) -> Result<Recorder, RecordingError> {
     deskgym_datasets::validate_run_name(name)
         .map_err(|m| RecordingError::BadName(Invalid::new("record", m)))?;
     let data_dir = &runs_dir(settings, owner);
+    // Counted afresh at each start (runs deleted since are freed); the recorder
+    // charges its growth to the same account and stops at the share.
+    let share = &who.recording;
+    share.set_used(deskgym_datasets::bundles_bytes(data_dir));
+    if share.used_up() {
+        return Err(RecordingError::ShareUsed {
+            principal: who.name.to_string(),
+            used_mib: share.used_bytes() as f64 / f64::from(1 << 20),
+            share_mib: who.max_recording_mb,
+        });
+    }
     std::fs::create_dir_all(data_dir).map_err(|e| {
         // The server's log has the path; the client's message has none of it.
         tracing::error!(dir = %data_dir.display(), error = %e, "data dir cannot be created");
@@ -122,6 +149,7 @@ pub(crate) fn open(
         overflow: settings.overflow,
         video_fps: settings.video_fps,
         video_variable_rate: settings.video_variable_rate,
+        disk_share: Some(share.clone()),
     })
     .map_err(|e| match e {
         deskgym_datasets::RecordError::Video(m) => RecordingError::Video(m),

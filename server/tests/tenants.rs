@@ -8,6 +8,8 @@ mod common;
 mod displays;
 #[path = "tenants/echoes.rs"]
 mod echoes;
+#[path = "tenants/recording_share.rs"]
+mod recording_share;
 #[path = "tenants/shares.rs"]
 mod shares;
 

@@ -65,6 +65,12 @@ pub struct Manifest {
     pub overflow: Overflow,
     /// Chunk files per table, relative to the bundle.
     pub files: Files,
+    /// Set when the recording stopped before its pool closed (its principal's disk
+    /// share was used up): the bundle is complete up to there, and what came after
+    /// is in `dropped_records`. Absent in bundles that were not stopped, and in those
+    /// written before this field (readers default it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped_early: Option<EarlyStop>,
 }
 
 /// Chunk files per table (table name → paths relative to the bundle).

@@ -34,9 +34,13 @@ use crate::video::{VideoError, VideoStream};
 
 mod manifest;
 mod recovery;
+mod share;
+mod table;
 
 pub use manifest::{Counts, Files, Manifest, read_manifest};
 pub use recovery::recover;
+pub use share::{DiskShare, EarlyStop, bundles_bytes};
+use table::Table;
 
 /// Format name written in every manifest.
 pub(crate) const FORMAT: &str = "deskgym.skn";
@@ -119,6 +123,10 @@ pub struct RecorderConfig {
     /// Elide repeated frames (variable frame rate): cheaper to record, but a reader
     /// that maps frame index to time (LeRobot) cannot use the videos.
     pub video_variable_rate: bool,
+    /// The recording disk this bundle counts against (its principal's share, shared
+    /// with that principal's other recorders); the writer stops when it is used up.
+    /// `None`: no bound.
+    pub disk_share: Option<Arc<DiskShare>>,
 }
 
 /// A raw frame to store once (the writer encodes PNG itself, off the step path).
@@ -203,6 +211,9 @@ pub struct Recorder {
     tx: Option<SyncSender<Record>>,
     overflow: Overflow,
     dropped: Arc<AtomicU64>,
+    /// Set by the writer when it stopped at its disk share: sends drop (and count)
+    /// every record at once instead of queueing it for a writer that drops it anyway.
+    stop_flag: Arc<AtomicBool>,
     thread: Option<JoinHandle<Result<Manifest, RecordError>>>,
     dir: PathBuf,
     /// How long a `block` send waits for a stalled writer.
@@ -231,7 +242,9 @@ impl Recorder {
             std::fs::create_dir(dir.join("videos")).map_err(io(&dir))?;
         }
         let dropped = Arc::new(AtomicU64::new(0));
+        let stop_flag = Arc::new(AtomicBool::new(false));
         let mut writer = Writer::new(config.clone(), dropped.clone(), encoder);
+        writer.stop_flag = stop_flag.clone();
         // Prove the directory is writable now, not at the first roll.
         writer.write_manifest("open")?;
         let (tx, rx) = sync_channel(config.channel_capacity.max(1));
@@ -254,6 +267,7 @@ impl Recorder {
             tx: Some(tx),
             overflow: config.overflow,
             dropped,
+            stop_flag,
             thread: Some(thread),
             dir,
             block_limit: BLOCK_LIMIT,
@@ -274,13 +288,14 @@ impl Recorder {
     /// Queues a record, applying the overflow policy when the writer is behind.
     pub fn send(&self, r: Record) {
         let Some(tx) = &self.tx else { return };
-        let lost = match self.overflow {
-            Overflow::Block => self.send_bounded(tx, r),
-            Overflow::Drop => matches!(
-                tx.try_send(r),
-                Err(TrySendError::Full(_) | TrySendError::Disconnected(_))
-            ),
-        };
+        let lost = self.stop_flag.load(Ordering::Relaxed)
+            || match self.overflow {
+                Overflow::Block => self.send_bounded(tx, r),
+                Overflow::Drop => matches!(
+                    tx.try_send(r),
+                    Err(TrySendError::Full(_) | TrySendError::Disconnected(_))
+                ),
+            };
         if lost {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -346,84 +361,6 @@ impl Drop for Recorder {
     }
 }
 
-struct Table<R> {
-    name: &'static str,
-    rows: Vec<R>,
-    bytes: usize,
-    to_batch: fn(&[R]) -> Result<RecordBatch, arrow_schema::ArrowError>,
-}
-
-impl<R> Table<R> {
-    fn new(
-        name: &'static str,
-        to_batch: fn(&[R]) -> Result<RecordBatch, arrow_schema::ArrowError>,
-    ) -> Self {
-        Self {
-            name,
-            rows: Vec::new(),
-            bytes: 0,
-            to_batch,
-        }
-    }
-
-    fn push(&mut self, row: R, bytes: usize) {
-        self.rows.push(row);
-        self.bytes += bytes;
-    }
-
-    /// Writes the buffered rows as one chunk; returns its relative path.
-    /// Writes the buffered rows as chunk `part` under a temporary name, fsynced but
-    /// not yet visible; `None` when there are no rows. A failed write leaves no file.
-    fn stage(&self, dir: &Path, part: u64) -> Result<Option<Staged>, RecordError> {
-        if self.rows.is_empty() {
-            return Ok(None);
-        }
-        let batch = (self.to_batch)(&self.rows).map_err(|e| RecordError::Parquet(e.to_string()))?;
-        let rel = format!("{}/part-{part:05}.parquet", self.name);
-        let path = dir.join(&rel);
-        let tmp = tmp_of(&path);
-        let write = || {
-            let file = File::create(&tmp).map_err(io(&tmp))?;
-            // Schema metadata also goes into the Parquet footer's key/value pairs:
-            // readers such as Hugging Face `datasets` look there (for the frames'
-            // Image feature).
-            let kv: Vec<parquet::file::metadata::KeyValue> = batch
-                .schema()
-                .metadata()
-                .iter()
-                .map(|(k, v)| parquet::file::metadata::KeyValue::new(k.clone(), v.clone()))
-                .collect();
-            let props = WriterProperties::builder()
-                .set_compression(Compression::ZSTD(ZstdLevel::default()))
-                .set_key_value_metadata((!kv.is_empty()).then_some(kv))
-                .build();
-            let pq = |e: parquet::errors::ParquetError| RecordError::Parquet(e.to_string());
-            let mut w = ArrowWriter::try_new(file, batch.schema(), Some(props)).map_err(pq)?;
-            w.write(&batch).map_err(pq)?;
-            let file = w.into_inner().map_err(pq)?;
-            file.sync_all().map_err(io(&tmp))
-        };
-        if let Err(e) = write() {
-            let _ = std::fs::remove_file(&tmp);
-            return Err(e);
-        }
-        Ok(Some(Staged { tmp, path, rel }))
-    }
-
-    fn clear(&mut self) {
-        self.rows.clear();
-        self.bytes = 0;
-    }
-}
-
-/// A chunk written and fsynced under its temporary name, waiting to be published.
-struct Staged {
-    tmp: PathBuf,
-    path: PathBuf,
-    /// Path relative to the bundle, as the manifest lists it.
-    rel: String,
-}
-
 struct Writer {
     config: RecorderConfig,
     dropped: Arc<AtomicU64>,
@@ -442,6 +379,12 @@ struct Writer {
     /// One video stream per env, kept across its episodes.
     streams: HashMap<String, EnvVideo>,
     videos_written: u64,
+    /// The bundle's bytes when last charged to `config.disk_share`.
+    measured: u64,
+    /// Set when the writer stopped at its disk share; it writes nothing after.
+    stopped: Option<EarlyStop>,
+    /// Tells the sending side that the writer stopped (see [`Recorder`]).
+    stop_flag: Arc<AtomicBool>,
 }
 
 /// An env's video stream and the episode it is writing, if any.
@@ -460,6 +403,9 @@ impl Writer {
             encoder,
             streams: HashMap::new(),
             videos_written: 0,
+            measured: 0,
+            stopped: None,
+            stop_flag: Arc::default(),
             config,
             dropped,
             started_at_ms: unix_ms(),
@@ -488,30 +434,53 @@ impl Writer {
                 payload: serde_json::json!({"element": e.element, "rejected": e.rejected}),
             })?;
         }
-        loop {
+        while self.stopped.is_none() {
             let left = self
                 .config
                 .roll_every
                 .saturating_sub(self.last_roll.elapsed());
             match rx.recv_timeout(left) {
-                Ok(r) => self.take(r)?,
+                Ok(r) => {
+                    let videos = self.videos_written;
+                    self.take(r)?;
+                    if self.videos_written > videos {
+                        self.check_share()?;
+                    }
+                }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break,
             }
-            if self.buffered() >= self.config.roll_bytes
-                || self.last_roll.elapsed() >= self.config.roll_every
+            if self.stopped.is_none()
+                && (self.buffered() >= self.config.roll_bytes
+                    || self.last_roll.elapsed() >= self.config.roll_every)
             {
                 self.roll()?;
+                self.check_share()?;
             }
         }
-        // Episodes the server did not end (it always does on close) still get a file.
+        if self.stopped.is_some() {
+            // Stopped at the disk share: the bundle is final; what still comes is
+            // counted, and the manifest rewritten once, at close, with that count.
+            for _ in rx.iter() {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+            return self.write_manifest("closed");
+        }
+        self.finish_videos();
+        self.roll()?;
+        let m = self.write_manifest("closed");
+        self.charge();
+        m
+    }
+
+    /// Finishes every env's open episode video (episodes the server did not end: it
+    /// always does on close, but a stop at the disk share comes mid-episode).
+    fn finish_videos(&mut self) {
         for (env, v) in std::mem::take(&mut self.streams) {
             if let Err(e) = v.stream.finish() {
                 tracing::warn!(env = %env, error = %e, "episode video failed");
             }
         }
-        self.roll()?;
-        self.write_manifest("closed")
     }
 
     fn video_frame(&mut self, episode_id: &str, f: &FrameRecord) {
@@ -726,6 +695,7 @@ impl Writer {
             lost_chunks: 0,
             overflow: self.config.overflow,
             files: files.clone(),
+            stopped_early: self.stopped.clone(),
         }
     }
 

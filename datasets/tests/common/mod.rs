@@ -25,6 +25,7 @@ pub(crate) fn recorder(tag: &str, roll_bytes: usize) -> (PathBuf, Recorder) {
         overflow: Overflow::Block,
         video_fps: None,
         video_variable_rate: false,
+        disk_share: None,
     })
     .unwrap();
     (d, r)

@@ -532,7 +532,7 @@ impl PoolManager {
         })?;
         let pending = self.reserve(total, spec.screen, who, "this pool")?;
         let recorder = record_as
-            .map(|name| record::open(&self.record, name, &spec, self.runs_owner(who)))
+            .map(|name| record::open(&self.record, name, &spec, self.runs_owner(who), who))
             .transpose()?;
         let desktops = match self.start_desktops(&spec, total, spec.warm_spares).await {
             Ok(d) => d,

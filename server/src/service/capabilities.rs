@@ -101,12 +101,14 @@ impl DeskgymService {
                 max_file_bytes: l.max_file_bytes,
                 max_list_entries: l.max_list_entries,
                 max_screencasts: l.max_screencasts,
+                max_recording_mb: l.max_recording_mb,
                 shares: Some(pb::Shares {
                     desktops: who.max_desktops,
                     checkpoints: who.max_checkpoints,
                     pixels: who.max_pixels,
                     screencasts: who.max_screencasts,
                     threads: who.max_threads,
+                    recording_mb: who.max_recording_mb,
                 }),
                 sandbox: Some(pb::SandboxLimits {
                     memory_mb: l.sandbox_memory_mb,

@@ -23,6 +23,17 @@ pub(crate) struct Fake {
 }
 
 pub(crate) async fn fake(tokens: &str, limits: Limits, metrics_at: &str) -> Fake {
+    let config = ServerConfig {
+        limits,
+        data_dir: std::env::temp_dir().join(format!("deskgym-ten-shares-{}", std::process::id())),
+        ..ServerConfig::default()
+    };
+    fake_with(tokens, config, metrics_at).await
+}
+
+/// [`fake`] with the rest of the server's `config` (its principals and backend are
+/// set here).
+pub(crate) async fn fake_with(tokens: &str, config: ServerConfig, metrics_at: &str) -> Fake {
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = grpc.local_addr().unwrap();
     let console = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -31,9 +42,7 @@ pub(crate) async fn fake(tokens: &str, limits: Limits, metrics_at: &str) -> Fake
     let config = ServerConfig {
         principals: deskgym_server::parse_token_file(tokens).unwrap(),
         backend: BackendKind::Fake,
-        limits,
-        data_dir: std::env::temp_dir().join(format!("deskgym-ten-shares-{}", std::process::id())),
-        ..ServerConfig::default()
+        ..config
     };
     let (stop, rx) = oneshot::channel::<()>();
     let extra = Listeners {
