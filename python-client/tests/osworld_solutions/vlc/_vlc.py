@@ -5,11 +5,14 @@ maximized on the 1920x1080 screen, shows them (OSWorld's screen size)."""
 
 from __future__ import annotations
 
+import pathlib
+import subprocess
+import tempfile
 from typing import Any
 
 from _common import hotkey, typewrite, until, wait_window, window
 
-__all__ = ["advanced_qt_page", "player", "preferences", "save_preferences"]
+__all__ = ["advanced_qt_page", "mp3", "mp4", "player", "preferences", "save_preferences"]
 
 
 def player(env: Any) -> Any:
@@ -42,3 +45,24 @@ def save_preferences(env: Any) -> None:
     """The dialog's Save (it closes; VLC writes vlcrc)."""
     env.step("pyautogui.click(1783, 1058)", pause=1.5)
     until(lambda: not window(env, title="Preferences"), "the preferences closed", 20)
+
+
+def _gst(pipeline: str, suffix: str) -> bytes:
+    """What ``gst-launch-1.0 PIPELINE ! filesink`` writes (GStreamer is on this machine;
+    no ffmpeg)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = pathlib.Path(tmp) / f"out{suffix}"
+        subprocess.run(["gst-launch-1.0", "-q", *pipeline.split(), "!", "filesink", f"location={out}"],
+                       check=True, timeout=120)
+        return out.read_bytes()
+
+
+def mp4(seconds: int = 120) -> bytes:
+    """A small H.264 MP4 (320x240, 5 frames/s, a bouncing ball): a stand-in video VLC plays."""
+    return _gst(f"videotestsrc num-buffers={seconds * 5} pattern=ball ! video/x-raw,width=320,height=240,"
+                "framerate=5/1 ! x264enc ! mp4mux", ".mp4")
+
+
+def mp3(seconds: int = 120) -> bytes:
+    """A sine tone as MP3: a stand-in song VLC plays."""
+    return _gst(f"audiotestsrc num-buffers={seconds} samplesperbuffer=44100 ! audioconvert ! lamemp3enc", ".mp3")
