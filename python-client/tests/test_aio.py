@@ -353,7 +353,6 @@ def test_the_exec_grant_is_the_pools(aio_server: Server) -> None:
 
 
 def test_the_module_is_reachable_from_the_package() -> None:
-    import deskgym.aio
-
+    # Loaded on first use, as deskgym.datasets is: `import deskgym` stays light.
     assert deskgym.aio.AsyncClient is AsyncClient
     assert pathlib.Path(deskgym.aio.__file__).name == "aio.py"
