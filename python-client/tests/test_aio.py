@@ -147,6 +147,48 @@ def test_save_restore_and_fork_into_sessions(aio_server: Server) -> None:
     run(main)
 
 
+def test_a_frame_the_cache_lost_is_fetched_again(aio_server: Server) -> None:
+    # A cache of one frame: env A's frame is evicted by env B's, then A's next reset is
+    # answered not_modified (A sent its last hash) and the client fetches it by hash.
+    want = {}
+    sync = deskgym.Client(aio_server.address, frame_cache_bytes=1)
+    try:
+        a, b = (deskgym.make("click-target", client=sync, screen=SMALL) for _ in range(2))
+        want["a"], _ = a.reset(seed=0)
+        b.reset(seed=1)
+        fetched = []
+        get_frames = sync.get_frames
+        sync.get_frames = lambda hashes, *args, **kw: fetched.extend(hashes) or get_frames(hashes, *args, **kw)  # type: ignore[method-assign]
+        obs, _ = a.reset(seed=0)
+        assert len(fetched) == 1
+        assert np.array_equal(obs, want["a"]) and not a.last_stats["frame_cached"]
+        a.close()
+        b.close()
+    finally:
+        sync.close()
+
+    async def main() -> None:
+        async with AsyncClient(aio_server.address, frame_cache_bytes=1) as client:
+            a, b = [await client.make("click-target", screen=SMALL) for _ in range(2)]
+            first, _ = await a.reset(seed=0)
+            await b.reset(seed=1)
+            assert (first_hash := a._last_hash) not in {h for h in client.recent_hashes("rgb", 8)}
+            fetched = []
+            get_frames = client.get_frames
+
+            async def counted(hashes: list[str], *args: Any, **kwargs: Any) -> list[pb.Observation]:
+                fetched.extend(hashes)
+                return await get_frames(hashes, *args, **kwargs)
+
+            client.get_frames = counted  # type: ignore[method-assign]
+            obs, info = await a.reset(seed=0)
+            assert fetched == [first_hash]
+            assert info["frame_hash"] == first_hash and np.array_equal(obs, first)
+            assert np.array_equal(obs, want["a"]) and not a.last_stats["frame_cached"]
+
+    run(main)
+
+
 def test_errors_carry_the_grpc_code_and_field(aio_server: Server) -> None:
     async def main() -> None:
         async with AsyncClient(aio_server.address) as client, await client.make("click-target", screen=SMALL) as env:
