@@ -9,6 +9,7 @@
 - :class:`PoolOptions` — the options ``make``, ``make_vec`` and the env pool share.
 - ``env.forward(port)`` / :class:`PortForward` — a port inside an env's sandbox, locally.
 - :mod:`deskgym.datasets` — read and export ``.skn`` recordings (extra ``[datasets]``).
+- :mod:`deskgym.aio` — the client and sessions as coroutines (asyncio, one channel).
 """
 
 from typing import Any
@@ -59,9 +60,9 @@ __all__ = [
 ]
 __version__ = "0.1.0"
 
-#: Submodules with optional dependencies, imported on first attribute access so
-#: ``import deskgym`` stays light: ``deskgym.datasets`` needs pyarrow.
-_LAZY = ("datasets",)
+#: Submodules imported on first attribute access so ``import deskgym`` stays light:
+#: ``deskgym.datasets`` needs pyarrow, ``deskgym.aio`` loads grpc.aio.
+_LAZY = ("datasets", "aio")
 
 
 def __getattr__(name: str) -> Any:

@@ -15,6 +15,35 @@ import grpc
 from deskgym.cancel import Cancel as Cancel  # re-exported: deskgym.client.Cancel
 from deskgym.cancel import cancellable as cancellable
 from deskgym.cancel import current as _current_cancel
+# Moved to deskgym.calls (shared with deskgym.aio); still importable from here.
+from deskgym.calls import DEFAULT_ADDRESS as DEFAULT_ADDRESS
+from deskgym.calls import ENCODINGS as ENCODINGS
+from deskgym.calls import Pool as Pool
+from deskgym.calls import check_screen as check_screen
+from deskgym.calls import encoding_of as encoding_of
+from deskgym.calls import observe_spec as observe_spec
+from deskgym.calls import resolve_address as resolve_address
+from deskgym.calls import (
+    CheckpointInfo,
+    auth_metadata,
+    cached_frame,
+    channel_options,
+    checked,
+    checkpoint_id,
+    closed_client,
+    create_pool_request,
+    encoding_name,
+    fork_request,
+    hold,
+    observe_request,
+    put_file_calls,
+    reset_request,
+    restore_request,
+    rpc_error,
+    screenshot_request,
+    step_batch_request,
+    step_request,
+)
 from deskgym.errors import DeskgymError
 from deskgym.execution import ExecResult as ExecResult  # re-exported: deskgym.client.ExecResult
 from deskgym.execution import exec_request, exec_result
@@ -23,48 +52,9 @@ from deskgym.ring import FrameRing
 from deskgym.v1 import deskgym_pb2 as pb
 from deskgym.v1 import deskgym_pb2_grpc as pb_grpc
 
-DEFAULT_ADDRESS = "127.0.0.1:50051"
-
-
-def resolve_address(address: str | None) -> str:
-    """``address``, else ``$DESKGYM_ADDRESS``, else :data:`DEFAULT_ADDRESS`; checked to
-    name a port (gRPC would take ``"localhost"`` as port 443 and wait there)."""
-    a = address or os.environ.get("DESKGYM_ADDRESS") or DEFAULT_ADDRESS
-    if a.startswith("unix:"):
-        return a
-    host, sep, port = a.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise DeskgymError(
-            "INVALID_ARGUMENT",
-            f"address {a!r} names no port: give host:port, e.g. {(host or a) + ':50051'!r} "
-            "(the server prints its address when it starts)",
-            "address",
-        )
-    return a
-
-
-def check_screen(screen: Any) -> tuple[int, int]:
-    """``screen`` as (width, height), or an error that says how to write it."""
-    if (
-        isinstance(screen, (tuple, list))
-        and len(screen) == 2
-        and all(isinstance(v, int) and not isinstance(v, bool) for v in screen)
-    ):
-        return int(screen[0]), int(screen[1])
-    raise DeskgymError(
-        "INVALID_ARGUMENT", f"screen must be (width, height), e.g. (640, 480); got {screen!r}", "screen"
-    )
-
 #: Default pool lease: a client that dies (even ``kill -9``) frees its desktops within
 #: this many seconds; a live one renews every third of it from a background thread.
 DEFAULT_LEASE_TTL_S = 6.0
-
-ENCODINGS: dict[str, pb.ImageEncoding] = {
-    "rgb": pb.IMAGE_ENCODING_RAW_RGB,
-    "raw": pb.IMAGE_ENCODING_RAW_RGB,
-    "png": pb.IMAGE_ENCODING_PNG,
-    "jpeg": pb.IMAGE_ENCODING_JPEG,
-}
 
 _T = TypeVar("_T")
 
@@ -82,42 +72,15 @@ FRAME_MODES = ("auto", "shm", "bytes")
 
 
 @dataclass(frozen=True)
-class Checkpoint:
+class Checkpoint(CheckpointInfo):
     """A saved env state (see :meth:`Client.save`). ``client`` is the client that made
     it, so :func:`deskgym.fork` can reach the same server."""
 
-    checkpoint_id: str
-    pool_id: str
-    env_id: str
-    task: str
-    seed: int
-    step_index: int
-    frame_hash: str
-    width: int
-    height: int
     client: Client
 
     @classmethod
     def from_proto(cls, c: pb.Checkpoint, client: Client) -> Checkpoint:
-        return cls(c.checkpoint_id, c.pool_id, c.env_id, c.task, c.seed, c.step_index, c.frame_hash,
-                   c.screen.width, c.screen.height, client)
-
-
-@dataclass(frozen=True)
-class Pool:
-    """A created pool: its id, env ids, effective screen and episode bound."""
-
-    pool_id: str
-    env_ids: list[str]
-    width: int
-    height: int
-    max_steps: int
-    #: Where the server writes this pool's recording ("" when not recording).
-    recording_path: str = ""
-    #: The desktop profile its envs run.
-    profile: str = "tasks"
-    #: Boundary capabilities granted to it ("exec", ...).
-    capabilities: tuple[str, ...] = ()
+        return cls(*CheckpointInfo.fields_of(c), client)
 
 
 class _Leases:
@@ -191,27 +154,6 @@ def _finalize(leases: _Leases, channel: grpc.Channel, ring: FrameRing | None = N
 
 
 
-_SCOPES = {
-    "screen": pb.SCREENSHOT_SCOPE_SCREEN,
-    "active_window": pb.SCREENSHOT_SCOPE_ACTIVE_WINDOW,
-    "window": pb.SCREENSHOT_SCOPE_WINDOW,
-}
-
-
-def observe_spec(
-    scope: str = "screen", window: int | None = None, max_long_edge: int = 0, jpeg_quality: int = 0
-) -> pb.ObserveSpec:
-    """ACI's screenshot levers: the ``screen``, the ``active_window`` or a ``window`` (a
-    ``window`` id alone means that window), scaled so the long edge is at most
-    ``max_long_edge`` (0: full size), JPEG ``jpeg_quality`` (0: the server's)."""
-    if scope not in _SCOPES:
-        raise DeskgymError("INVALID_ARGUMENT", f"scope {scope!r} is not one of {', '.join(_SCOPES)}", "scope")
-    if window is not None and scope == "screen":
-        scope = "window"
-    return pb.ObserveSpec(scope=_SCOPES[scope], window=window or 0, max_long_edge=max_long_edge,
-                          jpeg_quality=jpeg_quality)
-
-
 class Client:
     """Connection to a deskgym server.
 
@@ -256,24 +198,10 @@ class Client:
         #: Decoded frames by (hash, encoding), shared by every env of this client.
         self.frames = FrameCache(frame_cache_bytes)
         self.timeout = timeout
-        # Raw 1280x720 frames are 2.7 MB each; a batch carries many.
-        self._channel = grpc.insecure_channel(
-            address,
-            options=[
-                ("grpc.max_receive_message_length", -1),
-                ("grpc.max_send_message_length", 64 << 20),
-                # A server that restarts (a fleet's, under its Ray actor) is reached
-                # again within a second, not after gRPC's default backoff of up to 2 min.
-                ("grpc.initial_reconnect_backoff_ms", 100),
-                ("grpc.max_reconnect_backoff_ms", 1000),
-                # gRPC names a unix peer by its path, which is no valid HTTP/2 :authority
-                # (the server answers PROTOCOL_ERROR).
-                *([("grpc.default_authority", "localhost")] if address.startswith("unix:") else []),
-            ],
-        )
+        self._channel = grpc.insecure_channel(address, options=channel_options(address))
         # The generated stub is untyped; replies are checked in `_call`.
         self._stub: Any = pb_grpc.DeskgymStub(self._channel)  # type: ignore[no-untyped-call]
-        self._metadata: tuple[tuple[str, str], ...] = (("authorization", f"Bearer {token}"),) if token else ()
+        self._metadata = auth_metadata(token)
         if lease_ttl_s is not None and not 1.0 <= lease_ttl_s <= 3600.0:
             raise DeskgymError("INVALID_ARGUMENT", f"lease_ttl_s: {lease_ttl_s} is outside 1..3600 (None: no lease)")
         self.lease_ttl_s = lease_ttl_s
@@ -329,25 +257,12 @@ class Client:
                 call = method.future(request, timeout=self.timeout, metadata=self._metadata)  # type: ignore[attr-defined]
                 r = token.run(call)
         except grpc.RpcError as e:
-            err = DeskgymError.from_rpc(e)
-            if err.code == "UNAVAILABLE" and ("connect" in err.message.lower() or "refused" in err.message):
-                # Nothing listens there: say how to get a server, not only gRPC's words.
-                err = DeskgymError(
-                    "UNAVAILABLE",
-                    f"no deskgym server answers at {self.address}: start one (scripts/start-server.sh, "
-                    f"or deskgym-server --listen {self.address}) or point DESKGYM_ADDRESS at it "
-                    f"({err.message})",
-                )
-            raise err from None
+            raise rpc_error(e, self.address) from None
         except ValueError as e:
             if "closed channel" not in str(e):
                 raise
-            raise DeskgymError(
-                "FAILED_PRECONDITION", "this client (or the env that owned it) is closed; make a new one"
-            ) from None
-        if not isinstance(r, reply):
-            raise DeskgymError("INTERNAL", f"expected a {reply.__name__} reply, got {type(r).__name__}")
-        return r
+            raise closed_client() from None
+        return checked(r, reply)
 
     def close(self) -> None:
         """Closes the pools this client still holds and the channel (idempotent)."""
@@ -386,54 +301,25 @@ class Client:
         must allow each). ``task_options`` are the task family's (``miniwob/...``:
         ``reward``, ``clock``, ``step_ms``, ``ready_ms``, ``data_mode``, ``reload``); a screen of
         ``(0, 0)`` is the task's own size."""
-        settle = pb.SettleConfig(settle_max_ms=settle_max_ms)
-        if settle_ms is not None:
-            settle.settle_ms = settle_ms
-        width, height = check_screen(screen)
-        r = self._call(
-            self._stub.CreatePool,
-            pb.CreatePoolRequest(
-                task=task,
-                num_envs=num_envs,
-                screen=pb.ScreenSize(width=width, height=height),
-                seed=seed,
-                settle=settle,
-                max_steps=max_steps,
-                encoding=encoding_of(encoding),
-                labels=labels or {},
-                warm_spares=warm_spares,
-                record=record or "",
-                lease_ttl_ms=int(self.lease_ttl_s * 1000) if self.lease_ttl_s else 0,
-                profile=profile or "",
-                capabilities=list(capabilities),
-                task_options={str(k): str(v) for k, v in (task_options or {}).items()},
-            ),
-            pb.CreatePoolResponse,
+        req = create_pool_request(
+            task, num_envs, screen=screen, seed=seed, max_steps=max_steps, encoding=encoding, settle_ms=settle_ms,
+            settle_max_ms=settle_max_ms, labels=labels, warm_spares=warm_spares, record=record, profile=profile,
+            capabilities=capabilities, task_options=task_options, lease_ttl_s=self.lease_ttl_s,
         )
+        r = self._call(self._stub.CreatePool, req, pb.CreatePoolResponse)
         self._leases.add(r.pool_id)
-        return Pool(
-            r.pool_id, list(r.env_ids), r.screen.width, r.screen.height, r.max_steps, r.recording_path,
-            r.profile, tuple(r.capabilities),
-        )
+        return Pool.from_proto(r)
 
     def put_file(self, env_id: str, path: str, data: bytes | str, *, mode: int = 0, offset: int = 0) -> int:
         """Writes ``data`` to ``path`` in the env's sandbox (relative paths are under
         ``/home/user``), in 1 MiB messages; files above the server's ``max_file_bytes``
         go in several calls, each continuing at ``offset``. Returns the file's size.
         Needs the pool's ``files`` capability."""
-        raw = data.encode() if isinstance(data, str) else bytes(data)
-        step = 1 << 20
-        size = offset
         if self._max_file_bytes is None:
             self._max_file_bytes = self.capabilities().limits.max_file_bytes
-        limit = self._max_file_bytes or len(raw) or 1
-        for start in range(0, max(len(raw), 1), limit):
-            part = raw[start : start + limit]
-            first = pb.PutFileChunk(env_id=env_id, path=path, offset=offset + start, mode=mode, data=part[:step])
-            rest = (pb.PutFileChunk(data=part[i : i + step]) for i in range(step, len(part), step))
-            msgs = iter([first, *rest])
-            r = self._call(self._stub.PutFile, msgs, pb.PutFileResponse)
-            size = r.size
+        size = offset
+        for msgs in put_file_calls(env_id, path, data, mode, offset, self._max_file_bytes):
+            size = self._call(self._stub.PutFile, iter(msgs), pb.PutFileResponse).size
         return size
 
     def get_file(self, env_id: str, path: str) -> bytes:
@@ -520,11 +406,8 @@ class Client:
         (0: full size), in ``encoding`` with ``jpeg_quality`` (0: the server's 80). The
         same pixels as a hash in ``if_none_match`` come back ``not_modified``, without
         bytes. :class:`deskgym.geometry.Display` maps its pixels to the screen."""
-        o = observe_spec(scope, window, max_long_edge, jpeg_quality)
-        req = pb.ScreenshotRequest(
-            env_id=env_id, scope=o.scope, window=o.window, max_long_edge=o.max_long_edge,
-            encoding=encoding_of(encoding), jpeg_quality=o.jpeg_quality, if_none_match=list(if_none_match),
-        )
+        req = screenshot_request(env_id, scope=scope, window=window, max_long_edge=max_long_edge, encoding=encoding,
+                                 jpeg_quality=jpeg_quality, if_none_match=if_none_match)
         return self._call(self._stub.Screenshot, req, pb.Observation)
 
     def watch(
@@ -642,10 +525,7 @@ class Client:
         tree: pb.TreeRequest | None = None,
     ) -> pb.ResetResponse:
         """Starts a new episode on one env (``tree``: also read the accessibility tree)."""
-        req = pb.ResetRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree,
-                              frame_ring=self.frame_ring())
-        if seed is not None:
-            req.seed = seed
+        req = reset_request(env_id, seed, encoding, if_none_match, tree, self.frame_ring())
         return self._call(self._stub.Reset, req, pb.ResetResponse)
 
     def step(
@@ -661,24 +541,14 @@ class Client:
         it). ``observe`` (ACI's observe-after-act: ``scope``, ``window``,
         ``max_long_edge``, ``jpeg_quality``, see :func:`observe_spec`) shapes the returned
         observation; the episode's record stays the whole screen."""
-        if isinstance(observe, dict):
-            observe = observe_spec(**observe)
-        req = pb.StepRequest(
-            env_id=env_id, action=action, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree,
-            observe=observe, frame_ring=self.frame_ring(),
-        )
+        req = step_request(env_id, action, encoding, if_none_match, tree, observe, self.frame_ring())
         return self._call(self._stub.Step, req, pb.StepResult)
 
     def step_batch(
         self, items: Sequence[pb.StepRequest], resets: Iterable[pb.ResetRequest] = (), if_none_match: Sequence[str] = ()
     ) -> pb.StepBatchResponse:
         """Steps several envs (and resets others) in one call; per-item status inside."""
-        req = pb.StepBatchRequest(items=list(items), resets=list(resets), if_none_match=list(if_none_match))
-        ring = self.frame_ring()
-        for it in req.items:
-            it.frame_ring = ring
-        for r in req.resets:
-            r.frame_ring = ring
+        req = step_batch_request(items, resets, if_none_match, self.frame_ring())
         return self._call(self._stub.StepBatch, req, pb.StepBatchResponse)
 
     def observe(
@@ -691,8 +561,7 @@ class Client:
     ) -> pb.Observation:
         """Captures the screen without acting (``tree``: and reads the accessibility tree);
         ``settle_ms`` (at most 1000) first waits for the screen to be quiet that long."""
-        req = pb.ObserveRequest(env_id=env_id, encoding=encoding_of(encoding), if_none_match=list(if_none_match), tree=tree,
-                                settle_ms=settle_ms, frame_ring=self.frame_ring())
+        req = observe_request(env_id, encoding, if_none_match, tree, settle_ms, self.frame_ring())
         return self._call(self._stub.Observe, req, pb.Observation)
 
     def get_frames(self, hashes: Sequence[str], encoding: str | None = None) -> list[pb.Observation]:
@@ -710,14 +579,11 @@ class Client:
 
     def restore(self, env_id: str, checkpoint: Checkpoint | str, encoding: str | None = None) -> pb.RestoreResponse:
         """Rewinds an env to a checkpoint by replay; ``fidelity`` says whether it matches."""
-        cp = checkpoint.checkpoint_id if isinstance(checkpoint, Checkpoint) else checkpoint
-        req = pb.RestoreRequest(env_id=env_id, checkpoint_id=cp, encoding=encoding_of(encoding))
-        return self._call(self._stub.Restore, req, pb.RestoreResponse)
+        return self._call(self._stub.Restore, restore_request(env_id, checkpoint, encoding), pb.RestoreResponse)
 
     def fork(self, checkpoint: Checkpoint | str, n: int, encoding: str | None = None) -> pb.ForkResponse:
         """A new pool of ``n`` envs rebuilt at the checkpoint's state."""
-        cp = checkpoint.checkpoint_id if isinstance(checkpoint, Checkpoint) else checkpoint
-        r = self._call(self._stub.Fork, pb.ForkRequest(checkpoint_id=cp, n=n, encoding=encoding_of(encoding)), pb.ForkResponse)
+        r = self._call(self._stub.Fork, fork_request(checkpoint, n, encoding), pb.ForkResponse)
         # The replicas' pool inherits the source pool's lease.
         self._leases.add(r.pool_id)
         return r
@@ -729,16 +595,15 @@ class Client:
 
     def delete_checkpoint(self, checkpoint: Checkpoint | str) -> None:
         """Deletes a checkpoint."""
-        cp = checkpoint.checkpoint_id if isinstance(checkpoint, Checkpoint) else checkpoint
-        self._call(self._stub.DeleteCheckpoint, pb.DeleteCheckpointRequest(checkpoint_id=cp), pb.DeleteCheckpointResponse)
+        req = pb.DeleteCheckpointRequest(checkpoint_id=checkpoint_id(checkpoint))
+        self._call(self._stub.DeleteCheckpoint, req, pb.DeleteCheckpointResponse)
 
     # -- the client-side frame cache -------------------------------------------------
 
     def hold(self, obs: pb.Observation) -> None:
         """Remembers the pixels an observation carries (no-op for ``not_modified``, and
         for frames in the ring: the ring remembers those while they are alive)."""
-        if not obs.not_modified and obs.frame:
-            self.frames.put((obs.frame_hash, obs.encoding), decode(obs), len(obs.frame))
+        hold(self.frames, obs)
 
     def resolve(self, obs: pb.Observation) -> tuple[Any, bool]:
         """The decoded frame of an observation and whether it came from the cache.
@@ -746,34 +611,13 @@ class Client:
         ``not_modified`` observations are rebuilt from the cache; if the cache lost the
         frame meanwhile, it is fetched with GetFrames.
         """
-        key = (obs.frame_hash, obs.encoding)
-        if obs.HasField("slot"):
-            if self.ring is None:
-                raise DeskgymError("INTERNAL", "a frame in a ring this client did not attach")
-            return self.ring.frame(obs), False
-        if not obs.not_modified:
-            self.hold(obs)
-            return decode(obs), False
-        frame = self.frames.get(key)
-        if frame is None and self.ring is not None:
-            frame = self.ring.find(key)
-        if frame is None:
-            enc = {v: k for k, v in ENCODINGS.items() if k != "raw"}[obs.encoding]
-            fetched = self.get_frames([obs.frame_hash], encoding=enc)[0]
-            self.hold(fetched)
-            return decode(fetched), False
-        return frame, True
+        found = cached_frame(self.frames, self.ring, obs)
+        if found is not None:
+            return found
+        fetched = self.get_frames([obs.frame_hash], encoding=encoding_name(obs.encoding))[0]
+        self.hold(fetched)
+        return decode(fetched), False
 
     def recent_hashes(self, encoding: str | None, k: int = RECENT_HASHES) -> list[str]:
         """Hashes this client holds in ``encoding``, most recent first."""
         return self.frames.recent(encoding_of(encoding), k)
-
-
-def encoding_of(name: str | None) -> pb.ImageEncoding:
-    """"rgb" | "png" | "jpeg" | None -> wire enum (None: the pool's default)."""
-    if name is None:
-        return pb.IMAGE_ENCODING_UNSPECIFIED
-    try:
-        return ENCODINGS[name]
-    except KeyError:
-        raise DeskgymError("INVALID_ARGUMENT", f"obs_type/encoding {name!r} is not one of rgb, png, jpeg") from None

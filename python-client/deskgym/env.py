@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, SupportsFloat
+from typing import Any, NamedTuple, SupportsFloat
 
 import gymnasium as gym
 import numpy as np
@@ -24,6 +24,69 @@ from deskgym.v1 import deskgym_pb2 as pb
 #: cheap JPEG frame: ``render()`` and recordings use it).
 _ENCODING = {"a11y": "jpeg", "rgb+a11y": "rgb"}
 
+
+
+def obs_setup(obs_type: str) -> tuple[str, pb.TreeRequest | None]:
+    """The frame encoding an observation type asks for, and the tree request it sends
+    with each reset and step (``None``: no tree); an unknown type is an error."""
+    if obs_type not in OBS_TYPES:
+        raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(OBS_TYPES)}")
+    return _ENCODING.get(obs_type, obs_type), tree_request() if "a11y" in obs_type else None
+
+
+def env_observation_space(opts: PoolOptions, encoding: str, width: int, height: int) -> spaces.Space[Any]:
+    """The observation space of one env made with ``opts`` on a ``width`` x ``height``
+    desktop whose frames come in ``encoding``."""
+    pixels = opts.frame_space(encoding, width, height)
+    if opts.obs_type == "a11y":
+        return A11yText()
+    if opts.obs_type == "rgb+a11y":
+        return spaces.Dict({"pixels": pixels, "a11y": A11yText()})
+    return pixels
+
+
+def known_hashes(last_hash: str | None, recent: list[str]) -> list[str]:
+    """Hashes sent as ``if_none_match``: the env's last frame first (an action that
+    changes nothing costs no pixels), then what the client recently received."""
+    if last_hash is None:
+        return recent
+    return [last_hash] + [h for h in recent if h != last_hash]
+
+
+class Shaped(NamedTuple):
+    """One reply as an env hands it out."""
+
+    #: The observation, in the env's ``obs_type`` and ``obs_format``.
+    value: Any
+    info: dict[str, Any]
+    #: What was measured (``last_stats``).
+    stats: dict[str, Any]
+    #: The tree read with it (obs types with ``a11y``), else ``None``.
+    tree: Tree | None
+    #: The frame as an (H, W, 3) array, when it is one (what ``render()`` returns).
+    rgb: np.ndarray | None
+
+
+def shape(
+    frame: Any, cached: bool, obs: pb.Observation, step_info: pb.StepInfo, *, obs_type: str, obs_format: str,
+    timing: bool, with_tree: bool,
+) -> Shaped:
+    """A reply's observation (its frame already resolved, ``cached`` when it came from
+    the client's cache) in ``obs_type`` and ``obs_format``, with its info (``timing``:
+    with the measured stats too) and, ``with_tree``, the tree read with it."""
+    if cached and isinstance(frame, np.ndarray):
+        # Gymnasium's contract: each call returns its own data, never a buffer an
+        # earlier observation (still held by the user) shares.
+        frame = frame.copy()
+    rgb = None
+    if isinstance(frame, np.ndarray):
+        rgb = frame
+        frame = convert_obs(obs_format, frame)
+    tree = None
+    if with_tree:
+        tree = Tree.from_proto(obs.tree)
+        frame = tree.text if obs_type == "a11y" else {"pixels": frame, "a11y": tree.text}
+    return Shaped(frame, info(obs, step_info, timing, cached), stats(obs, step_info, cached), tree, rgb)
 
 
 def check_render_mode(render_mode: str | None) -> None:
@@ -87,13 +150,10 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
         #: ``kwargs`` (``screen=``, ``obs_type=``...) laid over it.
         self.pool_options = opts = PoolOptions.of(options, kwargs, "DeskgymEnv")
         obs_type = opts.obs_type
-        if obs_type not in OBS_TYPES:
-            raise DeskgymError("INVALID_ARGUMENT", f"obs_type {obs_type!r} is not one of {', '.join(OBS_TYPES)}")
+        self._encoding, self._tree = obs_setup(obs_type)
         check_render_mode(render_mode)
         self.task = task
         self.obs_type = obs_type
-        self._encoding = _ENCODING.get(obs_type, obs_type)
-        self._tree = tree_request() if "a11y" in obs_type else None
         #: The tree read with the last reset/step (obs types with ``a11y``) or observe.
         self.last_tree: Tree | None = None
         self.render_mode = render_mode
@@ -112,14 +172,7 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
         self.max_steps = self._pool.max_steps
         w, h = self._pool.width, self._pool.height
         self.obs_format = opts.obs_format
-        pixels = opts.frame_space(self._encoding, w, h)
-        self.observation_space: spaces.Space[Any]
-        if obs_type == "a11y":
-            self.observation_space = A11yText()
-        elif obs_type == "rgb+a11y":
-            self.observation_space = spaces.Dict({"pixels": pixels, "a11y": A11yText()})
-        else:
-            self.observation_space = pixels
+        self.observation_space: spaces.Space[Any] = env_observation_space(opts, self._encoding, w, h)
         self._mode = opts.action_mode_for(w, h)
         self.action_space = self._mode.space
         self._last_rgb: np.ndarray | None = None
@@ -131,10 +184,7 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
     def _known(self) -> list[str]:
         """Hashes sent as ``if_none_match``: this env's last frame first (an action that
         changes nothing costs no pixels), then what the client recently received."""
-        recent = self.client.recent_hashes(self._encoding, 8)
-        if self._last_hash is None:
-            return recent
-        return [self._last_hash] + [h for h in recent if h != self._last_hash]
+        return known_hashes(self._last_hash, self.client.recent_hashes(self._encoding, 8))
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         if seed is None and self._seed is not None:
@@ -158,22 +208,15 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
 
     def _result(self, obs: Any, step_info: Any) -> tuple[Any, dict[str, Any]]:
         frame, cached = self.client.resolve(obs)
-        if cached and isinstance(frame, np.ndarray):
-            # Gymnasium's contract: each call returns its own data, never a buffer an
-            # earlier observation (still held by the user) shares.
-            frame = frame.copy()
+        s = shape(frame, cached, obs, step_info, obs_type=self.obs_type, obs_format=self.obs_format,
+                  timing=self.info_timing, with_tree=self._tree is not None)
         self._last_hash = obs.frame_hash
-        if isinstance(frame, np.ndarray):
-            self._last_rgb = frame
-            frame = convert_obs(self.obs_format, frame)
-        self.last_stats = stats(obs, step_info, cached)
-        if self._tree is not None:
-            self.last_tree = Tree.from_proto(obs.tree)
-            if self.obs_type == "a11y":
-                frame = self.last_tree.text
-            else:
-                frame = {"pixels": frame, "a11y": self.last_tree.text}
-        return frame, info(obs, step_info, self.info_timing, cached)
+        if s.rgb is not None:
+            self._last_rgb = s.rgb
+        self.last_stats = s.stats
+        if s.tree is not None:
+            self.last_tree = s.tree
+        return s.value, s.info
 
     def observe(
         self,

@@ -99,10 +99,15 @@ class PoolOptions:
     def create_pool(self, client: Client, task: str, num_envs: int, *, seed: int, encoding: str) -> Pool:
         """``client.create_pool`` with these options: ``num_envs`` desktops of ``task``,
         the first seeded ``seed``, frames in ``encoding``."""
-        return client.create_pool(
-            task, num_envs, screen=self.screen or (0, 0), seed=seed, max_steps=self.max_steps or 0,
-            encoding=encoding, settle_ms=self.settle_ms, record=self.record, profile=self.profile,
-            capabilities=self.capabilities, task_options=self.task_options,
+        return client.create_pool(task, num_envs, **self.pool_args(seed=seed, encoding=encoding))
+
+    def pool_args(self, *, seed: int, encoding: str) -> dict[str, Any]:
+        """The keyword arguments of ``create_pool`` (sync or asyncio client) these options
+        stand for, the first env seeded ``seed``, frames in ``encoding``."""
+        return dict(
+            screen=self.screen or (0, 0), seed=seed, max_steps=self.max_steps or 0, encoding=encoding,
+            settle_ms=self.settle_ms, record=self.record, profile=self.profile, capabilities=self.capabilities,
+            task_options=self.task_options,
         )
 
     def frame_space(self, encoding: str, width: int, height: int) -> spaces.Space[Any]:
