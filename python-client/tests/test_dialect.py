@@ -124,6 +124,11 @@ def test_every_grammar_has_a_test_and_a_default_space() -> None:
     assert set(FORMATS) == {"auto", *DEFAULT_COORDS} and set(DEFAULT_COORDS.values()) <= set(COORDS)
 
 
+def test_detection_leaves_reasoning_out_as_parsing_does() -> None:
+    reply = "<think>Qwen would write <tool_call>{...}</tool_call>; UI-TARS wants this:</think>\nAction: wait()"
+    assert detect(reply) == "uitars" and parse(reply) == [{"verb": "wait", "ms": 5000}]
+
+
 def test_an_explicit_format_reads_only_its_grammar() -> None:
     e = error(UI_TARS, format="tool_call")
     assert e.message.startswith("no tool_call action found in `Thought: The Save button")

@@ -146,7 +146,9 @@ def _without_reasoning(text: str) -> str:
 
 
 def detect(text: str) -> str | None:
-    """The grammar ``"auto"`` reads ``text`` with, or ``None`` when none matches."""
+    """The grammar ``"auto"`` reads ``text`` with (its reasoning left out, as
+    :func:`parse_actions` leaves it), or ``None`` when none matches."""
+    text = _without_reasoning(text)
     for name, (matches, _) in _GRAMMARS.items():
         if matches(text):
             return name
@@ -167,8 +169,8 @@ def parse_actions(text: str, format: str = "auto", display: Display | None = Non
         raise DeskgymError("INVALID_ARGUMENT", f"format {format!r} is not one of {', '.join(FORMATS)}", "format")
     if coords is not None and coords not in COORDS:
         raise DeskgymError("INVALID_ARGUMENT", f"coords {coords!r} is not one of {', '.join(COORDS)}", "coords")
-    said, text = text, _without_reasoning(text)
     grammar = detect(text) if format == "auto" else format
+    said, text = text, _without_reasoning(text)
     if grammar is None:
         raise DialectError("no action found", said,
                            "one of: " + "; ".join(_EXPECTED[g] for g in ("tool_call", "invoke", "function", "xml",
