@@ -19,10 +19,10 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 BACKEND = os.environ.get("DESKGYM_TEST_BACKEND", "real")
 #: The fast tier: the modules whose tests are about client and pool logic (vector envs,
 #: EnvPool, fleets, SB3, MCP, the env, lifetimes, the client) and pass on fake desktops,
-#: less those marked `real`.
+#: or need no server at all (the dialect), less those marked `real`.
 FAST_TIER = {"test_vector", "test_envpool", "test_fleet", "test_sb3", "test_mcp", "test_env", "test_lifetime",
              "test_client", "test_conformance", "test_agents", "test_options", "test_tasks", "test_osworld_standins",
-             "test_aio"}
+             "test_aio", "test_dialect"}
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
