@@ -32,8 +32,4 @@ impl Task for Blank {
     fn hint(&self) -> Vec<(i32, i32)> {
         Vec::new()
     }
-
-    fn clone_box(&self) -> Box<dyn Task> {
-        Box::new(self.clone())
-    }
 }

@@ -97,10 +97,6 @@ impl Task for ClickButton {
             .map(|(b, label)| Widget::new("push button", *label, *b))
             .collect()
     }
-
-    fn clone_box(&self) -> Box<dyn Task> {
-        Box::new(self.clone())
-    }
 }
 
 #[cfg(test)]

@@ -92,10 +92,6 @@ impl Task for ClickTarget {
         w.push(Widget::new("panel", "red circle", circle));
         w
     }
-
-    fn clone_box(&self) -> Box<dyn Task> {
-        Box::new(self.clone())
-    }
 }
 
 #[cfg(test)]

@@ -94,10 +94,6 @@ impl Task for DragToZone {
             Widget::new("panel", "orange square", self.item),
         ]
     }
-
-    fn clone_box(&self) -> Box<dyn Task> {
-        Box::new(self.clone())
-    }
 }
 
 #[cfg(test)]

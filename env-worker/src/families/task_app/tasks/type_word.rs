@@ -122,10 +122,6 @@ impl Task for TypeWord {
             ..Widget::new("text", "text field", self.field)
         }]
     }
-
-    fn clone_box(&self) -> Box<dyn Task> {
-        Box::new(self.clone())
-    }
 }
 
 #[cfg(test)]
