@@ -7,15 +7,12 @@ use super::{
 };
 
 /// The registry entry.
-pub(super) const SPEC: TaskSpec = TaskSpec {
-    id: "click-button",
-    description: "Click the button whose label the instruction names; a wrong button ends the episode.",
-    default_max_steps: 10,
-    settle: crate::SettlePolicy::Sync,
+pub(super) const SPEC: TaskSpec = TaskSpec::bundled(
+    "click-button",
+    "Click the button whose label the instruction names; a wrong button ends the episode.",
+    10,
     layout,
-    profile: "tasks",
-    any_profile: false,
-};
+);
 
 const LABELS: &[&str] = &[
     "Submit", "Cancel", "OK", "Next", "Back", "Save", "Delete", "Open", "Close", "Help", "Yes",

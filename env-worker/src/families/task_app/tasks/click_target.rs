@@ -5,15 +5,12 @@ use super::{
 };
 
 /// The registry entry.
-pub(super) const SPEC: TaskSpec = TaskSpec {
-    id: "click-target",
-    description: "Click the red circle among distractor squares.",
-    default_max_steps: 10,
-    settle: crate::SettlePolicy::Sync,
+pub(super) const SPEC: TaskSpec = TaskSpec::bundled(
+    "click-target",
+    "Click the red circle among distractor squares.",
+    10,
     layout,
-    profile: "tasks",
-    any_profile: false,
-};
+);
 
 #[derive(Clone, Debug)]
 struct ClickTarget {

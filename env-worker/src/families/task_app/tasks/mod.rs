@@ -36,6 +36,28 @@ pub struct TaskSpec {
     pub any_profile: bool,
 }
 
+impl TaskSpec {
+    /// A task of the bundled app: it acknowledges after drawing (`Sync`) and runs on
+    /// the `tasks` profile that starts the app. The rule every task here shares, so
+    /// an entry states only what is its own.
+    const fn bundled(
+        id: &'static str,
+        description: &'static str,
+        default_max_steps: u32,
+        layout: Layout,
+    ) -> Self {
+        Self {
+            id,
+            description,
+            default_max_steps,
+            settle: SettlePolicy::Sync,
+            layout,
+            profile: "tasks",
+            any_profile: false,
+        }
+    }
+}
+
 /// A task's layout function: a seeded generator and the area in, the episode's
 /// instruction and state out.
 pub(crate) type Layout = fn(&mut Rng, Area) -> (String, Box<dyn Task>);
