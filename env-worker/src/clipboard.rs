@@ -47,16 +47,22 @@ fn connect(display: u32) -> Result<(RustConnection, xproto::Window)> {
     Ok((conn, win))
 }
 
+/// The window that owns `selection` now (`x11rb::NONE` when nobody does): one query for
+/// a read (is there anything to read?) and a write (did we win the selection?).
+fn owner_of(conn: &RustConnection, selection: xproto::Atom) -> Result<xproto::Window> {
+    Ok(conn
+        .get_selection_owner(selection)
+        .map_err(err)?
+        .reply()
+        .map_err(err)?
+        .owner)
+}
+
 /// Reads the CLIPBOARD as text ("" when nobody owns it).
 pub(crate) fn get(display: u32) -> Result<String> {
     let (conn, win) = connect(display)?;
     let clipboard = atom(&conn, "CLIPBOARD")?;
-    let owner = conn
-        .get_selection_owner(clipboard)
-        .map_err(err)?
-        .reply()
-        .map_err(err)?
-        .owner;
+    let owner = owner_of(&conn, clipboard)?;
     if owner == x11rb::NONE {
         return Ok(String::new());
     }
@@ -144,12 +150,7 @@ pub(crate) fn set(display: u32, text: &str) -> Result<Owner> {
     };
     conn.set_selection_owner(win, clipboard, x11rb::CURRENT_TIME)
         .map_err(err)?;
-    let owner = conn
-        .get_selection_owner(clipboard)
-        .map_err(err)?
-        .reply()
-        .map_err(err)?
-        .owner;
+    let owner = owner_of(&conn, clipboard)?;
     if owner != win {
         return Err(DesktopError::Clipboard(
             "another client kept the clipboard".into(),

@@ -224,6 +224,26 @@ pub struct PrincipalSpec {
     pub metrics_only: bool,
 }
 
+impl PrincipalSpec {
+    /// A principal with no quota or group of its own (every share the server's default):
+    /// what a bare token file and a token line without `key=value` words both mean, so
+    /// a field added to the spec gets its default in one place.
+    fn bare(name: &str, token: &str, metrics_only: bool) -> Self {
+        Self {
+            name: name.into(),
+            token: token.into(),
+            desktops: None,
+            checkpoints: None,
+            pixels: None,
+            screencasts: None,
+            threads: None,
+            recording_mb: None,
+            share: None,
+            metrics_only,
+        }
+    }
+}
+
 /// The name of the token-file line that holds the metrics token (`@` is no
 /// principal name's letter, so it names no principal).
 pub(crate) const METRICS_LINE: &str = "@metrics";
@@ -249,18 +269,7 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
         && !only.contains(':')
         && !only.contains(char::is_whitespace)
     {
-        return Ok(vec![PrincipalSpec {
-            name: "default".into(),
-            token: only.to_string(),
-            desktops: None,
-            checkpoints: None,
-            pixels: None,
-            screencasts: None,
-            threads: None,
-            recording_mb: None,
-            share: None,
-            metrics_only: false,
-        }]);
+        return Ok(vec![PrincipalSpec::bare("default", only, false)]);
     }
     let mut out: Vec<PrincipalSpec> = Vec::new();
     for (n, line) in lines {
@@ -282,18 +291,7 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
         let token = words
             .next()
             .ok_or_else(|| format!("line {n}: principal {name} has no token"))?;
-        let mut spec = PrincipalSpec {
-            name: name.into(),
-            token: token.into(),
-            desktops: None,
-            checkpoints: None,
-            pixels: None,
-            screencasts: None,
-            threads: None,
-            recording_mb: None,
-            share: None,
-            metrics_only,
-        };
+        let mut spec = PrincipalSpec::bare(name, token, metrics_only);
         for w in words {
             let (k, v) = w
                 .split_once('=')

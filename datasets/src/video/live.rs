@@ -56,17 +56,9 @@ impl LiveEncoder {
                 "a {width}x{height} picture is too small to encode"
             )));
         }
-        let info = gst_video::VideoInfo::builder(gst_video::VideoFormat::I420, w, h)
-            .fps(gst::Fraction::new(30, 1))
-            .colorimetry(&gst_video::VideoColorimetry::from_str("bt601").map_err(|e| err(&e))?)
-            .build()
-            .map_err(|e| err(&e))?;
+        let info = i420_info(w, h, 30)?;
         src.set_caps(Some(&info.to_caps().map_err(|e| err(&e))?));
-        src.set_property("block", true);
-        src.set_property("max-bytes", 2 * info.size() as u64);
-        pipeline
-            .set_state(gst::State::Playing)
-            .map_err(|e| err(&e))?;
+        play(&pipeline, &src, &info, 2)?;
         Ok(Self {
             pipeline,
             src,

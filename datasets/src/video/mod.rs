@@ -127,6 +127,35 @@ fn pipeline(desc: &str) -> Result<gst::Pipeline, VideoError> {
         .map_err(|_| VideoError::Pipeline("not a pipeline".into()))
 }
 
+/// What an appsrc of ours takes: I420 pictures with BT.601 colours (what
+/// [`rgb_to_i420`] writes) at `fps`. One definition for the recording and the live
+/// encoder, whose input is converted by the same loop and so must be described alike.
+fn i420_info(width: u32, height: u32, fps: i32) -> Result<gst_video::VideoInfo, VideoError> {
+    let err = |e: &dyn std::fmt::Display| VideoError::Pipeline(e.to_string());
+    gst_video::VideoInfo::builder(gst_video::VideoFormat::I420, width, height)
+        .fps(gst::Fraction::new(fps, 1))
+        .colorimetry(&gst_video::VideoColorimetry::from_str("bt601").map_err(|e| err(&e))?)
+        .build()
+        .map_err(|e| err(&e))
+}
+
+/// Sets `pipeline` playing, its `src` blocking the pusher once `frames` pictures of
+/// `info` are queued (a slow encoder is felt by whoever pushes, instead of memory
+/// growing): how both encoders start.
+fn play(
+    pipeline: &gst::Pipeline,
+    src: &gst_app::AppSrc,
+    info: &gst_video::VideoInfo,
+    frames: u64,
+) -> Result<(), VideoError> {
+    src.set_property("block", true);
+    src.set_property("max-bytes", frames * info.size() as u64);
+    pipeline
+        .set_state(gst::State::Playing)
+        .map_err(|e| VideoError::Pipeline(e.to_string()))?;
+    Ok(())
+}
+
 fn by_name<T: IsA<gst::Element>>(p: &gst::Pipeline, name: &str) -> Result<T, VideoError> {
     p.by_name(name)
         .and_then(|e| e.downcast::<T>().ok())
@@ -162,12 +191,7 @@ impl VideoStream {
         ))?;
         let src: gst_app::AppSrc = by_name(&pipeline, "src")?;
         let sink: gst_app::AppSink = by_name(&pipeline, "sink")?;
-        let info =
-            gst_video::VideoInfo::builder(gst_video::VideoFormat::I420, width & !1, height & !1)
-                .fps(gst::Fraction::new(fps as i32, 1))
-                .colorimetry(&gst_video::VideoColorimetry::from_str("bt601").map_err(|e| err(&e))?)
-                .build()
-                .map_err(|e| err(&e))?;
+        let info = i420_info(width & !1, height & !1, fps as i32)?;
         let caps = info.to_caps().map_err(|e| err(&e))?;
         src.set_caps(Some(&caps));
         let pool = gst::BufferPool::new();
@@ -175,11 +199,7 @@ impl VideoStream {
         config.set_params(Some(&caps), info.size() as u32, 0, 0);
         pool.set_config(config).map_err(|e| err(&e))?;
         pool.set_active(true).map_err(|e| err(&e))?;
-        src.set_property("block", true);
-        src.set_property("max-bytes", QUEUED_FRAMES * info.size() as u64);
-        pipeline
-            .set_state(gst::State::Playing)
-            .map_err(|e| err(&e))?;
+        play(&pipeline, &src, &info, QUEUED_FRAMES)?;
         Ok(Self {
             pipeline,
             src,

@@ -112,3 +112,32 @@ pub(crate) trait Runner: Send {
         None
     }
 }
+
+/// The `Runner` methods of a family that owns its profile's sandboxed [`Session`] in
+/// the field `$field`: `session` and `session_ref` hand it out; with `acts`, the family
+/// also replays an action straight into the session (`act_only`), as `blank` and
+/// `script` do (`web` does not: its input goes through the page). One definition, so
+/// every family that runs a session exposes it the same way.
+macro_rules! session_methods {
+    ($field:ident) => {
+        fn session(&mut self) -> Option<&mut $crate::runner::Session> {
+            Some(&mut self.$field)
+        }
+
+        fn session_ref(&self) -> Option<&$crate::runner::Session> {
+            Some(&self.$field)
+        }
+    };
+    ($field:ident, acts) => {
+        fn act_only(
+            &mut self,
+            cx: $crate::runner::Ctx<'_>,
+            action: &$crate::action::Action,
+        ) -> Option<$crate::error::Result<()>> {
+            Some(self.$field.act(cx.x, action))
+        }
+
+        $crate::runner::session_methods!($field);
+    };
+}
+pub(crate) use session_methods;

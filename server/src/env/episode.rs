@@ -105,17 +105,10 @@ impl Env {
         )?;
         // A new episode's elements are new elements.
         s.refs.clear();
-        if let (Some(t), Some(d)) = (&opts.tree, s.desktop.as_mut()) {
-            match Self::read_tree(d, &mut s.refs, t) {
-                Ok(tree) => {
-                    self.control.saw_tree(&tree);
-                    observation.tree = Some(tree)
-                }
-                Err(e) => {
-                    self.on_error(s, &e);
-                    return Err(e);
-                }
-            }
+        if let Some(t) = &opts.tree
+            && s.desktop.is_some()
+        {
+            self.attach_tree(s, t, &mut observation)?;
         }
         let mut info = self.info(&ep, started, s.desktop.as_ref().map(|d| d.display()));
         info.extra.extend(out.app.extra);
@@ -245,17 +238,13 @@ impl Env {
             Some(&episode_id),
         )?;
         if let Some(t) = &opts.tree {
-            match Self::read_tree(d, &mut s.refs, t) {
-                Ok(tree) => {
-                    self.control.saw_tree(&tree);
-                    observation.tree = Some(tree)
-                }
-                Err(e) => {
-                    self.on_error(s, &e);
-                    return Err(e);
-                }
-            }
+            self.attach_tree(s, t, &mut observation)?;
         }
+        // The tree read borrowed the whole state; the episode is still the one stepped.
+        let ep = s
+            .episode
+            .as_mut()
+            .ok_or(EnvError::Bug("episode vanished"))?;
         let mut info = self.info(ep, started, Some(display));
         info.extra.extend(out.app.extra);
         let outcome = StepOutcome::Ran {

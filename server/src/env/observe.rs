@@ -219,6 +219,33 @@ impl Env {
         }
     }
 
+    /// Reads the tree an observation asked for into `obs` (see [`Self::read_tree`]) and
+    /// shows it to the console; a read that fails is handled like any failed desktop
+    /// call ([`Self::on_error`]) and returned. The one rule for Reset, Step and Observe,
+    /// so the three cannot drift apart.
+    pub(super) fn attach_tree(
+        &self,
+        s: &mut EnvState,
+        opts: &TreeOpts,
+        obs: &mut Obs,
+    ) -> Result<(), EnvError> {
+        let d = s
+            .desktop
+            .as_mut()
+            .ok_or(EnvError::Bug("desktop vanished"))?;
+        match Self::read_tree(d, &mut s.refs, opts) {
+            Ok(tree) => {
+                self.control.saw_tree(&tree);
+                obs.tree = Some(tree);
+                Ok(())
+            }
+            Err(e) => {
+                self.on_error(s, &e);
+                Err(e)
+            }
+        }
+    }
+
     /// Resolves an action's element targets against the live desktop: a ref to the
     /// element it names (gone: `stale_element_ref`), a query to the one element it
     /// matches; a pointer target to the centre of the element's visible bounds.
@@ -318,21 +345,7 @@ impl Env {
                     self.shaped(&frame, geometry, shape, enc, known, (pointer, settle))?
                 };
                 if let Some(t) = &opts.tree {
-                    let s = &mut *s;
-                    let d = s
-                        .desktop
-                        .as_mut()
-                        .ok_or(EnvError::Bug("desktop vanished"))?;
-                    match Self::read_tree(d, &mut s.refs, t) {
-                        Ok(tree) => {
-                            self.control.saw_tree(&tree);
-                            obs.tree = Some(tree)
-                        }
-                        Err(e) => {
-                            self.on_error(s, &e);
-                            return Err(e);
-                        }
-                    }
+                    self.attach_tree(&mut s, t, &mut obs)?;
                 }
                 Ok(obs)
             }

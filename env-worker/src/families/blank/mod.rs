@@ -3,7 +3,7 @@
 
 use crate::action::Action;
 use crate::error::Result;
-use crate::runner::{AppState, Ctx, Outcome, Runner, Session};
+use crate::runner::{AppState, Ctx, Outcome, Runner, Session, session_methods};
 use crate::sandbox::SandboxConfig;
 
 /// A session and nothing else.
@@ -39,15 +39,5 @@ impl Runner for BlankRunner {
         })
     }
 
-    fn act_only(&mut self, cx: Ctx<'_>, action: &Action) -> Option<Result<()>> {
-        Some(self.session.act(cx.x, action))
-    }
-
-    fn session(&mut self) -> Option<&mut Session> {
-        Some(&mut self.session)
-    }
-
-    fn session_ref(&self) -> Option<&Session> {
-        Some(&self.session)
-    }
+    session_methods!(session, acts);
 }

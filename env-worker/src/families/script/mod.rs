@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::action::Action;
 use crate::agent::{ExecSpec, Executed};
 use crate::error::{DesktopError, Result};
-use crate::runner::{AppState, Ctx, Outcome, Runner, Session};
+use crate::runner::{AppState, Ctx, Outcome, Runner, Session, session_methods};
 use crate::sandbox::SandboxConfig;
 
 mod spec;
@@ -123,15 +123,5 @@ impl Runner for ScriptRunner {
         })
     }
 
-    fn act_only(&mut self, cx: Ctx<'_>, action: &Action) -> Option<Result<()>> {
-        Some(self.session.act(cx.x, action))
-    }
-
-    fn session(&mut self) -> Option<&mut Session> {
-        Some(&mut self.session)
-    }
-
-    fn session_ref(&self) -> Option<&Session> {
-        Some(&self.session)
-    }
+    session_methods!(session, acts);
 }

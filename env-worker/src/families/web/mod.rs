@@ -10,7 +10,7 @@ use crate::Point;
 use crate::a11y::{Limits, Live, Tree};
 use crate::action::Action;
 use crate::error::{DesktopError, Result};
-use crate::runner::{Ctx, Outcome, Runner, Session};
+use crate::runner::{Ctx, Outcome, Runner, Session, session_methods};
 use crate::sandbox::SandboxConfig;
 use crate::x11::XSession;
 
@@ -104,11 +104,5 @@ impl Runner for WebRunner {
         self.page()?.live(id)
     }
 
-    fn session(&mut self) -> Option<&mut Session> {
-        Some(&mut self.session)
-    }
-
-    fn session_ref(&self) -> Option<&Session> {
-        Some(&self.session)
-    }
+    session_methods!(session);
 }

@@ -6,13 +6,14 @@ use super::{Area, Draw, FontMetrics, Handled, Input, Rng, Task, TaskSpec};
 
 /// The registry entry.
 pub(super) const SPEC: TaskSpec = TaskSpec {
-    id: "blank",
-    description: "No goal: reward 0, never terminates. Runs on every profile.",
-    default_max_steps: 1000,
-    settle: crate::SettlePolicy::Sync,
-    layout,
-    profile: "tasks",
+    // Its logic needs no app of its own.
     any_profile: true,
+    ..TaskSpec::bundled(
+        "blank",
+        "No goal: reward 0, never terminates. Runs on every profile.",
+        1000,
+        layout,
+    )
 };
 
 #[derive(Clone, Debug)]
@@ -31,9 +32,5 @@ impl Task for Blank {
 
     fn hint(&self) -> Vec<(i32, i32)> {
         Vec::new()
-    }
-
-    fn clone_box(&self) -> Box<dyn Task> {
-        Box::new(self.clone())
     }
 }

@@ -7,15 +7,12 @@ use super::{
 };
 
 /// The registry entry.
-pub(super) const SPEC: TaskSpec = TaskSpec {
-    id: "click-button",
-    description: "Click the button whose label the instruction names; a wrong button ends the episode.",
-    default_max_steps: 10,
-    settle: crate::SettlePolicy::Sync,
+pub(super) const SPEC: TaskSpec = TaskSpec::bundled(
+    "click-button",
+    "Click the button whose label the instruction names; a wrong button ends the episode.",
+    10,
     layout,
-    profile: "tasks",
-    any_profile: false,
-};
+);
 
 const LABELS: &[&str] = &[
     "Submit", "Cancel", "OK", "Next", "Back", "Save", "Delete", "Open", "Close", "Help", "Yes",
@@ -96,10 +93,6 @@ impl Task for ClickButton {
             .iter()
             .map(|(b, label)| Widget::new("push button", *label, *b))
             .collect()
-    }
-
-    fn clone_box(&self) -> Box<dyn Task> {
-        Box::new(self.clone())
     }
 }
 

@@ -5,15 +5,12 @@ use super::{
 };
 
 /// The registry entry.
-pub(super) const SPEC: TaskSpec = TaskSpec {
-    id: "click-target",
-    description: "Click the red circle among distractor squares.",
-    default_max_steps: 10,
-    settle: crate::SettlePolicy::Sync,
+pub(super) const SPEC: TaskSpec = TaskSpec::bundled(
+    "click-target",
+    "Click the red circle among distractor squares.",
+    10,
     layout,
-    profile: "tasks",
-    any_profile: false,
-};
+);
 
 #[derive(Clone, Debug)]
 struct ClickTarget {
@@ -91,10 +88,6 @@ impl Task for ClickTarget {
             .collect();
         w.push(Widget::new("panel", "red circle", circle));
         w
-    }
-
-    fn clone_box(&self) -> Box<dyn Task> {
-        Box::new(self.clone())
     }
 }
 

@@ -6,15 +6,12 @@ use super::{
 };
 
 /// The registry entry.
-pub(super) const SPEC: TaskSpec = TaskSpec {
-    id: "drag-to-zone",
-    description: "Drag the orange square into the green zone.",
-    default_max_steps: 10,
-    settle: crate::SettlePolicy::Sync,
+pub(super) const SPEC: TaskSpec = TaskSpec::bundled(
+    "drag-to-zone",
+    "Drag the orange square into the green zone.",
+    10,
     layout,
-    profile: "tasks",
-    any_profile: false,
-};
+);
 
 #[derive(Clone, Debug)]
 struct DragToZone {
@@ -93,10 +90,6 @@ impl Task for DragToZone {
             Widget::new("panel", "green zone", self.zone),
             Widget::new("panel", "orange square", self.item),
         ]
-    }
-
-    fn clone_box(&self) -> Box<dyn Task> {
-        Box::new(self.clone())
     }
 }
 

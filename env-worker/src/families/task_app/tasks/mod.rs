@@ -36,6 +36,28 @@ pub struct TaskSpec {
     pub any_profile: bool,
 }
 
+impl TaskSpec {
+    /// A task of the bundled app: it acknowledges after drawing (`Sync`) and runs on
+    /// the `tasks` profile that starts the app. The rule every task here shares, so
+    /// an entry states only what is its own.
+    const fn bundled(
+        id: &'static str,
+        description: &'static str,
+        default_max_steps: u32,
+        layout: Layout,
+    ) -> Self {
+        Self {
+            id,
+            description,
+            default_max_steps,
+            settle: SettlePolicy::Sync,
+            layout,
+            profile: "tasks",
+            any_profile: false,
+        }
+    }
+}
+
 /// A task's layout function: a seeded generator and the area in, the episode's
 /// instruction and state out.
 pub(crate) type Layout = fn(&mut Rng, Area) -> (String, Box<dyn Task>);
@@ -102,18 +124,30 @@ impl Handled {
 }
 
 /// One task's episode state and behaviour.
-pub trait Task: std::fmt::Debug + Send {
+pub trait Task: std::fmt::Debug + Send + CloneTask {
     /// Applies one input event (never called after the episode ended).
     fn handle(&mut self, input: Input, area: Area) -> Handled;
     /// Appends the task's drawing (over the background and instruction bar).
     fn draw(&self, font: FontMetrics, out: &mut Vec<Draw>);
     /// Where an oracle would act (tests and the scripted demo agent's ground truth).
     fn hint(&self) -> Vec<(i32, i32)>;
-    /// A copy (episodes are cloned by tests and checkpoints of the app's state).
-    fn clone_box(&self) -> Box<dyn Task>;
     /// The scene's widgets as an accessibility tree shows them, in drawing order.
     fn widgets(&self) -> Vec<Widget> {
         Vec::new()
+    }
+}
+
+/// A copy of a task behind `Box<dyn Task>` (episodes are cloned by tests and
+/// checkpoints of the app's state). Every task copies itself the same way, by `Clone`,
+/// so the blanket impl below is the one definition of it.
+pub trait CloneTask {
+    /// A boxed copy of the task.
+    fn clone_box(&self) -> Box<dyn Task>;
+}
+
+impl<T: Task + Clone + 'static> CloneTask for T {
+    fn clone_box(&self) -> Box<dyn Task> {
+        Box::new(self.clone())
     }
 }
 

@@ -7,15 +7,12 @@ use super::{
 };
 
 /// The registry entry.
-pub(super) const SPEC: TaskSpec = TaskSpec {
-    id: "type-word",
-    description: "Click the text field, type the word and press Enter; a wrong word ends the episode.",
-    default_max_steps: 20,
-    settle: crate::SettlePolicy::Sync,
+pub(super) const SPEC: TaskSpec = TaskSpec::bundled(
+    "type-word",
+    "Click the text field, type the word and press Enter; a wrong word ends the episode.",
+    20,
     layout,
-    profile: "tasks",
-    any_profile: false,
-};
+);
 
 const WORDS: &[&str] = &[
     "apple", "river", "stone", "cloud", "piano", "tiger", "lemon", "orbit", "maple", "pixel",
@@ -121,10 +118,6 @@ impl Task for TypeWord {
             text: Some(self.text.clone()),
             ..Widget::new("text", "text field", self.field)
         }]
-    }
-
-    fn clone_box(&self) -> Box<dyn Task> {
-        Box::new(self.clone())
     }
 }
 
