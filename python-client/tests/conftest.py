@@ -26,6 +26,11 @@ FAST_TIER = {"test_vector", "test_envpool", "test_fleet", "test_sb3", "test_mcp"
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # gRPC's asyncio stack keeps threads of its own for the rest of the process, and a fork
+    # while one of them holds a lock leaves the child hung in its first channel (seen here:
+    # an AsyncVectorEnv worker forked after test_aio never answered). The asyncio tests
+    # therefore run last, after every test whose workers fork; the order is otherwise kept.
+    items.sort(key=lambda item: item.module is not None and item.module.__name__ == "test_aio")
     if BACKEND != "fake":
         return
     skip = pytest.mark.skip(reason="real desktops only (DESKGYM_TEST_BACKEND=fake runs the fast tier)")
