@@ -116,6 +116,10 @@ def log(msg: str) -> None:
 # -- outside: the sandbox, the trim, the swap ----------------------------------------------
 
 
+#: Where the sandbox sees this script (its private /run).
+INSIDE_SCRIPT = "/run/deskgym-osworld-home.py"
+
+
 def sandbox_argv(work: pathlib.Path, etc: pathlib.Path) -> list[str]:
     """bwrap with `work` as /home/user, as the server's sandboxes see it (uid 1000, own
     pid, IPC and network namespaces, the system read-only, private /tmp and /run)."""
@@ -123,7 +127,9 @@ def sandbox_argv(work: pathlib.Path, etc: pathlib.Path) -> list[str]:
             "--unshare-net", "--unshare-uts", "--hostname", "deskgym", "--die-with-parent",
             "--ro-bind", "/", "/", "--tmpfs", "/home", "--bind", str(work), HOME, "--tmpfs", "/tmp",
             "--tmpfs", "/run", "--dir", "/run/user/1000", "--dev", "/dev", "--proc", "/proc",
-            "--ro-bind", str(etc / "passwd"), "/etc/passwd", "--ro-bind", str(etc / "group"), "/etc/group"]
+            "--ro-bind", str(etc / "passwd"), "/etc/passwd", "--ro-bind", str(etc / "group"), "/etc/group",
+            # This script, wherever the checkout is (one under /tmp is hidden by the tmpfs).
+            "--ro-bind", os.path.abspath(__file__), INSIDE_SCRIPT]
     argv += ["--clearenv", "--chdir", HOME]
     for k, v in ENV.items():
         argv += ["--setenv", k, v]
@@ -187,7 +193,7 @@ def build(out: pathlib.Path) -> None:
         (etc / "passwd").write_text("root:x:0:0:root:/root:/bin/sh\nuser:x:1000:1000:user:/home/user:/bin/bash\n")
         (etc / "group").write_text("root:x:0:\nuser:x:1000:\n")
         t0 = time.monotonic()
-        r = subprocess.run([*sandbox_argv(work, etc), "/usr/bin/python3", os.path.abspath(__file__), "--inside"],
+        r = subprocess.run([*sandbox_argv(work, etc), "/usr/bin/python3", INSIDE_SCRIPT, "--inside"],
                            stdin=subprocess.DEVNULL, timeout=600)
         if r.returncode != 0:
             sys.exit(f"osworld-home: building in the sandbox failed (exit {r.returncode}); {work} kept")
