@@ -14,6 +14,7 @@ from _apps import a11y_box, click_named, open_url
 from _common import hotkey, press, put_download, typewrite, until, wait_window, window
 
 FOLDER = "/home/user/Desktop/helloExtension"
+PREFERENCES = "/home/user/.config/google-chrome/Default/Preferences"
 
 
 def files(cache: pathlib.Path, task: dict[str, Any]) -> None:
@@ -42,4 +43,6 @@ def solve(env: Any) -> None:
     env.step(press("enter"), pause=2.0)
     until(lambda: not window(env, title="Select the extension directory"), "the dialog closed", 20)
     until(lambda: "Hello Extensions" in (env.controller.get_accessibility_tree() or ""), "the extension's card", 20)
-    env.step("WAIT", pause=2.0)  # Chrome saves its Preferences a moment after a change
+    # Chrome commits its Preferences some seconds after a change (3 s measured; a fixed
+    # 2 s wait lost the race): wait until the file names the folder, reading only.
+    until(lambda: env.deskgym.exec(["grep", "-q", FOLDER, PREFERENCES]).ok, "Preferences naming the extension", 30)
