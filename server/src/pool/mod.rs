@@ -531,9 +531,16 @@ impl PoolManager {
             ))
         })?;
         let pending = self.reserve(total, spec.screen, who, "this pool")?;
-        let recorder = record_as
-            .map(|name| record::open(&self.record, name, &spec, self.runs_owner(who), who))
-            .transpose()?;
+        let recorder = match record_as.map(str::to_string) {
+            // Blocking (counts the principal's runs, writes the first manifest): off the runtime.
+            Some(name) => {
+                let (settings, spec, who) = (self.record.clone(), spec.clone(), who.clone());
+                let owner = self.runs_owner(&who).map(str::to_string);
+                let open = move || record::open(&settings, &name, &spec, owner.as_deref(), &who);
+                Some(Self::join(self.spawn_internal(move || open().map_err(Into::into))).await?)
+            }
+            None => None,
+        };
         let desktops = match self.start_desktops(&spec, total, spec.warm_spares).await {
             Ok(d) => d,
             Err(e) => {
