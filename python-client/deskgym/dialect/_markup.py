@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from deskgym.dialect._verbs import BODY, Action, Context, DialectError, actions, meaning
+from deskgym.dialect._verbs import BODY, Action, Context, DialectError, actions, is_verb, meaning
 
 _NS = r"(?:[\w-]+:)?"
 _FENCE = re.compile(r"^\s*```[\w-]*[ \t]*\n?|\n?```\s*$")
@@ -232,19 +232,11 @@ _TAG = re.compile(rf"<(/?){_NS}([A-Za-z_][\w-]*)((?:\s+[^\s<>\"'=/]+(?:\s*=\s*(?
                   r"\s*(/?)>")
 
 
-def _is_verb(name: str) -> bool:
-    try:
-        meaning(name, "")
-        return True
-    except DialectError:
-        return False
-
-
 def element_tags(text: str) -> bool:
     """Whether ``text`` holds an element whose tag is a verb, ``<action>``, or any tag
     with an action's attributes (an unknown verb, refused by name)."""
     return any(m.group(1) == "" and m.group(2).lower() not in _PROSE
-               and (m.group(2).lower() == "action" or _is_verb(m.group(2)) or _attrs(m.group(3)).keys() & _ACTION_ATTRS)
+               and (m.group(2).lower() == "action" or is_verb(m.group(2)) or _attrs(m.group(3)).keys() & _ACTION_ATTRS)
                for m in _TAG.finditer(text))
 
 
@@ -267,7 +259,7 @@ def elements(text: str, ctx: Context) -> list[Action]:
             continue
         if low == "action":
             name = attrs.pop("name", attrs.pop("type", attrs.pop("verb", "")))
-        elif _is_verb(tag):
+        elif is_verb(tag):
             name = tag
         elif attrs.keys() & _ACTION_ATTRS:
             name = tag  # action-shaped: raises "unknown verb" below
@@ -299,6 +291,6 @@ def elements(text: str, ctx: Context) -> list[Action]:
 def _next_action(text: str, pos: int) -> int:
     for m in _TAG.finditer(text, pos):
         if not m.group(1) and m.group(2).lower() not in ("param", "parameter", "arg") and (
-                m.group(2).lower() == "action" or _is_verb(m.group(2))):
+                m.group(2).lower() == "action" or is_verb(m.group(2))):
             return m.start()
     return len(text)

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from deskgym.dialect._verbs import BODY, Action, Context, DialectError, actions, meaning
+from deskgym.dialect._verbs import BODY, Action, Context, DialectError, actions, is_verb, meaning
 
 _FRAME = re.compile(r"^[ \t*#>-]*Action\s*:", re.M | re.I)
 _THOUGHT = re.compile(r"^[ \t*#>-]*(?:Thought|Reflection)\s*:", re.M | re.I)
@@ -111,17 +111,9 @@ def looks_like(text: str) -> bool:
     lines = text.rstrip().split("\n")
     for i, line in enumerate(lines):
         m = _LINE_CALL.match(line)
-        if m and _is_verb(m.group(1)) and (_LINE_END.search(line) or i == len(lines) - 1):
+        if m and is_verb(m.group(1)) and (_LINE_END.search(line) or i == len(lines) - 1):
             return True
     return False
-
-
-def _is_verb(name: str) -> bool:
-    try:
-        meaning(name, "")
-        return True
-    except DialectError:
-        return False
 
 
 def parse(text: str, ctx: Context) -> list[Action]:

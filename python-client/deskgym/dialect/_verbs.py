@@ -330,8 +330,18 @@ class _Call:
         return [{"verb": "key_down", "keys": keys[0]}, *acts, {"verb": "key_up", "keys": keys[0]}]
 
 
+def _key(name: str) -> str:
+    return re.sub(r"[-\s]+", "_", name.strip().lower())
+
+
+def is_verb(name: str) -> bool:
+    """Whether ``name`` is a verb :func:`meaning` knows (a grammar's detector asks
+    before it claims a reply)."""
+    return _key(name) in _MEANING
+
+
 def meaning(name: str, src: str) -> str:
-    m = _MEANING.get(re.sub(r"[-\s]+", "_", name.strip().lower()))
+    m = _MEANING.get(_key(name))
     if m is None:
         raise DialectError(f"unknown verb {name!r}", src, EXPECTED_VERBS)
     return m
