@@ -50,10 +50,12 @@ def main() -> None:
     p.add_argument("--address", required=True)
     p.add_argument("--per-domain", type=int, default=2)
     p.add_argument("--json", help="write every task's seconds here")
+    p.add_argument("--steps", action="store_true", help="print each task's setup steps' seconds as it goes")
     a = p.parse_args()
     cache = tempfile.mkdtemp()
     env = osworld.DesktopEnv(address=a.address, cache_dir=cache, screen_size=(1280, 720), require_a11y_tree=False)
     rows: dict[str, list[tuple[str, float, str]]] = {}
+    steps: dict[str, list[tuple[str, float]]] = {}
     try:
         for domain, t in tasks(a.per_domain, cache):
             env.step("WAIT", pause=0)
@@ -64,6 +66,10 @@ def main() -> None:
             except Exception as e:  # noqa: BLE001 - a task's failure is its row
                 err = f"{type(e).__name__}: {e}"[:120]
             rows.setdefault(domain, []).append((t["id"], round(time.monotonic() - t0, 2), err))
+            # Where a reset's time goes: each setup step's own seconds.
+            steps[t["id"]] = [(f"{o.step} {o.type}", round(o.seconds, 2)) for o in env.setup_outcomes]
+            if a.steps:
+                print(domain, t["id"][:8], rows[domain][-1][1], steps[t["id"]], err, flush=True)
     finally:
         env.close()
     print("| domain | tasks | reset p50 s | each |\n|---|---|---|---|")
@@ -71,7 +77,7 @@ def main() -> None:
         each = ", ".join(f"{s}{' (failed)' if e else ''}" for _, s, e in rs)
         print(f"| {domain} | {len(rs)} | {statistics.median(s for _, s, _ in rs):.1f} | {each} |")
     if a.json:
-        pathlib.Path(a.json).write_text(json.dumps(rows, indent=1))
+        pathlib.Path(a.json).write_text(json.dumps({"resets": rows, "steps": steps}, indent=1))
 
 
 if __name__ == "__main__":

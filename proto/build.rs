@@ -14,6 +14,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .bytes(".deskgym.v1.Observation.frame")
         .bytes(".deskgym.v1.FileChunk.data")
         .bytes(".deskgym.v1.TunnelData.data")
+        .bytes(".deskgym.v1.TreeEntry.data")
+        .bytes(".deskgym.v1.ArtifactData.data")
         // Undecodable requests are INVALID_ARGUMENT, not INTERNAL (see `codec`).
         .codec_path("crate::codec::Codec")
         .compile_fds(fds)?;

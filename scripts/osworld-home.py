@@ -259,10 +259,14 @@ def session() -> list[subprocess.Popen]:
 
 def gsettings() -> None:
     """The GNOME settings OSWorld's image sets (its server README): the accessibility
-    toolkit on, the screen never blanking."""
+    toolkit on, the screen never blanking; and no animations or blinking carets."""
     for schema, key, value in [("org.gnome.desktop.interface", "toolkit-accessibility", "true"),
                                ("org.gnome.desktop.session", "idle-delay", "uint32 0"),
-                               ("org.gnome.desktop.screensaver", "lock-enabled", "false")]:
+                               ("org.gnome.desktop.screensaver", "lock-enabled", "false"),
+                               # What the catalog's settings.ini says for GTK (decision 189),
+                               # for apps that read GNOME's settings themselves.
+                               ("org.gnome.desktop.interface", "enable-animations", "false"),
+                               ("org.gnome.desktop.interface", "cursor-blink", "false")]:
         run(["gsettings", "set", schema, key, value])
 
 
@@ -296,6 +300,15 @@ misc = node("/org.openoffice.Office.Common/Misc")
 misc.setPropertyValue("ShowTipOfTheDay", False)
 misc.setPropertyValue("FirstRun", False)
 misc.commitChanges()
+# Typed text lands as typed, whatever the typing speed (decision 188; the `desktop`
+# profile's registrymodifications.xcu says the same where there is no home base): no
+# word completion in Writer, no AutoInput in Calc, no AutoCorrect "While Typing".
+for path, prop in [("/org.openoffice.Office.Writer/AutoFunction/Completion", "Enable"),
+                   ("/org.openoffice.Office.Writer/AutoFunction/Format/ByInput", "Enable"),
+                   ("/org.openoffice.Office.Calc/Input", "AutoInput")]:
+    n = node(path)
+    n.setPropertyValue(prop, False)
+    n.commitChanges()
 product = node("/org.openoffice.Setup/Product")
 version = product.getPropertyValue("ooSetupVersion")
 product.setPropertyValue("ooSetupLastVersion", version)

@@ -5,11 +5,12 @@ cd "$(dirname "$0")/.."
 # (`--osworld` brings the desktop and web profiles' too: Chromium, chromium-driver, the miniwob
 # package.) The tests also need the SB3 extra (torch, ~2 min to install the first time) and the
 # static checkers; the main job's setup stays without them.
-DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,lint,osworld,agents,ray,wrappers" scripts/setup.sh --osworld
+DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,train,lint,osworld,agents,ray,wrappers" scripts/setup.sh --osworld
 # VS Code for OSWorld's vs_code tasks (code-server; npm's registry, once per machine).
 scripts/install-code-server.sh
 scripts/setup-lerobot.sh
 scripts/setup-rllib.sh
+scripts/setup-faces.sh
 # OSWorld's wheel without its dependencies (the osworld extra brings the light ones):
 # the OSWorld shim's tests run its controllers, getters and metrics, and the a11y tests
 # its agents' own tree filter (mm_agents) on deskgym's XML.

@@ -139,6 +139,32 @@ impl Bundle {
         Ok(out)
     }
 
+    /// The event log in order (`seq`): seq, time (Unix ms), kind, env id, payload (the
+    /// JSON object). `env_id`: only that env's events (and not the pool's own).
+    pub fn events(&self, env_id: Option<&str>) -> Result<Vec<Value>, ReplayError> {
+        let mut out = Vec::new();
+        for b in self.batches("events")? {
+            let s = |n: &str| b.column_by_name(n).map(|c| c.as_string::<i32>().clone());
+            let (Some(kind), Some(env), Some(payload)) = (s("kind"), s("env_id"), s("payload"))
+            else {
+                return Err(self.bad("events", "a column is missing"));
+            };
+            let seq = col::<UInt64Type>(&b, "seq");
+            let time = col::<TimestampMillisecondType>(&b, "time");
+            for i in (0..b.num_rows()).filter(|&i| env_id.is_none_or(|e| env.value(i) == e)) {
+                out.push(json!({
+                    "seq": seq.as_ref().map(|c| c.value(i)),
+                    "time_ms": time.as_ref().map(|c| c.value(i)),
+                    "kind": kind.value(i),
+                    "env_id": env.value(i),
+                    "payload": serde_json::from_str::<Value>(payload.value(i)).unwrap_or(Value::Null),
+                }));
+            }
+        }
+        out.sort_by_key(|e| e["seq"].as_u64().unwrap_or(0));
+        Ok(out)
+    }
+
     /// The PNG of the frame `hash`, if the bundle holds it. The index of frames is
     /// built once (hashes only); a frame it lacks rebuilds it once, for a bundle still
     /// being written.

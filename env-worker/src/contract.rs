@@ -32,6 +32,20 @@ use crate::windows::WindowInfo;
 /// Where a streamed exec's output goes, as it comes: (from stdout, else stderr; bytes).
 pub type Sink<'a> = &'a mut dyn FnMut(bool, &[u8]);
 
+/// What the original run showed after one action: a replay steers by it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// The frame hash the action left, which the agent saw (0: its capture failed).
+    pub hash: u128,
+    /// Milliseconds the original's step took (the action, its settle and the capture):
+    /// how long a replay may wait for `hash` is a multiple of it.
+    pub ms: u32,
+    /// What the desktop's clock read when the action was sent, in ms since the epoch
+    /// (0: the desktop has no clock of its own): a replay sets its clock to it before
+    /// the action (decision 199).
+    pub clock_ms: u64,
+}
+
 /// What a replay ended on.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Replayed {
@@ -39,6 +53,38 @@ pub struct Replayed {
     pub outcome: Outcome,
     /// How many actions were sent without waiting for their settle.
     pub unsettled: usize,
+    /// Actions after which the replay looked for the original's frame.
+    pub checked: usize,
+    /// Of those, the ones whose frame did not come within the bound (a passing state
+    /// the original caught, such as a window half drawn, or a replay gone elsewhere).
+    pub missed: usize,
+    /// The last action (0-based) whose frame the replay showed, if any: a replica
+    /// that ends elsewhere left the original's path after it.
+    pub last_on_path: Option<usize>,
+    /// With `fast`: the replay stopped at a step whose frame did not come, so the
+    /// caller replays again settled rather than compare a frame known to be off.
+    pub stopped: bool,
+    /// Time spent waiting for the original's frames.
+    pub waited: std::time::Duration,
+    /// Settled actions before which the desktop's clock already read later than the
+    /// original's had (the replay ran slower there; a clock never goes back).
+    pub clock_late: usize,
+}
+
+impl Replayed {
+    /// A replay that ended on `outcome` and has nothing else to say yet.
+    pub fn new(outcome: Outcome) -> Self {
+        Self {
+            outcome,
+            unsettled: 0,
+            checked: 0,
+            missed: 0,
+            last_on_path: None,
+            stopped: false,
+            waited: std::time::Duration::ZERO,
+            clock_late: 0,
+        }
+    }
 }
 
 /// One running desktop. Every call blocks until the desktop has answered; at most one
@@ -49,13 +95,13 @@ pub trait Desktop: Send + std::fmt::Debug {
     /// Performs one action and waits for the screen to be final.
     fn step(&mut self, action: &Action) -> Result<Outcome>;
     /// Replays `actions` after a reset whose outcome is `out`. With `fast`, keys in a
-    /// run go without a settle; without it, `seen` (the frame each action left, 0:
-    /// unknown) is what the replay waits for after each action. By default every
-    /// action is a step.
+    /// run go without a settle. `seen` (what each action left in the original) is what
+    /// the replay waits for, bounded by the original's own step time, after each
+    /// settled action. By default every action is a step and nothing is waited for.
     fn replay(
         &mut self,
         actions: &[Action],
-        _seen: &[u128],
+        _seen: &[Seen],
         _fast: bool,
         out: Outcome,
     ) -> Result<Replayed> {
@@ -63,10 +109,21 @@ pub trait Desktop: Send + std::fmt::Debug {
         for a in actions {
             outcome = self.step(a)?;
         }
-        Ok(Replayed {
-            outcome,
-            unsettled: 0,
-        })
+        Ok(Replayed::new(outcome))
+    }
+    /// What the clock the desktop's apps read says now, in ms since the epoch, where
+    /// the desktop has a clock the server sets (decision 199); `None` elsewhere.
+    fn clock_ms(&self) -> Option<u64> {
+        None
+    }
+    /// The next reset starts the episode's apps on a clock that reads `at_ms` then (a
+    /// rebuild: the original's time at its reset); `None`: the host's time. Nothing
+    /// where the desktop has no clock.
+    fn start_clock(&mut self, _at_ms: Option<u64>) {}
+    /// Moves the desktop's clock forward to read `at_ms` now. False where it already
+    /// reads later (it never goes back) or the desktop has no clock.
+    fn advance_clock(&mut self, _at_ms: u64) -> Result<bool> {
+        Ok(false)
     }
     /// Captures the screen.
     fn capture(&mut self) -> Result<Frame>;
@@ -105,8 +162,14 @@ pub trait Desktop: Send + std::fmt::Debug {
     fn read_file(&mut self, _path: &str, _offset: u64, _max: u64) -> Result<FileChunk> {
         Err(no_sandbox())
     }
-    /// Writes a file in the sandbox at `offset` (0 creates or truncates); its size after.
+    /// Writes a file in the sandbox at `offset` (0 creates or truncates; a mode that is not
+    /// 0 is set exactly after the write); its size after.
     fn write_file(&mut self, _path: &str, _offset: u64, _mode: u32, _data: &[u8]) -> Result<u64> {
+        Err(no_sandbox())
+    }
+    /// Makes a directory in the sandbox with its missing parents, and sets its mode
+    /// (exactly, an existing directory's too; 0 leaves it).
+    fn make_dir(&mut self, _path: &str, _mode: u32) -> Result<()> {
         Err(no_sandbox())
     }
     /// Lists a directory in the sandbox, `depth` levels down, at most `max` entries.

@@ -9,7 +9,7 @@ use crate::Point;
 use crate::a11y::{Limits, Live, Tree};
 use crate::action::Action;
 use crate::agent::{ExecSpec, Executed, FileChunk, Listing};
-use crate::contract::{Backend, Desktop, Replayed, Sink};
+use crate::contract::{Backend, Desktop, Replayed, Seen, Sink};
 use crate::error::{DesktopError, Result};
 use crate::families::{self, DesktopConfig};
 use crate::frame::Frame;
@@ -18,15 +18,29 @@ use crate::windows::WindowInfo;
 use crate::x11::XSession;
 use crate::xvfb::Xvfb;
 
-/// How long a replay waits, after an action, for the screen the original showed.
-const PACE: Duration = Duration::from_secs(2);
-/// A screen still this long will not change by itself: a replay stops waiting for it.
-const PACE_QUIET: Duration = Duration::from_millis(300);
+/// How many times the original's own step time a replay waits, after a settled action,
+/// for the screen the original showed: the replay is at most this much slower than
+/// the run it rebuilds, step by step.
+const PACE_TIMES: u32 = 2;
+/// The least a replay waits for a frame: a step the original took 30 ms for can take
+/// a little longer on a busy host without having gone elsewhere.
+const PACE_FLOOR: Duration = Duration::from_millis(250);
 /// How many recorded frames from an action's own a replay accepts as caught up.
 const PACE_AHEAD: usize = 4;
-/// Waits in a row that found another screen, after which a replay stops waiting (it
-/// has diverged; the caller finds out from its last frame).
+/// Waits in a row that found another screen, after which a fast replay stops (it has
+/// left the original's path: the caller replays settled).
 const PACE_MISSES: u32 = 3;
+
+/// How long a replay may wait for a frame: what is left of [`PACE_TIMES`] the
+/// original's time up to this step (`original_ms`) once the replay's own time so far
+/// (`spent`) is counted, and at least [`PACE_FLOOR`]. Cumulative, so a replica that
+/// starts an app more slowly than the original did (two replicas start at once) can
+/// use the time its unsettled keys did not take.
+fn pace_bound(original_ms: u64, spent: Duration) -> Duration {
+    Duration::from_millis(original_ms.saturating_mul(u64::from(PACE_TIMES)))
+        .saturating_sub(spent)
+        .max(PACE_FLOOR)
+}
 
 /// Starts [`LocalDesktop`]s.
 #[derive(Debug, Default)]
@@ -100,31 +114,25 @@ impl LocalDesktop {
     }
 
     /// Waits (at most `bound`) until the screen's hash is one of `want` (0: none);
-    /// false when it was not, or when nothing was drawn for [`PACE_QUIET`] without the
-    /// screen being it (a screen that stopped drawing will not become it: the original
-    /// showed a passing state, or the replay differs). The screen is compared again
-    /// after each burst of drawing.
+    /// false when it was not. The screen is compared again after each burst of
+    /// drawing. A still screen does not end the wait: an app that is starting draws
+    /// nothing for a while, then its window (LibreOffice after its splash).
     fn wait_for_frame(&mut self, want: &[u128], bound: Duration) -> Result<bool> {
         let start = Instant::now();
-        let mut drawn = start;
         loop {
             let hash = self.x.capture()?.hash;
             if hash != 0 && want.contains(&hash) {
                 return Ok(true);
             }
-            let now = Instant::now();
-            let left = bound.saturating_sub(now - start);
-            if left.is_zero() || now - drawn >= PACE_QUIET {
+            let left = bound.saturating_sub(start.elapsed());
+            if left.is_zero() {
                 return Ok(false);
             }
-            let burst = self.x.settle(crate::Settle {
+            self.x.settle(crate::Settle {
                 policy: crate::SettlePolicy::Damage,
                 settle_ms: 20,
                 settle_max_ms: left.as_millis().max(20) as u32,
             })?;
-            if burst.damage_events > 0 {
-                drawn = Instant::now();
-            }
         }
     }
 
@@ -179,8 +187,15 @@ impl Desktop for LocalDesktop {
             // Our clipboard text goes with the session: the initial state has none.
             self.clipboard = None;
         }
-        self.runner
-            .reset(ctx(&mut self.x, &self.xvfb, &self.config), seed)
+        let out = self
+            .runner
+            .reset(ctx(&mut self.x, &self.xvfb, &self.config), seed);
+        // A start asked for applies to this reset only (a family whose reset keeps its
+        // apps running did not use it).
+        if let Some(c) = self.runner.session().and_then(Session::clock) {
+            c.start_at(None);
+        }
+        out
     }
 
     /// Performs one action, lets the app handle it, and waits for the screen to settle.
@@ -202,63 +217,87 @@ impl Desktop for LocalDesktop {
     /// differ, so the caller compares the final frame and replays without `fast` when
     /// it differs.
     ///
-    /// Without `fast`, in a sandboxed session, after each settled action whose frame
-    /// the original showed (`seen[i]`, 0: unknown) the replay also waits, at most
-    /// [`PACE`], until the screen shows that frame (or one of the next few) again: apps
-    /// start and answer at their own speed, and an agent acted on what it saw, so keys
-    /// sent to a terminal still opening are lost in a replay but were not in the
-    /// original. A screen that draws nothing for [`PACE_QUIET`] without showing it
-    /// ends the wait; after [`PACE_MISSES`] such waits in a row the replay has diverged
-    /// and stops waiting.
+    /// In a sandboxed session, after each settled action whose frame the original
+    /// showed (`seen[i].hash`, 0: unknown) the replay waits until the screen shows that
+    /// frame (or one of the next few) again, within [`PACE_TIMES`] the original's own
+    /// time up to that action ([`pace_bound`]): apps start
+    /// and answer at their own speed, and an agent acted on what it saw, so keys sent
+    /// to a terminal still opening are lost in a replay but were not in the original.
+    /// After [`PACE_MISSES`] misses in a row a fast replay stops (`stopped`: the caller
+    /// replays settled); a settled one goes on waiting at each step, so it costs at
+    /// most [`PACE_TIMES`] the original run (a miss alone is often a passing state the
+    /// original caught, such as a splash screen's progress).
     fn replay(
         &mut self,
         actions: &[Action],
-        seen: &[u128],
+        seen: &[Seen],
         fast: bool,
-        mut out: Outcome,
+        out: Outcome,
     ) -> Result<Replayed> {
-        let mut unsettled = 0;
-        let mut misses = if !fast && self.runner.session_ref().is_some() {
-            0
-        } else {
-            PACE_MISSES
-        };
+        let mut r = Replayed::new(out);
+        let steer = self.runner.session_ref().is_some();
+        let mut misses = 0;
+        // The original's time up to this action (keys sent unsettled in a run took
+        // their own settles in the original), and when the replay began.
+        let mut original_ms: u64 = 0;
+        let began = Instant::now();
         for (i, a) in actions.iter().enumerate() {
-            if fast && Action::in_unsettled_run(actions, i) {
+            original_ms += seen.get(i).map_or(0, |s| u64::from(s.ms));
+            let unsettled = fast && Action::in_unsettled_run(actions, i);
+            // The apps see the original's clock at each settled action. Not before a
+            // key sent unsettled: the app reads the clock when it takes the key, which
+            // may be after the next keys moved it on; the run's last key sets it.
+            let at = seen.get(i).map_or(0, |s| s.clock_ms);
+            if at != 0 && !unsettled && !self.advance_clock(at)? {
+                r.clock_late += 1;
+            }
+            if unsettled {
                 self.check_alive()?;
                 let cx = ctx(&mut self.x, &self.xvfb, &self.config);
                 if let Some(done) = self.runner.act_only(cx, a) {
                     done?;
-                    unsettled += 1;
+                    r.unsettled += 1;
                     continue;
                 }
             }
-            out = self.step(a)?;
+            r.outcome = self.step(a)?;
             // The frame this action left, or one of the next few: a settle that ended
             // early (a terminal echoing keys after the quiet window) recorded states a
-            // step or more late. (After the last action the caller waits for a still
-            // screen itself.)
-            let want = &seen[i.min(seen.len())..(i + PACE_AHEAD).min(seen.len())];
-            if misses < PACE_MISSES
-                && want.first().is_some_and(|h| *h != 0)
-                && i + 1 < actions.len()
-            {
+            // step or more late. (After the last action the caller compares the frame
+            // itself.)
+            let want: Vec<u128> = seen[i.min(seen.len())..(i + PACE_AHEAD).min(seen.len())]
+                .iter()
+                .map(|s| s.hash)
+                .collect();
+            let bound = pace_bound(original_ms, began.elapsed());
+            if steer && want.first().is_some_and(|h| *h != 0) && i + 1 < actions.len() {
                 let t = Instant::now();
-                let matched = self.wait_for_frame(want, PACE)?;
+                let matched = self.wait_for_frame(&want, bound)?;
+                r.waited += t.elapsed();
+                r.checked += 1;
                 tracing::debug!(
                     step = i,
                     ?a,
                     matched,
+                    fast,
+                    bound_ms = bound.as_millis() as u64,
                     waited_ms = t.elapsed().as_millis() as u64,
                     "replay paced"
                 );
-                misses = if matched { 0 } else { misses + 1 };
+                if matched {
+                    misses = 0;
+                    r.last_on_path = Some(i);
+                } else {
+                    misses += 1;
+                    r.missed += 1;
+                    if fast && misses == PACE_MISSES {
+                        r.stopped = true;
+                        return Ok(r);
+                    }
+                }
             }
         }
-        Ok(Replayed {
-            outcome: out,
-            unsettled,
-        })
+        Ok(r)
     }
 
     /// The accessibility tree: AT-SPI in a sandboxed session, the page's elements in
@@ -280,6 +319,23 @@ impl Desktop for LocalDesktop {
             settle_ms: quiet_ms,
             settle_max_ms: max_ms,
         })
+    }
+
+    fn clock_ms(&self) -> Option<u64> {
+        self.runner.session_ref().and_then(Session::clock_ms)
+    }
+
+    fn start_clock(&mut self, at_ms: Option<u64>) {
+        if let Some(c) = self.runner.session().and_then(Session::clock) {
+            c.start_at(at_ms);
+        }
+    }
+
+    fn advance_clock(&mut self, at_ms: u64) -> Result<bool> {
+        match self.runner.session().and_then(Session::clock) {
+            Some(c) => c.advance_to(at_ms),
+            None => Ok(false),
+        }
     }
 
     fn capture(&mut self) -> Result<Frame> {
@@ -314,6 +370,10 @@ impl Desktop for LocalDesktop {
         self.session()?
             .sandbox()?
             .write_file(path, offset, mode, data)
+    }
+
+    fn make_dir(&mut self, path: &str, mode: u32) -> Result<()> {
+        self.session()?.sandbox()?.make_dir(path, mode)
     }
 
     fn list_dir(&mut self, path: &str, depth: u32, max: usize) -> Result<Listing> {

@@ -125,7 +125,7 @@ impl Desktop for FakeDesktop {
     fn replay(
         &mut self,
         actions: &[Action],
-        _seen: &[u128],
+        _seen: &[crate::contract::Seen],
         fast: bool,
         mut out: Outcome,
     ) -> Result<Replayed> {
@@ -143,8 +143,8 @@ impl Desktop for FakeDesktop {
             out = self.step(a)?;
         }
         Ok(Replayed {
-            outcome: out,
             unsettled,
+            ..Replayed::new(out)
         })
     }
 

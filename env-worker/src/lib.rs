@@ -14,8 +14,11 @@
 //! - `sandbox`: an env's bubblewrap sandbox (profile desktops); `agent`: the
 //!   program inside it that starts the session and runs `exec`/`launch` (binary
 //!   `deskgym-sandbox-agent`).
+//! - `owner`: the lock that tells a sweeper this process still owns its temp
+//!   directories (across PID namespaces).
 //! - `limits`: per-sandbox memory (cgroup or `RLIMIT_DATA`), open files, processes.
 //! - `clipboard`: the CLIPBOARD selection as text (read, and owned by a thread of ours).
+//! - `clock`: the desktop clock a replay sets (our preload's offsets, decisions 199, 201).
 //! - `windows`: top-level windows through the window manager (EWMH).
 //! - `runner`: what a task family implements (`Runner`, what a task reports) and the
 //!   profile's session the sandboxed families share.
@@ -33,14 +36,17 @@ mod a11y;
 mod action;
 mod agent;
 mod clipboard;
+mod clock;
 mod contract;
 mod desktop;
 mod error;
 pub mod fake;
 mod families;
+mod fdpass;
 mod frame;
 mod keys;
 mod limits;
+mod owner;
 mod runner;
 mod sandbox;
 mod settle;
@@ -60,7 +66,7 @@ pub use agent::{
 /// The sandbox agent's wire, as the server (and the hostile-tenant tests) speak it.
 pub use agent::{Reply as AgentReply, Request as AgentRequest};
 pub use clipboard::MAX_CLIPBOARD_BYTES;
-pub use contract::{Backend, Desktop, Replayed, Sink};
+pub use contract::{Backend, Desktop, Replayed, Seen, Sink};
 pub use desktop::{LocalBackend, LocalDesktop};
 pub use error::{DesktopError, ElementFailure, FileErrorKind, Result, quote};
 /// The task app's program (binary `deskgym-task-app`).
@@ -71,6 +77,7 @@ pub use families::{DesktopConfig, Family, RewardFrom, ScriptSpec, SetupStep};
 pub use frame::{Frame, frame_hash, hash_hex};
 pub use keys::{char_keysym, parse_chord};
 pub use limits::{memory_bound, raise_open_files, remove_cgroups};
+pub use owner::release as release_owner_lock;
 pub use runner::{AppState, Outcome};
 pub use sandbox::{
     AgentPeer, SandboxConfig, SandboxLimits, sandboxes_root, sweep_leftovers, which,

@@ -392,24 +392,44 @@ pub(crate) fn auth_file(display: u32) -> PathBuf {
 /// Writes `:display`'s Xauthority file (mode 0600, in a 0700 directory of ours) for
 /// the server and the operator's programs on this host.
 fn write_auth_file(display: u32, cookie: &Cookie) -> Result<PathBuf> {
+    crate::owner::claim();
     let dir = displays_root();
-    std::fs::create_dir_all(&dir)?;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
-    // SAFETY: plain syscall without arguments.
-    if std::fs::metadata(&dir)?.uid() != unsafe { libc::geteuid() } {
-        return Err(DesktopError::XvfbStart(format!(
-            "{} belongs to another user",
-            dir.display()
-        )));
-    }
     let path = auth_file(display);
-    let _ = std::fs::remove_file(&path);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&path)?;
-    f.write_all(&cookie.xauthority(&hostname(), &display.to_string()))?;
+    let failed = |what: &str, e: io::Error| {
+        DesktopError::XvfbStart(format!("{what} {}: {e}", path.display()))
+    };
+    // The directory is made again if something removed it since the last display (a
+    // sweeper that took this process for dead): its files are ours to recreate.
+    let mut tries = 0;
+    let mut f = loop {
+        tries += 1;
+        std::fs::create_dir_all(&dir).map_err(|e| failed("make the directory of", e))?;
+        std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(|e| failed("restrict the directory of", e))?;
+        let owner = std::fs::metadata(&dir)
+            .map_err(|e| failed("read the directory of", e))?
+            .uid();
+        // SAFETY: plain syscall without arguments.
+        if owner != unsafe { libc::geteuid() } {
+            return Err(DesktopError::XvfbStart(format!(
+                "{} belongs to another user",
+                dir.display()
+            )));
+        }
+        let _ = std::fs::remove_file(&path);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&path)
+        {
+            Ok(f) => break f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound && tries < 3 => continue,
+            Err(e) => return Err(failed("create the Xauthority file", e)),
+        }
+    };
+    f.write_all(&cookie.xauthority(&hostname(), &display.to_string()))
+        .map_err(|e| failed("write the Xauthority file", e))?;
     Ok(path)
 }
 

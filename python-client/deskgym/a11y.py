@@ -133,11 +133,21 @@ class Tree:
     def __len__(self) -> int:
         return len(self.elements)
 
-    def __getitem__(self, ref: str) -> Element:
+    def __getitem__(self, key: str) -> Element:
+        """The element whose ref is ``key`` (``tree["e12"]``), else the one element whose
+        name is exactly ``key`` (``tree["Delete all"]``, as ACI's example has it). Two
+        elements of that name are a ``KeyError`` naming their refs: a guess would act
+        on an element the caller did not mean."""
         for e in self.elements:
-            if e.ref == ref:
+            if e.ref == key:
                 return e
-        raise KeyError(ref)
+        named = [e for e in self.elements if e.name == key]
+        if len(named) == 1:
+            return named[0]
+        if named:
+            raise KeyError(f"{len(named)} elements are named {key!r} ({', '.join(e.ref for e in named)}): "
+                           "use a ref, or find(role=..., name=...)")
+        raise KeyError(key)
 
     def find(self, role: str | None = None, name: str | None = None, *, showing: bool | None = None) -> list[Element]:
         """Elements with ``role`` (any when ``None``) whose name matches ``name`` as the
@@ -174,16 +184,17 @@ def tree_request(
     *,
     osworld_xml: bool = False,
     line_budget: int = 0,
-    diff_from: int = 0,
+    diff_from: Tree | int | None = 0,
     timeout_ms: int = 0,
     omit_elements: bool = False,
 ) -> pb.TreeRequest:
-    """A ``TreeRequest`` (0 means the server's default)."""
+    """A ``TreeRequest`` (0 means the server's default); ``diff_from``: a tree read
+    before, or its revision, to get only what changed since."""
     return pb.TreeRequest(
         enabled=True,
         osworld_xml=osworld_xml,
         line_budget=line_budget,
-        diff_from=diff_from,
+        diff_from=diff_from.revision if isinstance(diff_from, Tree) else int(diff_from or 0),
         timeout_ms=timeout_ms,
         omit_elements=omit_elements,
     )

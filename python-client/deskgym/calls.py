@@ -4,6 +4,7 @@ written once for the sync client (:class:`deskgym.Client`) and the asyncio one
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -162,6 +163,19 @@ class Pool:
                    r.profile, tuple(r.capabilities))
 
 
+#: What a checkpoint of a server older than the ``snapshot_kind`` fields captures:
+#: ``replay`` (ACI §5: none | replay | disk | memory | process). deskgym.v1 defines Restore
+#: and Fork as a replay of the checkpoint's action log on a freshly reset desktop, so an
+#: empty field means that; a server that has the field says so itself
+#: (``ProfileInfo.snapshot_kind``, ``Checkpoint.snapshot_kind``, ``EnvInfo.snapshot_kind``).
+SNAPSHOT_KIND = "replay"
+
+
+def snapshot_kind(wire: str) -> str:
+    """The server's ``snapshot_kind`` (:data:`SNAPSHOT_KIND` from a server without one)."""
+    return wire or SNAPSHOT_KIND
+
+
 @dataclass(frozen=True)
 class CheckpointInfo:
     """What a checkpoint is (see :meth:`deskgym.Client.save`), whichever client made it:
@@ -177,11 +191,87 @@ class CheckpointInfo:
     frame_hash: str
     width: int
     height: int
+    #: What the checkpoint captures, in ACI's terms (§5), as the server says: ``replay``
+    #: on every deskgym profile today (Restore and Fork replay the action log).
+    snapshot_kind: str
+    #: The latest earlier checkpoint of its pool whose episode this one continues ("": none).
+    parent_checkpoint_id: str
+    #: Replicas the server holds parked at this state as of the reply (``save(park=n)``; a
+    #: fork or restore of it takes them and replays nothing), and those still being built.
+    parked: int
+    parking: int
 
     @staticmethod
-    def fields_of(c: pb.Checkpoint) -> tuple[str, str, str, str, int, int, str, int, int]:
+    def fields_of(c: pb.Checkpoint) -> tuple[str, str, str, str, int, int, str, int, int, str, str, int, int]:
         return (c.checkpoint_id, c.pool_id, c.env_id, c.task, c.seed, c.step_index, c.frame_hash,
-                c.screen.width, c.screen.height)
+                c.screen.width, c.screen.height, snapshot_kind(c.snapshot_kind),
+                c.chain.parent_checkpoint_id, c.chain.parked, c.chain.parking)
+
+
+@dataclass(frozen=True)
+class EnvEvent:
+    """One record of an env's event log, as :meth:`deskgym.Client.watch_events` streams
+    it: a row of the recording's ``events`` table (``kind``, ``env_id``, ``payload``)
+    with the env's event number, its time, and how many events this watcher lost just
+    before it (docs/protocol.md, "The event log")."""
+
+    #: The env's event number (from 1, counting every event, watched or not).
+    seq: int
+    #: When the env produced it, Unix milliseconds.
+    time_ms: int
+    #: What happened: ``action``, ``ack``, ``reset``, ``restore``, ``exec``, ``put_file``...
+    kind: str
+    env_id: str
+    #: The details (the recording's ``events.payload``, parsed).
+    payload: dict[str, Any]
+    #: Events missed just before this one (the watcher read too slowly); 0 normally.
+    lost: int
+
+    @classmethod
+    def from_proto(cls, e: pb.EnvEvent) -> EnvEvent:
+        try:
+            payload = json.loads(e.payload)
+        except ValueError:
+            raise DeskgymError("INTERNAL", f"event {e.seq} ({e.kind}): the payload is not JSON") from None
+        return cls(e.seq, e.time_ms, e.kind, e.env_id, payload, e.lost)
+
+
+@dataclass(frozen=True)
+class CapabilityRequest:
+    """A call of this principal's waiting for a boundary power (a ``capability_required``
+    event, or one of ``EnvInfo.pending_capabilities``): what a controller answers with
+    :meth:`deskgym.Client.answer_capability` before ``timeout_ms`` runs out."""
+
+    #: The env the call is on.
+    env_id: str
+    #: What the answer names it by.
+    token: str
+    #: ``"exec"``, ``"files"``, ``"clipboard"``, ``"windows"`` or ``"net.egress"``.
+    capability: str
+    #: ``net.egress``: the hosts asked for; empty for the other powers.
+    scope: tuple[str, ...]
+    #: Why (an Unlock's reason, or the call that needs it).
+    reason: str
+    #: The call that waits: ``"Unlock"``, ``"Exec"``, ``"PutFile"``...
+    action: str
+    #: Milliseconds it waits, from the event (or, listed, what is left of them).
+    timeout_ms: int
+
+    @classmethod
+    def from_event(cls, e: EnvEvent) -> CapabilityRequest:
+        """The request a ``capability_required`` event announces."""
+        p = e.payload
+        reason = str(p.get("reason", ""))
+        # The log quotes client text (`"..."`); the controller reads it unquoted.
+        if len(reason) >= 2 and reason[0] == reason[-1] == '"':
+            reason = reason[1:-1]
+        return cls(e.env_id, str(p["token"]), str(p["capability"]), tuple(p.get("scope", ())), reason,
+                   str(p.get("action", "")), int(p.get("timeout_ms", 0)))
+
+    @classmethod
+    def from_proto(cls, env_id: str, r: pb.CapabilityRequest) -> CapabilityRequest:
+        """One of ``EnvInfo.pending_capabilities``."""
+        return cls(env_id, r.token, r.capability, tuple(r.scope), r.reason, r.action, r.timeout_ms)
 
 
 def checkpoint_id(checkpoint: CheckpointInfo | str) -> str:
@@ -290,6 +380,21 @@ def restore_request(env_id: str, checkpoint: CheckpointInfo | str, encoding: str
 
 def fork_request(checkpoint: CheckpointInfo | str, n: int, encoding: str | None) -> pb.ForkRequest:
     return pb.ForkRequest(checkpoint_id=checkpoint_id(checkpoint), n=n, encoding=encoding_of(encoding))
+
+
+def unlock_request(env_id: str, capability: Any, scope: Any, reason: Any) -> pb.UnlockRequest:
+    """An Unlock request from :meth:`deskgym.Client.unlock`'s arguments (``scope``: a host
+    or several), checked before the call: the server would read a wrong type as nothing."""
+    if not isinstance(capability, str) or not capability:
+        raise DeskgymError("INVALID_ARGUMENT", f"capability: expected a power's name ('files', 'net.egress'), "
+                           f"got {capability!r}", "capability")
+    hosts = [scope] if isinstance(scope, str) else scope
+    if not isinstance(hosts, (list, tuple)) or not all(isinstance(h, str) for h in hosts):
+        raise DeskgymError("INVALID_ARGUMENT", f"scope: expected a host name or a sequence of them, got {scope!r}",
+                           "scope")
+    if not isinstance(reason, str):
+        raise DeskgymError("INVALID_ARGUMENT", f"reason: expected a str, got {type(reason).__name__}", "reason")
+    return pb.UnlockRequest(env_id=env_id, capability=capability, scope=list(hosts), reason=reason)
 
 
 def put_file_calls(

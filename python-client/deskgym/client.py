@@ -12,6 +12,9 @@ from typing import Any, TypeVar
 
 import grpc
 
+from deskgym import artifacts as _artifacts
+from deskgym.artifacts import TreeStats
+
 from deskgym.cancel import Cancel as Cancel  # re-exported: deskgym.client.Cancel
 from deskgym.cancel import cancellable as cancellable
 from deskgym.cancel import current as _current_cancel
@@ -25,6 +28,7 @@ from deskgym.calls import observe_spec as observe_spec
 from deskgym.calls import resolve_address as resolve_address
 from deskgym.calls import (
     CheckpointInfo,
+    EnvEvent,
     auth_metadata,
     cached_frame,
     channel_options,
@@ -43,6 +47,7 @@ from deskgym.calls import (
     screenshot_request,
     step_batch_request,
     step_request,
+    unlock_request,
 )
 from deskgym.errors import DeskgymError
 from deskgym.execution import ExecResult as ExecResult  # re-exported: deskgym.client.ExecResult
@@ -81,6 +86,43 @@ class Checkpoint(CheckpointInfo):
     @classmethod
     def from_proto(cls, c: pb.Checkpoint, client: Client) -> Checkpoint:
         return cls(*CheckpointInfo.fields_of(c), client)
+
+
+class EventStream(Iterator[EnvEvent]):
+    """A live ``WatchEvents`` stream (see :meth:`Client.watch_events`): an iterator of
+    :class:`deskgym.EnvEvent`, closed by :meth:`close` or a ``with`` block."""
+
+    def __init__(self, call: Any, address: str) -> None:
+        self._call, self._address = call, address
+        # The server answers its headers once it watches the env: from here on no event
+        # is missed. A refused call (NOT_FOUND) ends at once and raises here.
+        try:
+            call.initial_metadata()
+        except grpc.RpcError as e:
+            raise rpc_error(e, address) from None
+        if call.done() and call.code() != grpc.StatusCode.OK:
+            raise rpc_error(call, address)
+
+    def __iter__(self) -> EventStream:
+        return self
+
+    def __next__(self) -> EnvEvent:
+        try:
+            return EnvEvent.from_proto(next(self._call))
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.CANCELLED:
+                raise StopIteration from None
+            raise rpc_error(e, self._address) from None
+
+    def close(self) -> None:
+        """Stops watching (idempotent)."""
+        self._call.cancel()
+
+    def __enter__(self) -> EventStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class _Leases:
@@ -339,6 +381,22 @@ class Client:
             if not chunks or chunks[-1].eof:
                 return bytes(out)
 
+    def put_dir(self, env_id: str, local: str | os.PathLike[str], dest: str) -> TreeStats:
+        """Sends the local directory ``local`` to ``dest`` in the env's sandbox, modes
+        kept, symlinks left out (see :mod:`deskgym.artifacts`). Needs ``files``."""
+        return _artifacts.put_dir(self, env_id, local, dest)
+
+    def get_dir(self, env_id: str, src: str, local: str | os.PathLike[str]) -> TreeStats:
+        """Fetches the directory ``src`` of the env's sandbox into ``local``, modes kept,
+        symlinks left out and named in ``skipped``. Needs ``files``."""
+        return _artifacts.get_dir(self, env_id, src, local)
+
+    @property
+    def artifacts(self) -> _artifacts.Artifacts:
+        """The server's artifact store as this client's principal sees it:
+        ``upload(path) -> {"sha256", "size"}``, ``download(sha256, path)``, ``delete``."""
+        return _artifacts.Artifacts(self)
+
     def list_recordings(self) -> list[pb.Recording]:
         """This client's recordings on the server (its principal's), each with its status
         (``open`` while its pool records, ``closed`` when finished) and complete files."""
@@ -443,6 +501,23 @@ class Client:
         finally:
             call.cancel()
 
+    def get_env(self, env_id: str) -> pb.EnvInfo:
+        """What one of this principal's envs is: its pool, task, profile, granted
+        capabilities, screen, recording run, ``snapshot_kind``, and whether its desktop
+        is up (``alive``). Another principal's env is NOT_FOUND, as an unknown id."""
+        return self._call(self._stub.GetEnv, pb.GetEnvRequest(env_id=env_id), pb.EnvInfo)
+
+    def watch_events(self, env_id: str) -> EventStream:
+        """The env's event log as it happens (ACI's ``events()``): every
+        :class:`deskgym.EnvEvent` the env produces from the return of this call on
+        (actions and their acks, resets, restores, exec and file results, permission
+        refusals, errors), the same records its recording's ``events`` table gets, in
+        the same order, whether the pool records or not. The stream ends when the
+        env's pool closes; a reader that falls behind loses the oldest events, counted
+        in the next one's ``lost``. Close it (or use it as a context manager) to stop."""
+        return EventStream(self._stub.WatchEvents(pb.WatchEventsRequest(env_id=env_id), metadata=self._metadata),
+                           self.address)
+
     def clipboard(self, env_id: str) -> str:
         """The env's CLIPBOARD text ("" when empty); needs the ``clipboard`` capability."""
         return self._call(self._stub.GetClipboard, pb.GetClipboardRequest(env_id=env_id), pb.Clipboard).text
@@ -450,6 +525,37 @@ class Client:
     def set_clipboard(self, env_id: str, text: str) -> None:
         """Makes ``text`` (at most 1 MiB) the env's CLIPBOARD; applications paste it."""
         self._call(self._stub.SetClipboard, pb.SetClipboardRequest(env_id=env_id, text=text), pb.Clipboard)
+
+    def unlock(
+        self, env_id: str, capability: str, scope: str | Sequence[str] = (), reason: str = ""
+    ) -> pb.UnlockResponse:
+        """Asks for a boundary power on one env for a while (ACI's ``unlock``):
+        ``"exec"``, ``"files"``, ``"clipboard"``, ``"windows"``, or ``"net.egress"``
+        with a ``scope`` of host names (``"pypi.org"``) and suffixes
+        (``".pythonhosted.org"``). The operator's policy for the caller decides
+        (PERMISSION_DENIED names what the operator would list); the request and the
+        decision are recorded. The grant (``grant_id``; for ``net.egress`` also the
+        ``proxy`` the env's execs are given) lasts until :meth:`relock`, the env's next
+        reset, or its end."""
+        return self._call(self._stub.Unlock, unlock_request(env_id, capability, scope, reason), pb.UnlockResponse)
+
+    def relock(self, env_id: str, grant_id: str) -> bool:
+        """Ends a grant of :meth:`unlock`; False when it had ended already."""
+        r = self._call(self._stub.Relock, pb.RelockRequest(env_id=env_id, grant_id=grant_id), pb.RelockResponse)
+        return bool(r.released)
+
+    def answer_capability(
+        self, env_id: str, token: str, allow: bool, scope: str | Sequence[str] = (), reason: str = ""
+    ) -> pb.AnswerCapabilityResponse:
+        """Answers a capability request (a ``capability_required`` event's ``token``) on
+        one of this principal's envs: ``allow`` grants the power as :meth:`unlock` would
+        (a ``net.egress`` ``scope`` may narrow the request's, never widen it) and the
+        waiting call goes on; refused, it is PERMISSION_DENIED with ``reason``. An
+        unknown token is NOT_FOUND; one answered already, or timed out,
+        FAILED_PRECONDITION."""
+        hosts = [scope] if isinstance(scope, str) else list(scope)
+        req = pb.AnswerCapabilityRequest(env_id=env_id, token=token, allow=allow, scope=hosts, reason=reason)
+        return self._call(self._stub.AnswerCapability, req, pb.AnswerCapabilityResponse)
 
     def windows(self, env_id: str) -> list[pb.WindowInfo]:
         """The env's top-level windows (id, title, class, pid, geometry, focused); needs
@@ -497,6 +603,22 @@ class Client:
         finally:
             call.cancel()
         raise DeskgymError("UNAVAILABLE", "the exec stream ended without the command's end")
+
+    def keep_alive(self, pool_ids: Sequence[str]) -> list[str]:
+        """Renews pools' leases now; returns the ids among them that are gone (closed,
+        reaped, another principal's, or never made)."""
+        r = self._call(self._stub.KeepAlive, pb.KeepAliveRequest(pool_ids=list(pool_ids)), pb.KeepAliveResponse)
+        return list(r.gone)
+
+    def adopt_pool(self, pool_id: str) -> None:
+        """Makes this client renew (and at its close, close) a pool another client made:
+        how a process reattaches to a desktop (:func:`deskgym.connect` with an id)."""
+        self._leases.add(pool_id)
+
+    def abandon_pool(self, pool_id: str) -> None:
+        """Stops renewing a pool and leaves it out of this client's close: it lives on its
+        lease, for another client to adopt (:meth:`deskgym.Session.detach`)."""
+        self._leases.discard(pool_id)
 
     def close_pool(self, pool_id: str) -> int:
         """Stops every desktop of a pool (and finishes its recording); returns how many."""
@@ -573,9 +695,16 @@ class Client:
         """The server's frame-cache counters (hits, misses, encodes saved, ...)."""
         return self._call(self._stub.GetCacheStats, pb.GetCacheStatsRequest(), pb.CacheStats)
 
-    def save(self, env_id: str) -> Checkpoint:
-        """Saves an env's state (task, seed, actions since reset, frame hash)."""
-        return Checkpoint.from_proto(self._call(self._stub.Save, pb.SaveRequest(env_id=env_id), pb.Checkpoint), self)
+    def save(self, env_id: str, park: int = 0) -> Checkpoint:
+        """Saves an env's state (task, seed, actions since reset, frame hash).
+
+        ``park``: replicas the server keeps parked at this state (at most the server's
+        ``limits.max_parked``), so a later fork or restore of it replays nothing; parked
+        replicas of the previous checkpoint this one continues are advanced by the steps
+        since. Returns at once; the checkpoint's ``chain`` in ``list_checkpoints`` says how
+        parking went."""
+        req = pb.SaveRequest(env_id=env_id, park=park)
+        return Checkpoint.from_proto(self._call(self._stub.Save, req, pb.Checkpoint), self)
 
     def restore(self, env_id: str, checkpoint: Checkpoint | str, encoding: str | None = None) -> pb.RestoreResponse:
         """Rewinds an env to a checkpoint by replay; ``fidelity`` says whether it matches."""

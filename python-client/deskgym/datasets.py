@@ -150,9 +150,16 @@ def _observations(tables: dict[str, Any]) -> Any:
     return obs.sort_by([("episode_id", "ascending"), ("step_index", "ascending")])
 
 
-def export(path: str | pathlib.Path, out: str | pathlib.Path, fmt: str = "hf", rows_per_file: int = 10_000) -> pathlib.Path:
-    """Writes the bundle as Hugging Face ``datasets`` Parquet (``fmt="hf"``) or as a
-    LeRobot v3-style layout (``fmt="lerobot"``). Returns the output directory."""
+#: The export formats.
+EXPORT_FORMATS = ("hf", "lerobot", "chat")
+
+
+def export(path: str | pathlib.Path, out: str | pathlib.Path, fmt: str = "hf", rows_per_file: int = 10_000, *,
+           dialect: str = "tools", images: bool = True) -> pathlib.Path:
+    """Writes the bundle as Hugging Face ``datasets`` Parquet (``fmt="hf"``), as a
+    LeRobot v3-style layout (``fmt="lerobot"``) or as chat examples for supervised
+    fine-tuning (``fmt="chat"``, see :func:`_export_chat`; ``dialect`` and ``images`` are
+    its options). Returns the output directory."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -189,7 +196,153 @@ def export(path: str | pathlib.Path, out: str | pathlib.Path, fmt: str = "hf", r
         return dst
     if fmt == "lerobot":
         return _export_lerobot(src, dst, m, tables, obs)
-    raise BundleError(f"unknown export format {fmt!r}; use hf or lerobot")
+    if fmt == "chat":
+        return _export_chat(dst, m, tables, obs, dialect=dialect, images=images, rows_per_file=rows_per_file)
+    raise BundleError(f"unknown export format {fmt!r}; use {', '.join(EXPORT_FORMATS)}")
+
+
+#: How the assistant's action is written in a chat export: ``tools`` as a structured
+#: tool call (``tool_calls``, arguments as a JSON string), or as text in a grammar of
+#: :mod:`deskgym.dialect` (:data:`deskgym.dialect.WRITE_FORMATS`).
+CHAT_DIALECTS = ("tools", "tool_call", "xml")
+
+_CHAT_SYSTEM = (
+    "You operate a computer's desktop to complete the user's task. You see a screenshot of the screen; "
+    "coordinates are pixels of the screenshot, (0, 0) at its top left. Actions: click(x, y), double_click(x, y), "
+    "right_click(x, y), move(x, y), drag(x, y, to_x, to_y), scroll(x, y, dy, dx), type_text(text), key(keys) "
+    "(X key names joined by '+', e.g. 'ctrl+s'), wait(ms)."
+)
+_CHAT_WRITE = {
+    "tools": "Answer with one tool call.",
+    "tool_call": 'Answer with one <tool_call>{"name": ..., "arguments": {...}}</tool_call> block.',
+    "xml": 'Answer with one element, e.g. <click x="10" y="20"/> or <type_text>hello</type_text>.',
+}
+
+
+def _chat_schema(images: bool) -> Any:
+    """Arrow types of the chat columns: every message has every key (absent ones null),
+    as Hugging Face ``datasets`` needs one struct type per column."""
+    import pyarrow as pa
+
+    content = pa.list_(pa.struct([("type", pa.string()), ("text", pa.string())]))
+    call = pa.struct([("type", pa.string()),
+                      ("function", pa.struct([("name", pa.string()), ("arguments", pa.string())]))])
+    message = pa.struct([("role", pa.string()), ("content", content), ("tool_calls", pa.list_(call))])
+    fields = [("messages", pa.list_(message))]
+    if images:
+        fields.append(("images", pa.list_(pa.struct([("bytes", pa.binary()), ("path", pa.string())]))))
+    return fields
+
+
+def _export_chat(dst: pathlib.Path, m: dict[str, Any], tables: dict[str, Any], obs: Any, *, dialect: str,
+                 images: bool, rows_per_file: int) -> pathlib.Path:
+    """One conversation per step, the layout TRL's ``SFTTrainer`` and ``datasets`` load
+    (``messages``, ``images``): a system message (the action vocabulary), a user message
+    (the episode's instruction, the actions taken so far in the episode, and the screen
+    the action was taken on as an image part), the assistant's answer (the step's
+    action, as a tool call or as text in ``dialect``). Provenance columns:
+    ``episode_id``, ``step_index``, ``task``, ``seed``, ``reward`` (the step's),
+    ``episode_return`` and ``success`` (the episode's: filter to train on good runs).
+    Failed steps are left out (they ran nothing); so are actions no call names (window
+    and app verbs, element targets), counted in ``chat.json`` beside the data."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from deskgym.dialect import DialectError, tool_call, write_action
+
+    if dialect not in CHAT_DIALECTS:
+        raise BundleError(f"unknown chat dialect {dialect!r}; use {', '.join(CHAT_DIALECTS)}")
+    ep = {e["episode_id"]: e for e in tables["episodes"].to_pylist()} if tables["episodes"] is not None else {}
+    w, h = m["screen"]
+    system = {"role": "system", "content": [{"type": "text", "text": f"{_CHAT_SYSTEM} {_CHAT_WRITE[dialect]}"}],
+              "tool_calls": None}
+    rows: dict[str, list[Any]] = {k: [] for k in ("messages", "images", "episode_id", "step_index", "task", "seed",
+                                                  "reward", "episode_return", "success")}
+    skipped: dict[str, int] = {}
+    history: dict[str, list[str]] = {}
+    cols = ("episode_id", "step_index", "action_json", "reward", "image", "error_code")
+    for eid, step, action_json, reward, image, error in zip(*(obs.column(c).to_pylist() for c in cols)):
+        if error:
+            continue
+        action = json.loads(action_json)
+        try:
+            name, args = tool_call(action)
+        except DialectError:
+            skipped[action.get("verb", "")] = skipped.get(action.get("verb", ""), 0) + 1
+            continue
+        e = ep.get(eid, {})
+        done = history.setdefault(eid, [])
+        said = (f"Task: {e.get('instruction', '')}\nThe screen is {w}x{h} pixels.\n"
+                + ("Actions so far: " + "; ".join(done) if done else "No action taken yet."))
+        user = [{"type": "text", "text": said}] + ([{"type": "image", "text": None}] if images else [])
+        answer: dict[str, Any]
+        if dialect == "tools":
+            answer = {"role": "assistant", "content": [],
+                      "tool_calls": [{"type": "function", "function": {"name": name, "arguments": json.dumps(args)}}]}
+        else:
+            answer = {"role": "assistant", "content": [{"type": "text", "text": write_action(action, dialect)}],
+                      "tool_calls": None}
+        done.append(f"{name}({', '.join(f'{k}={v!r}' for k, v in args.items())})")
+        rows["messages"].append([system, {"role": "user", "content": user, "tool_calls": None}, answer])
+        rows["images"].append([{"bytes": image["bytes"], "path": None}])
+        rows["episode_id"].append(eid)
+        rows["step_index"].append(step)
+        rows["task"].append(e.get("task", m["task"]))
+        rows["seed"].append(e.get("seed"))
+        rows["reward"].append(reward)
+        rows["episode_return"].append(e.get("episode_return"))
+        rows["success"].append(e.get("success"))
+    if not rows["messages"]:
+        raise BundleError("the bundle has no step a chat example can be written for"
+                          + (f" (skipped: {skipped})" if skipped else ""))
+    fields = dict(_chat_schema(images))
+    table = pa.table({
+        "messages": pa.array(rows["messages"], fields["messages"]),
+        **({"images": pa.array(rows["images"], fields["images"])} if images else {}),
+        "episode_id": pa.array(rows["episode_id"], pa.string()),
+        "step_index": pa.array(rows["step_index"], pa.uint32()),
+        "task": pa.array(rows["task"], pa.string()),
+        "seed": pa.array(rows["seed"], pa.uint64()),
+        "reward": pa.array(rows["reward"], pa.float64()),
+        "episode_return": pa.array(rows["episode_return"], pa.float64()),
+        "success": pa.array(rows["success"], pa.bool_()),
+    })
+    (dst / "data").mkdir(parents=True, exist_ok=True)
+    n = max(1, -(-table.num_rows // rows_per_file))
+    for i in range(n):
+        part = table.slice(i * rows_per_file, rows_per_file)
+        meta = {"info": {"features": _chat_features(images, part.schema)}}
+        part = part.replace_schema_metadata({b"huggingface": json.dumps(meta).encode()})
+        pq.write_table(part, dst / "data" / f"train-{i:05d}-of-{n:05d}.parquet")
+        _progress("export chat", i + 1, n)
+    (dst / "chat.json").write_text(json.dumps({"examples": table.num_rows, "dialect": dialect, "images": images,
+                                               "skipped": skipped}, indent=2))
+    return dst
+
+
+def _chat_features(images: bool, schema: Any) -> dict[str, Any]:
+    """``datasets`` features of a chat export: ``images`` as a list of ``Image`` (decoded
+    to PIL on access, as ``SFTTrainer`` wants them), the rest as their Arrow types."""
+    plain = _hf_features(schema.remove(schema.get_field_index("images")) if images else schema, set())
+    for name in ("messages",):
+        plain[name] = _value_feature(schema.field(name).type)
+    if images:
+        plain["images"] = {"feature": {"_type": "Image"}, "_type": "List"}
+    return plain
+
+
+def _value_feature(t: Any) -> Any:
+    """The ``datasets`` feature of a nested Arrow type (lists as ``List``, structs as
+    dicts of their fields)."""
+    import pyarrow as pa
+
+    if pa.types.is_list(t):
+        return {"feature": _value_feature(t.value_type), "_type": "List"}
+    if pa.types.is_struct(t):
+        return {t.field(i).name: _value_feature(t.field(i).type) for i in range(t.num_fields)}
+    if pa.types.is_string(t):
+        return {"dtype": "string", "_type": "Value"}
+    return {"dtype": str(t), "_type": "Value"}
 
 
 #: Frames decoded for image statistics (evenly spaced), as LeRobot samples them too.
@@ -426,14 +579,21 @@ def main(argv: list[str] | None = None) -> int:
     ins = sub.add_parser("inspect", help="summarise a bundle")
     ins.add_argument("path")
     ins.add_argument("--json", action="store_true", help="print JSON")
-    exp = sub.add_parser("export", help="write a Hugging Face or LeRobot v3-style dataset")
+    exp = sub.add_parser("export", help="write a Hugging Face, LeRobot v3-style or chat (SFT) dataset")
     exp.add_argument("path")
-    exp.add_argument("--format", choices=["hf", "lerobot"], default="hf")
-    exp.add_argument("--out", required=True)
+    exp.add_argument("out_dir", nargs="?", help="the output folder (or --out)")
+    exp.add_argument("--format", choices=EXPORT_FORMATS, default="hf")
+    exp.add_argument("--out")
+    exp.add_argument("--dialect", choices=CHAT_DIALECTS, default="tools",
+                     help="chat: the assistant's action as a tool call (tools) or as text in a grammar")
+    exp.add_argument("--no-images", action="store_true", help="chat: no screenshots (text-only models)")
     args = parser.parse_args(argv)
     try:
         if args.cmd == "export":
-            print(export(args.path, args.out, args.format))
+            out = args.out or args.out_dir
+            if not out or (args.out and args.out_dir):
+                parser.error("export: give the output folder once, as OUT or --out OUT")
+            print(export(args.path, out, args.format, dialect=args.dialect, images=not args.no_images))
             return 0
         s = inspect(args.path)
     except BundleError as e:

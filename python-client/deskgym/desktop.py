@@ -5,9 +5,11 @@ own methods, and a vector env hands out one :class:`Desktop` per env
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from deskgym.artifacts import Artifacts, TreeStats
 from deskgym.client import Client, ExecResult
 from deskgym.tunnel import PortForward
 from deskgym.v1 import deskgym_pb2 as pb
@@ -23,6 +25,19 @@ class Desktop:
 
     def __init__(self, client: Client, env_id: str) -> None:
         self.client, self.env_id = client, env_id
+
+    def put_dir(self, local: str | os.PathLike[str], dest: str) -> TreeStats:
+        """Sends a local directory tree into this env's sandbox (needs ``files``)."""
+        return self.client.put_dir(self.env_id, local, dest)
+
+    def get_dir(self, src: str, local: str | os.PathLike[str]) -> TreeStats:
+        """Fetches a directory tree of this env's sandbox (needs ``files``)."""
+        return self.client.get_dir(self.env_id, src, local)
+
+    @property
+    def artifacts(self) -> Artifacts:
+        """The artifact store, uploads referenced from this env's recording."""
+        return Artifacts(self.client, self.env_id)
 
     def put_file(self, path: str, data: bytes | str, *, mode: int = 0) -> int:
         """Writes a file in this env's sandbox (needs the ``files`` capability)."""

@@ -14,7 +14,8 @@ from deskgym.a11y import A11yText, Tree, tree_request
 from deskgym.actions import to_proto
 from deskgym.client import Checkpoint, Client, Pool
 from deskgym.desktop import Desktop
-from deskgym.errors import DeskgymError
+from deskgym.episode import cause_of_code
+from deskgym.errors import ENV_FAULTS, DeskgymError
 from deskgym.modes import convert_obs
 from deskgym.observation import info, stats
 from deskgym.options import OBS_TYPES, PoolOptions
@@ -99,6 +100,17 @@ def check_render_mode(render_mode: str | None) -> None:
             "desktop runs on the server, which opens no window on this machine)",
         )
 
+def read_tree(
+    client: Client, env_id: str, *, osworld_xml: bool = False, line_budget: int = 0,
+    diff_from: Tree | int | None = None, timeout_ms: int = 0,
+) -> Tree:
+    """The accessibility tree of ``env_id`` now (``DeskgymEnv.observe(structured=True)``
+    and ``Session.observe(structured=True)`` both read it here)."""
+    req = tree_request(osworld_xml=osworld_xml, line_budget=line_budget, diff_from=diff_from, timeout_ms=timeout_ms)
+    # The frame rides along as JPEG (the cheapest encoding); only the tree is used.
+    return Tree.from_proto(client.observe(env_id, encoding="jpeg", tree=req).tree)
+
+
 class DeskgymEnv(gym.Env[Any, Any], Desktop):
     """One real desktop running a bundled task, as a ``gymnasium.Env``.
 
@@ -126,6 +138,15 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
     page's 160x210 task area. ``task_options`` go to the task family (``miniwob/...``:
     ``reward``, ``clock``, ``step_ms``, ``ready_ms``, ``data_mode``, ``reload``).
 
+    ``env_errors``: what a step does when the desktop fails under it (a code of
+    :data:`deskgym.errors.ENV_FAULTS`: crashed, timed out, internal error).
+    ``"truncate"`` (default, as :class:`deskgym.DeskgymVectorEnv` does, decision 8): the
+    episode ends ``truncated`` with the last observation, reward 0 and
+    ``info["error"] = {"code", "message", "cause"}``: an invalid episode
+    (:func:`deskgym.episode.result_of` says so, never a score of 0); the next ``reset``
+    restarts the desktop. ``"raise"``: the step raises :class:`deskgym.DeskgymError`.
+    A caller's error (a bad action, a step before reset) always raises.
+
     Those and the other pool options (``max_steps``, ``settle_ms``, ``record``,
     ``profile``, ``capabilities``, ``grid``, ``info_timing``) are the fields of
     :class:`deskgym.options.PoolOptions`: give them as keywords, as ``options=``, or both
@@ -144,8 +165,16 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
         render_mode: str | None = None,
         client: Client | None = None,
         options: PoolOptions | None = None,
+        env_errors: str = "truncate",
+        _share: PoolShare | None = None,
+        _env_index: int = 0,
         **kwargs: Any,
     ) -> None:
+        if env_errors not in ENV_ERROR_POLICIES:
+            raise DeskgymError("INVALID_ARGUMENT",
+                               f"env_errors {env_errors!r} is not one of {', '.join(ENV_ERROR_POLICIES)}")
+        #: ``"truncate"`` or ``"raise"``: what a step does when the desktop fails under it.
+        self.env_errors = env_errors
         #: What this env's pool was made with: ``options``, with the pool options among
         #: ``kwargs`` (``screen=``, ``obs_type=``...) laid over it.
         self.pool_options = opts = PoolOptions.of(options, kwargs, "DeskgymEnv")
@@ -158,24 +187,33 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
         self.last_tree: Tree | None = None
         self.render_mode = render_mode
         self.info_timing = opts.info_timing
-        self._own_client = client is None
-        self.client = client or Client(address, token)
+        self._own_client = client is None and _share is None
+        self.client = _share.client if _share is not None else client or Client(address, token)
         self._seed = seed
         self._pool: Pool | None = None
-        self._pool = opts.create_pool(self.client, task, 1, seed=seed or 0, encoding=self._encoding)
+        # A session over a pool it shares with others (a group's, a fork's) releases the
+        # pool only when the last of them closes.
+        self._share = _share
+        self._pool = _share.pool if _share is not None else opts.create_pool(
+            self.client, task, 1, seed=seed or 0, encoding=self._encoding)
         #: The desktop profile this env runs, and the capabilities its pool was granted.
         self.profile = self._pool.profile
         self.capabilities = self._pool.capabilities
         #: Where the server writes this env's recording (when ``record`` names a run).
         self.recording_path = self._pool.recording_path
-        self.env_id = self._pool.env_ids[0]
+        self.env_id = self._pool.env_ids[_env_index]
+        #: The server's pool of this env's desktop (as :class:`deskgym.aio.AsyncDeskgymEnv` has it).
+        self.pool_id = self._pool.pool_id
         self.max_steps = self._pool.max_steps
         w, h = self._pool.width, self._pool.height
+        #: The desktop's screen, (width, height) in pixels.
+        self.screen = (w, h)
         self.obs_format = opts.obs_format
         self.observation_space: spaces.Space[Any] = env_observation_space(opts, self._encoding, w, h)
         self._mode = opts.action_mode_for(w, h)
         self.action_space = self._mode.space
         self._last_rgb: np.ndarray | None = None
+        self._last_obs: Any = None
         self._last_hash: str | None = None
         self._based = False
         #: Measured facts of the last reset/step (settle_ms, latency_ms, frame_cached).
@@ -202,7 +240,15 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         act = to_proto(self._mode.to_action(action))
-        r = self.client.step(self.env_id, act, encoding=self._encoding, if_none_match=self._known(), tree=self._tree)
+        try:
+            r = self.client.step(self.env_id, act, encoding=self._encoding, if_none_match=self._known(),
+                                 tree=self._tree)
+        except DeskgymError as e:
+            if self.env_errors == "raise" or e.code not in ENV_FAULTS:
+                raise
+            # The desktop failed under the episode: it ends here, and says it is invalid.
+            err = {"code": e.code, "message": e.message, "cause": cause_of_code(e.code)}
+            return self._last_obs, 0.0, False, True, {"error": err}
         obs, inf = self._result(r.observation, r.info)
         return obs, r.reward, r.terminated, r.truncated, inf
 
@@ -211,6 +257,7 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
         s = shape(frame, cached, obs, step_info, obs_type=self.obs_type, obs_format=self.obs_format,
                   timing=self.info_timing, with_tree=self._tree is not None)
         self._last_hash = obs.frame_hash
+        self._last_obs = s.value
         if s.rgb is not None:
             self._last_rgb = s.rgb
         self.last_stats = s.stats
@@ -235,29 +282,25 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
         if not structured:
             frame, _ = self.client.resolve(self.client.observe(self.env_id, encoding=self._encoding))
             return frame
-        base = diff_from.revision if isinstance(diff_from, Tree) else int(diff_from or 0)
-        req = tree_request(osworld_xml=osworld_xml, line_budget=line_budget, diff_from=base, timeout_ms=timeout_ms)
-        # The frame rides along as JPEG (the cheapest encoding); only the tree is used.
-        o = self.client.observe(self.env_id, encoding="jpeg", tree=req)
-        self.last_tree = Tree.from_proto(o.tree)
+        self.last_tree = read_tree(self.client, self.env_id, osworld_xml=osworld_xml, line_budget=line_budget,
+                                   diff_from=diff_from, timeout_ms=timeout_ms)
         return self.last_tree
 
-    def save(self) -> Checkpoint:
+    def save(self, park: int = 0) -> Checkpoint:
         """Saves this env's state; restore it with :meth:`restore` or fork it with
-        :func:`deskgym.fork`."""
-        return self.client.save(self.env_id)
+        :func:`deskgym.fork` (``park`` as :meth:`deskgym.Client.save`)."""
+        return self.client.save(self.env_id, park)
 
     def restore(self, checkpoint: Checkpoint) -> tuple[Any, dict[str, Any]]:
         """Rewinds to ``checkpoint`` (by deterministic replay on a fresh desktop).
-        ``info["fidelity"]`` is ``"exact"`` or ``"diverged"`` (with ``info["expected_hash"]``)."""
+        ``info["fidelity"]`` is ``"exact"`` or ``"diverged"`` (with ``info["expected_hash"]``,
+        ``left_at_step``, ``replayed_from_step``: :func:`rebuilt_info`)."""
         r = self.client.restore(self.env_id, checkpoint, encoding=self._encoding)
         if self._tree is not None:
             # Restore carries no tree: read the restored desktop's.
             r.observation.tree.CopyFrom(self.client.observe(self.env_id, encoding="jpeg", tree=self._tree).tree)
         obs, inf = self._result(r.observation, r.info)
-        inf["fidelity"] = fidelity_name(r.fidelity)
-        inf["expected_hash"] = r.expected_hash
-        return obs, inf
+        return obs, rebuilt_info(inf, r.fidelity, r.expected_hash, r.path)
 
     def render(self) -> np.ndarray | None:
         """The current screen as an (H, W, 3) array."""
@@ -277,16 +320,52 @@ class DeskgymEnv(gym.Env[Any, Any], Desktop):
     def close(self) -> None:
         """Releases the desktop on the server (idempotent)."""
         pool, self._pool = self._pool, None
-        self.client.release(pool)
+        if self._share is not None:
+            if pool is not None:
+                self._share.leave()
+        else:
+            self.client.release(pool)
         if self._own_client:
             self.client.close()
         super().close()
+
+
+#: ``env_errors=``: what a step does when the desktop fails under it.
+ENV_ERROR_POLICIES = ("truncate", "raise")
+
+
+class PoolShare:
+    """A pool several sessions run on (a group's, a fork's): each :class:`DeskgymEnv`
+    over it calls :meth:`leave` once when it closes, and the last one releases the pool.
+    The sessions use ``client``; the share never closes it (its maker does)."""
+
+    def __init__(self, client: Client, pool: Pool, sessions: int) -> None:
+        self.client, self.pool, self.sessions = client, pool, sessions
+
+    def leave(self) -> None:
+        """One session is done with the pool; the last one releases it."""
+        self.sessions -= 1
+        if self.sessions == 0:
+            self.client.release(self.pool)
 
 
 def fidelity_name(f: int) -> str:
     """Wire ``Fidelity`` -> ``"exact"`` / ``"diverged"``."""
     names: dict[int, str] = {pb.FIDELITY_EXACT: "exact", pb.FIDELITY_DIVERGED: "diverged"}
     return names.get(f, "unknown")
+
+
+def rebuilt_info(info: dict[str, Any], fidelity: int, expected_hash: str, path: pb.ReplayPath) -> dict[str, Any]:
+    """``info`` of a restored env or a fork's replica, with how its rebuild went:
+    ``fidelity`` (``"exact"`` / ``"diverged"``), the checkpoint's ``expected_hash``,
+    ``left_at_step`` (the 1-based step where a diverged rebuild left the original's
+    path; 0: it did not) and ``replayed_from_step`` (where its replay began: 0 from a
+    reset, else the step of the parked replica it started from)."""
+    info["fidelity"] = fidelity_name(fidelity)
+    info["expected_hash"] = expected_hash
+    info["left_at_step"] = path.left_at_step
+    info["replayed_from_step"] = path.replayed_from_step
+    return info
 
 
 def make(task: str, **kwargs: Any) -> DeskgymEnv:

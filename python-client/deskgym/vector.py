@@ -16,6 +16,7 @@ from deskgym.batching import reset_args
 from deskgym.client import Checkpoint, Client, ExecResult, Pool, encoding_of
 from deskgym.desktop import Desktop
 from deskgym.env import check_render_mode, fidelity_name
+from deskgym.episode import cause_of_code
 from deskgym.errors import ENV_FAULTS, DeskgymError, code_name
 from deskgym.modes import convert_obs
 from deskgym.observation import info, stats
@@ -29,7 +30,9 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
     autoreset the envs that ended last step are reset in the same call; with
     ``"same_step"`` the server resets an env right after the step that ended it.
     A desktop that crashes (UNAVAILABLE) does not fail the batch: that env comes back
-    truncated with ``info["error"]`` and is restarted by its autoreset.
+    truncated with ``info["error"]`` (``code``, ``message`` and the ``cause`` of
+    :mod:`deskgym.episode`: that episode is invalid, not a 0) and is restarted by its
+    autoreset.
 
     With ``autoreset_mode="disabled"``, an env whose episode ended is not stepped again
     until reset (``reset(options={"reset_mask": ...})``): it repeats its last
@@ -248,7 +251,8 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
             if ritem.code != 0:
                 err = self._raise_unless_fault(ritem.env_id, ritem.code, ritem.message)
                 truncated[i] = True
-                infos = self._add_info(infos, {"error": {"code": err, "message": ritem.message}}, i)
+                error = {"code": err, "message": ritem.message, "cause": cause_of_code(err)}
+                infos = self._add_info(infos, {"error": error}, i)
                 continue
             self._obs[i], env_info = self._frame(i, ritem.result.observation, ritem.result.info)
             self._needs_reset[i] = False
@@ -261,7 +265,7 @@ class DeskgymVectorEnv(gym.vector.VectorEnv[Any, Any, Any]):
                 self._needs_reset[i] = True
                 if self.autoreset_mode == AutoresetMode.DISABLED:
                     self._ended[i] = (False, True)
-                env_info = {"error": {"code": err, "message": item.message}}
+                env_info = {"error": {"code": err, "message": item.message, "cause": cause_of_code(err)}}
                 if same_step:
                     env_info = self._same_step_recover(i, env_info)
                 infos = self._add_info(infos, env_info, i)
@@ -359,7 +363,8 @@ def fork(
 
     Uses the checkpoint's client, so the replicas share its frame cache: replicas that
     show the same pixels download them once. ``env.fork_info["fidelity"]`` holds each
-    replica's ``"exact"`` / ``"diverged"``.
+    replica's ``"exact"`` / ``"diverged"``, ``["left_at_step"]`` where a diverged one left
+    the original's path.
     """
     client = checkpoint.client
     r = client.fork(checkpoint, n, encoding=obs_type)
@@ -377,6 +382,11 @@ def fork(
         "fidelity": [fidelity_name(x.fidelity) for x in r.replicas],
         "expected_hash": r.expected_hash,
         "frame_hash": [x.observation.frame_hash for x in r.replicas],
+        # Where each diverged replica left the original's path (1-based step; 0: it did not).
+        "left_at_step": [x.path.left_at_step for x in r.replicas],
         "from_spares": r.from_spares,
+        # Replicas that came from parked ones, and where each replica's replay began.
+        "from_parked": r.from_parked,
+        "replayed_from_step": [x.path.replayed_from_step for x in r.replicas],
     }
     return env

@@ -134,7 +134,11 @@ def test_kill_9_leaves_only_readable_files(tmp_path: pathlib.Path) -> None:
             _, _, term, trunc, infos = env.step([{"verb": "noop"}] * 2)
             ended += int((term | trunc).sum())
             stepped += int((infos["step_index"] > 0).sum())  # autoreset rounds are not steps
-        time.sleep(1.0)  # every record rolls a chunk; let the writer catch up
+        # Every record rolls a chunk (four a step: its row, its frame, its action and ack
+        # events); let the writer catch up with the steps before the kill.
+        deadline = time.monotonic() + 60
+        while ds.manifest(data / "crashy.skn")["counts"]["steps"] < stepped and time.monotonic() < deadline:
+            time.sleep(0.1)
         s.proc.kill()
         s.proc.wait()
         killed = True

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from deskgym import DeskgymError, to_proto
-from deskgym.dialect import COORDS, FORMATS, VERBS, DialectError, detect, parse_actions
+from deskgym.dialect import COORDS, FORMATS, VERBS, DialectError, detect, parse_actions, tool_call, write_action
 from deskgym.geometry import Display
 
 parse = parse_actions
@@ -498,3 +498,47 @@ def test_every_parsed_action_converts_to_its_proto() -> None:
     for a in parsed:
         proto = to_proto(a)
         assert proto.WhichOneof("verb") == a["verb"], a
+
+
+# --- the other way: actions written as a model writes them ---------------------------------
+
+#: Recorded actions as a .skn bundle stores them (action_json): a double click is a click
+#: of count 2, a right click a click with the right button.
+WRITTEN = [
+    ({"verb": "click", "x": 3, "y": 4, "button": "left", "count": 1}, {"verb": "click", "x": 3, "y": 4}),
+    ({"verb": "click", "x": 3, "y": 4, "button": "left", "count": 2}, {"verb": "double_click", "x": 3, "y": 4}),
+    ({"verb": "click", "x": 3, "y": 4, "button": "right", "count": 1}, {"verb": "right_click", "x": 3, "y": 4}),
+    ({"verb": "move", "x": 7, "y": 8}, {"verb": "move", "x": 7, "y": 8}),
+    ({"verb": "drag", "x": 1, "y": 2, "to_x": 5, "to_y": 6, "button": "left", "duration_ms": 0},
+     {"verb": "drag", "x": 1, "y": 2, "to_x": 5, "to_y": 6}),
+    ({"verb": "scroll", "x": 1, "y": 2, "dx": 0, "dy": 3}, {"verb": "scroll", "x": 1, "y": 2, "dx": 0, "dy": 3}),
+    ({"verb": "scroll", "x": 1, "y": 2, "dx": -2, "dy": 0}, {"verb": "scroll", "x": 1, "y": 2, "dx": -2, "dy": 0}),
+    ({"verb": "type_text", "text": 'a<b & "c"\n'}, {"verb": "type_text", "text": 'a<b & "c"\n'}),
+    ({"verb": "key", "keys": "ctrl+s"}, {"verb": "key", "keys": "ctrl+s"}),
+    ({"verb": "wait", "ms": 300}, {"verb": "wait", "ms": 300}),
+]
+
+
+@pytest.mark.parametrize("fmt", ["tool_call", "xml"])
+@pytest.mark.parametrize(("recorded", "meant"), WRITTEN)
+def test_a_written_action_reads_back_as_itself(fmt: str, recorded: dict[str, Any], meant: dict[str, Any]) -> None:
+    """What the chat export writes for the assistant parses back, through the grammar a
+    model's reply goes through, to the action that was recorded."""
+    text = write_action(recorded, fmt)
+    assert detect(text) == fmt, text
+    assert parse_actions(text) == [meant], text
+    name, args = tool_call(recorded)
+    assert name == meant["verb"] and all(meant[k] == v for k, v in args.items())
+
+
+@pytest.mark.parametrize("action", [
+    {"verb": "click", "x": 1, "y": 1, "button": "middle", "count": 1},
+    {"verb": "click", "x": 1, "y": 1, "button": "left", "count": 3},
+    {"verb": "launch_app", "app": "terminal"},
+    {"verb": "invoke_action", "ref": "e3"},
+    {"verb": "click", "ref": "e3"},
+])
+def test_an_action_no_call_names_is_refused_not_rewritten(action: dict[str, Any]) -> None:
+    with pytest.raises(DialectError) as e:
+        write_action(action)
+    assert e.value.code == "INVALID_ARGUMENT" and e.value.snippet

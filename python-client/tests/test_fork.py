@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -55,6 +57,48 @@ def test_fork_replicas_are_exact_and_download_each_frame_once(address: str) -> N
             assert after.bytes_saved > before.bytes_saved
         finally:
             vec.close()
+    finally:
+        env.close()
+
+
+def parked(client: deskgym.Client, cp: deskgym.Checkpoint) -> deskgym.Checkpoint:
+    """The checkpoint as listed once its replicas are parked (the server builds them in
+    the background after Save returns)."""
+    deadline = time.monotonic() + 60
+    while True:
+        now = next(c for c in client.list_checkpoints(cp.pool_id) if c.checkpoint_id == cp.checkpoint_id)
+        if now.parking == 0:
+            return now
+        assert time.monotonic() < deadline, now
+        time.sleep(0.05)
+
+
+@pytest.mark.spec("aci:5.checkpoints")
+def test_chained_saves_park_replicas_that_a_fork_takes_first(address: str) -> None:
+    env, _ = typed_env(address)
+    try:
+        first = env.save(park=1)
+        assert parked(env.client, first).parked == 1
+        env.step({"verb": "type_text", "text": "c"})
+        second = parked(env.client, env.save(park=1))
+        # The first checkpoint's replica was advanced by the one step between.
+        assert (second.parent_checkpoint_id, second.parked) == (first.checkpoint_id, 1)
+        assert parked(env.client, first).parked == 0
+        vec = deskgym.fork(second, 2)
+        try:
+            assert vec.fork_info["fidelity"] == ["exact"] * 2
+            assert vec.fork_info["from_parked"] == 1
+            # The parked replica replayed nothing; the other was rebuilt from a reset.
+            assert vec.fork_info["replayed_from_step"] == [3, 0]
+        finally:
+            vec.close()
+        # A Restore on the checkpoint's own pool takes a parked replica too, and says so.
+        third = parked(env.client, env.save(park=1))
+        env.step({"verb": "type_text", "text": "d"})
+        _, info = env.restore(third)
+        assert (info["fidelity"], info["left_at_step"], info["replayed_from_step"]) == ("exact", 0, 3)
+        _, info = env.restore(first)  # nothing parked there any more: a replay from a reset
+        assert (info["fidelity"], info["replayed_from_step"]) == ("exact", 0)
     finally:
         env.close()
 

@@ -20,8 +20,9 @@ import deskgym
 from deskgym.actions import to_proto
 from deskgym.miniwob import ORACLE_TASKS, as_actions, plan
 from deskgym.registration import miniwob_dir, miniwob_names
+from deskgym.v1 import deskgym_pb2 as pb
 
-from conftest import REPO, Server, miniwob_env
+from conftest import REPO, Server, fork_exactly, miniwob_env
 
 MINIWOB = miniwob_dir()
 pytestmark = pytest.mark.skipif(
@@ -188,6 +189,39 @@ def test_fork_replays_to_the_same_frame(mw: Server) -> None:
             vec.close()
     finally:
         env.close()
+
+
+def test_a_fork_of_a_page_with_a_timer_holds_the_originals_text(mw: Server) -> None:
+    """``terminal``, whose caret blinks on an 800 ms ``setInterval``, forked after
+    commands typed one key a step: on the desktop clock a fork replays (decision 201)
+    every replica shows the original's frame, blink phase included, and its page
+    holds the original's text (issue 44)."""
+    c = deskgym.Client(mw.address)
+    pool = c.create_pool("miniwob/terminal", 1, max_steps=10**6)
+    fork = None
+    try:
+        e = pool.env_ids[0]
+        c.reset(e, seed=3)
+        c.step(e, to_proto({"verb": "click", "x": 75, "y": 130}), encoding="png")  # the terminal takes keys
+        for ch in "ls\nls\n":
+            a = {"verb": "key", "keys": "Return"} if ch == "\n" else {"verb": "type_text", "text": ch}
+            c.step(e, to_proto(a), encoding="png")
+        fork = fork_exactly(c, e, still=False)  # the original's caret blinks on
+
+        def text(env: str) -> list[str]:
+            """The page's text, without the caret: read later than the fork's frames, it
+            shows or not by when each env is read (those frames compared its phase)."""
+            tree = c.observe(env, encoding="png", tree=pb.TreeRequest(enabled=True)).tree
+            return [el.name for el in tree.elements if el.name and el.name != "\u2588"]
+
+        want = text(e)
+        assert want.count("ls") == 2, want
+        assert [text(r.env_id) for r in fork.replicas] == [want] * 2
+    finally:
+        if fork is not None:
+            c.close_pool(fork.pool_id)
+        c.close_pool(pool.pool_id)
+        c.close()
 
 
 def test_killed_browser_fails_its_env_only_and_reset_recovers(mw: Server) -> None:

@@ -12,6 +12,7 @@ use deskgym_datasets::DiskShare;
 use tonic::{Request, Status};
 
 use crate::config::{Limits, PrincipalSpec};
+use crate::unlock::UnlockPolicy;
 
 /// Who is calling, and what they may hold. Travels in request extensions.
 #[derive(Clone, Debug)]
@@ -36,10 +37,16 @@ pub(crate) struct Principal {
     /// every recorder it starts: recordings are admitted against it and charge it as
     /// they grow, so all of them stop at one cap between them.
     pub recording: Arc<DiskShare>,
+    /// Most bytes its artifacts and unfinished uploads may hold in the artifact store.
+    pub max_artifact_bytes: u64,
     /// Its frame-cache scope: its own name, or the sharing group the token file puts
     /// it in. Frames are deduplicated within a scope only, so no principal's cache
     /// hits or encode times depend on what a principal outside its group showed.
     pub cache_scope: Arc<str>,
+    /// What it may unlock on its envs without asking anyone (`Unlock`).
+    pub unlock: Arc<UnlockPolicy>,
+    /// What it may ask a controller for (a call needing it waits for the answer).
+    pub ask: Arc<UnlockPolicy>,
 }
 
 impl Principal {
@@ -58,6 +65,9 @@ impl Principal {
             max_threads: limits.max_queued_ops,
             max_recording_mb: limits.max_recording_mb,
             recording: disk_share(limits.max_recording_mb),
+            unlock: Arc::default(),
+            ask: Arc::default(),
+            max_artifact_bytes: limits.max_artifact_mb.saturating_mul(1 << 20),
         }
     }
 }
@@ -80,8 +90,18 @@ pub(crate) struct Auth {
 
 impl Auth {
     /// An interceptor for `principals` (none: every caller is `local` with the server's
-    /// limits), with default quotas derived from the server limits.
-    pub(crate) fn new(principals: &[PrincipalSpec], limits: &Limits, step_threads: usize) -> Self {
+    /// limits), with default quotas derived from the server limits; `unlock` is what a
+    /// principal may unlock and `ask` what it may ask a controller for, unless its own
+    /// line says.
+    pub(crate) fn new(
+        principals: &[PrincipalSpec],
+        limits: &Limits,
+        step_threads: usize,
+        unlock: &UnlockPolicy,
+        ask: &UnlockPolicy,
+    ) -> Self {
+        let server_unlock = Arc::new(unlock.clone());
+        let server_ask = Arc::new(ask.clone());
         let threads = u32::try_from(step_threads).unwrap_or(u32::MAX);
         let metrics = principals
             .iter()
@@ -99,6 +119,15 @@ impl Auth {
                     .share
                     .as_deref()
                     .map_or_else(|| name.clone(), |g| Arc::from(format!("={g}")));
+                // Checked when the token file was read; a bad entry refuses all.
+                let unlock = p.unlock.as_ref().map_or_else(
+                    || server_unlock.clone(),
+                    |u| Arc::new(UnlockPolicy::parse(u).unwrap_or_default()),
+                );
+                let ask = p.ask.as_ref().map_or_else(
+                    || server_ask.clone(),
+                    |u| Arc::new(UnlockPolicy::parse(u).unwrap_or_default()),
+                );
                 let recording_mb = p
                     .recording_mb
                     .unwrap_or(limits.max_recording_mb / u64::from(n));
@@ -118,7 +147,13 @@ impl Auth {
                         max_threads: p.threads.unwrap_or((threads / n).max(1)),
                         max_recording_mb: recording_mb,
                         recording: disk_share(recording_mb),
+                        max_artifact_bytes: p
+                            .artifact_mb
+                            .unwrap_or(limits.max_artifact_mb / u64::from(n))
+                            .saturating_mul(1 << 20),
                         cache_scope,
+                        unlock,
+                        ask,
                     },
                 )
             })
@@ -126,7 +161,11 @@ impl Auth {
         Self {
             tokens,
             metrics,
-            local: Principal::local(limits),
+            local: Principal {
+                unlock: server_unlock,
+                ask: server_ask,
+                ..Principal::local(limits)
+            },
         }
     }
 
@@ -226,7 +265,13 @@ mod tests {
     }
 
     fn single(token: &str) -> Auth {
-        Auth::new(&parse_token_file(token).unwrap(), &Limits::default(), 64)
+        Auth::new(
+            &parse_token_file(token).unwrap(),
+            &Limits::default(),
+            64,
+            &UnlockPolicy::default(),
+            &UnlockPolicy::default(),
+        )
     }
 
     #[test]
@@ -246,7 +291,13 @@ mod tests {
             a.check(req(None)).unwrap_err().code(),
             tonic::Code::Unauthenticated
         );
-        let open = Auth::new(&[], &Limits::default(), 64);
+        let open = Auth::new(
+            &[],
+            &Limits::default(),
+            64,
+            &UnlockPolicy::default(),
+            &UnlockPolicy::default(),
+        );
         assert_eq!(
             &*principal(&open.check(req(None)).unwrap()).unwrap().name,
             "local"
@@ -259,7 +310,13 @@ mod tests {
             parse_token_file("# team\nalice: aaa desktops=3\n\nbob: bbb checkpoints=7\n").unwrap();
         assert_eq!(p.len(), 2);
         assert_eq!((p[0].desktops, p[0].checkpoints), (Some(3), None));
-        let a = Auth::new(&p, &Limits::default(), 64);
+        let a = Auth::new(
+            &p,
+            &Limits::default(),
+            64,
+            &UnlockPolicy::default(),
+            &UnlockPolicy::default(),
+        );
         let bob = principal(&a.check(req(Some("Bearer bbb"))).unwrap()).unwrap();
         // Left out: the server's limit split between the principals.
         assert_eq!(
@@ -286,13 +343,45 @@ mod tests {
     }
 
     #[test]
+    fn ask_words_replace_the_servers_ask_list_for_their_principal() {
+        let p = parse_token_file("alice: aaa ask=files ask=net.egress:.test\nbob: bbb\n").unwrap();
+        let server_ask = UnlockPolicy::parse(&["exec".into()]).unwrap();
+        let a = Auth::new(
+            &p,
+            &Limits::default(),
+            64,
+            &UnlockPolicy::default(),
+            &server_ask,
+        );
+        let who =
+            |t: &str| principal(&a.check(req(Some(&format!("Bearer {t}")))).unwrap()).unwrap();
+        assert_eq!(who("aaa").ask.describe(), ["files", "net.egress:.test"]);
+        assert_eq!(who("bbb").ask.describe(), ["exec"]);
+        assert!(
+            who("aaa").unlock.describe().is_empty(),
+            "asking is not unlocking"
+        );
+        let e = parse_token_file("alice: aaa ask=sudo").unwrap_err();
+        assert!(
+            e.contains("line 1: ask:") && e.contains("unknown power"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn shares_groups_and_the_metrics_token_parse() {
         let p = parse_token_file(
             "alice: aaa pixels=1000 screencasts=2 recording_mb=5 share=lab\nbob: bbb share=lab\n\
              carol: ccc\n@metrics: mmm\n",
         )
         .unwrap();
-        let a = Auth::new(&p, &Limits::default(), 64);
+        let a = Auth::new(
+            &p,
+            &Limits::default(),
+            64,
+            &UnlockPolicy::default(),
+            &UnlockPolicy::default(),
+        );
         let who =
             |t: &str| principal(&a.check(req(Some(&format!("Bearer {t}")))).unwrap()).unwrap();
         let (alice, bob, carol) = (who("aaa"), who("bbb"), who("ccc"));

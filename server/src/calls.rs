@@ -159,7 +159,14 @@ impl Calls {
         capability: Capability,
     ) -> Result<Arc<Env>, PoolError> {
         let env = self.mgr.env(env_id, who)?;
-        checked::grant(&env, capability)?;
+        if let Err(e) = checked::grant(&env, capability) {
+            // A refused power is a permission decision: the env's log keeps it.
+            env.event("permission", || {
+                serde_json::json!({"capability": capability.as_str(), "decision": "denied",
+                    "by": "pool grant"})
+            });
+            return Err(e);
+        }
         Ok(env)
     }
 }

@@ -65,6 +65,23 @@ pub struct Limits {
     /// (`recording_mb=` in the token file): a recording is refused once its
     /// principal's bundles hold its share, and one running stops at the share.
     pub max_recording_mb: u64,
+    /// Most bytes of all files of one PutDir or GetDir.
+    pub max_tree_bytes: u64,
+    /// Most entries (files and directories) of one PutDir or GetDir.
+    pub max_tree_entries: u32,
+    /// Most levels below a PutDir's or GetDir's root.
+    pub max_tree_depth: u32,
+    /// Most MiB the artifact store may hold, shared out per principal
+    /// (`artifact_mb=` in the token file): an upload past its principal's share is
+    /// refused. Counted per reference: an artifact two principals hold counts for each.
+    pub max_artifact_mb: u64,
+    /// Most data bytes in one ArtifactChunk or TreeEntry (under gRPC's 4 MiB message).
+    pub max_artifact_chunk: u32,
+    /// Most parked replicas held at once (desktops kept at checkpoints' states so a
+    /// fork replays nothing, or only the steps since an earlier checkpoint); 0 turns
+    /// parking off. Each is a whole desktop, counted in `max_envs` and its owner's
+    /// quota, and the first to go when a pool or fork needs the room.
+    pub max_parked: u32,
 }
 
 impl Default for Limits {
@@ -97,6 +114,12 @@ impl Default for Limits {
             max_list_entries: 10_000,
             max_screencasts: 8,
             max_recording_mb: 65_536,
+            max_tree_bytes: 1 << 30,
+            max_tree_entries: 100_000,
+            max_tree_depth: 32,
+            max_artifact_mb: 16_384,
+            max_artifact_chunk: 2 << 20,
+            max_parked: 8,
         }
     }
 }
@@ -148,6 +171,27 @@ pub struct ServerConfig {
     /// Capabilities pools may be granted ("exec", ...); anything else is
     /// PERMISSION_DENIED. Empty: none (the default: boundary verbs are opt-in).
     pub allow_capabilities: Vec<String>,
+    /// What every principal may unlock on its envs at run time (`Unlock`) unless its
+    /// token-file line says `unlock=`: power names (`exec`, `files`, `clipboard`,
+    /// `windows`), `net.egress` (any host) or `net.egress:HOST,.SUFFIX,...`. Empty: no
+    /// unlock is granted (the default).
+    pub allow_unlock: Vec<String>,
+    /// What every principal may ask a controller for unless its token-file line says
+    /// `ask=`: entries as `allow_unlock` spells them. A call that needs such a power
+    /// (an Unlock of it, or a verb of it on an env without it) emits a
+    /// `capability_required` event and waits for AnswerCapability. Empty: nothing is
+    /// asked (the default); what neither list holds is refused at once.
+    pub ask_unlock: Vec<String>,
+    /// How long such a call waits for an answer before it is refused.
+    pub ask_timeout: Duration,
+    /// An unfinished artifact upload nobody has written to for this long is removed
+    /// and its bytes released from its principal's share. `None`: kept until
+    /// DeleteArtifact.
+    pub upload_idle: Option<Duration>,
+    /// Names the egress proxy of a `net.egress` unlock resolves to these addresses
+    /// instead of asking DNS (and may reach although they are private): a mirror on the
+    /// operator's network, a test host.
+    pub egress_hosts: Vec<(String, std::net::IpAddr)>,
     /// Host paths masked inside every sandbox besides the data dir (the token file).
     pub sandbox_hide: Vec<std::path::PathBuf>,
     /// Caps on open connections and their idle timeout.
@@ -175,6 +219,11 @@ impl Default for ServerConfig {
             tasks_dir: None,
             miniwob_dir: None,
             allow_capabilities: Vec::new(),
+            allow_unlock: Vec::new(),
+            ask_unlock: Vec::new(),
+            ask_timeout: Duration::from_secs(60),
+            upload_idle: Some(Duration::from_secs(24 * 3600)),
+            egress_hosts: Vec::new(),
             sandbox_hide: Vec::new(),
         }
     }
@@ -215,10 +264,19 @@ pub struct PrincipalSpec {
     /// Share of recording disk in MiB (its bundles on the data dir, finished and
     /// live); `None`: the server's `max_recording_mb` / number of principals.
     pub recording_mb: Option<u64>,
+    /// Share of the artifact store in MiB (its artifacts and unfinished uploads);
+    /// `None`: the server's `max_artifact_mb` / number of principals.
+    pub artifact_mb: Option<u64>,
     /// The frame-cache sharing group (`share=NAME`): principals of one group dedup
     /// each other's frames (and so may time each other's screens); `None`: a group
     /// of its own.
     pub share: Option<String>,
+    /// What it may unlock (`unlock=ENTRY`, one word per entry, as `--allow-unlock`
+    /// takes them); `None`: the server's `--allow-unlock` list.
+    pub unlock: Option<Vec<String>>,
+    /// What it may ask a controller for (`ask=ENTRY`, as `--ask-unlock` takes them);
+    /// `None`: the server's `--ask-unlock` list.
+    pub ask: Option<Vec<String>>,
     /// The `@metrics: TOKEN` line: a token that reads `/metrics` and nothing else
     /// (no principal of this name exists).
     pub metrics_only: bool,
@@ -238,7 +296,10 @@ impl PrincipalSpec {
             screencasts: None,
             threads: None,
             recording_mb: None,
+            artifact_mb: None,
             share: None,
+            unlock: None,
+            ask: None,
             metrics_only,
         }
     }
@@ -253,8 +314,9 @@ pub(crate) const METRICS_LINE: &str = "@metrics";
 ///
 /// ```text
 /// # name: token [desktops=N] [checkpoints=N] [pixels=N] [screencasts=N] [threads=N]
-/// #   [recording_mb=N] [share=GROUP]
-/// alice: 3f1c...e9 desktops=16 share=lab
+/// #   [recording_mb=N] [artifact_mb=N] [share=GROUP] [unlock=POWER[:HOSTS]]...
+/// #   [ask=POWER[:HOSTS]]...
+/// alice: 3f1c...e9 desktops=16 share=lab unlock=exec unlock=net.egress:pypi.org,.pythonhosted.org ask=files
 /// bob:   77ab...02 desktops=8 checkpoints=100 share=lab
 /// @metrics: 5d2e...41
 /// ```
@@ -312,6 +374,17 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
                 spec.share = Some(v.to_string());
                 continue;
             }
+            if k == "unlock" || k == "ask" {
+                crate::unlock::UnlockPolicy::parse(&[v.to_string()])
+                    .map_err(|e| format!("line {n}: {k}: {e}"))?;
+                let list = if k == "ask" {
+                    &mut spec.ask
+                } else {
+                    &mut spec.unlock
+                };
+                list.get_or_insert_with(Vec::new).push(v.to_string());
+                continue;
+            }
             let v: u64 = v
                 .parse()
                 .map_err(|_| format!("line {n}: {k} must be a non-negative integer"))?;
@@ -324,10 +397,11 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
                 "threads" => spec.threads = Some(small()?),
                 "pixels" => spec.pixels = Some(v),
                 "recording_mb" => spec.recording_mb = Some(v),
+                "artifact_mb" => spec.artifact_mb = Some(v),
                 _ => {
                     return Err(format!(
                         "line {n}: unknown quota {k:?} (desktops, checkpoints, pixels, \
-                         screencasts, threads, recording_mb, share)"
+                         screencasts, threads, recording_mb, artifact_mb, share, unlock, ask)"
                     ));
                 }
             }
@@ -342,6 +416,33 @@ pub fn parse_token_file(text: &str) -> Result<Vec<PrincipalSpec>, String> {
     }
     if out.iter().all(|p| p.metrics_only) {
         return Err("the token file names no principal".into());
+    }
+    Ok(out)
+}
+
+/// Parses an `--egress-hosts` file: `NAME ADDRESS...` per line, as `/etc/hosts` has them
+/// the other way round (blank lines and `#` comments ignored). The error names the line.
+pub fn parse_egress_hosts(text: &str) -> Result<Vec<(String, std::net::IpAddr)>, String> {
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let mut words = line.split_whitespace();
+        let name = words.next().unwrap_or_default();
+        crate::unlock::Host::parse(name).map_err(|e| format!("line {}: {e}", i + 1))?;
+        let mut any = false;
+        for w in words {
+            let ip = w
+                .parse()
+                .map_err(|_| format!("line {}: {w:?} is not an IP address", i + 1))?;
+            out.push((name.to_ascii_lowercase(), ip));
+            any = true;
+        }
+        if !any {
+            return Err(format!("line {}: expected `NAME ADDRESS...`", i + 1));
+        }
     }
     Ok(out)
 }

@@ -1,7 +1,7 @@
 //! The one place where errors become gRPC statuses.
 //!
 //! Each module owns the enum of the ways it fails, in its own words: [`Invalid`] (a
-//! request field, `spec`), [`AuthError`], [`RecordingError`], [`EncodeError`],
+//! request field, `spec`), [`AuthError`], [`ArtifactError`], [`RecordingError`], [`EncodeError`],
 //! [`EnvError`], [`PoolError`]. This module is the only one that knows gRPC codes: it
 //! maps each variant to the code a client acts on (see quickwit's `ServiceErrorCode`),
 //! and attaches a `google.rpc.BadRequest` field violation to every bad field. It sits
@@ -10,6 +10,7 @@
 use deskgym_worker::DesktopError;
 use tonic::{Code, Status};
 
+use crate::artifacts::ArtifactError;
 use crate::auth::AuthError;
 use crate::env::EnvError;
 use crate::pool::PoolError;
@@ -63,6 +64,7 @@ impl PoolError {
             Self::Invalid(_) => Code::InvalidArgument,
             Self::Spec(e) => e.code(),
             Self::NotGranted { .. } => Code::PermissionDenied,
+            Self::Unlock(e) => e.code(),
             Self::NotFound { .. } | Self::FramesMissing(_) => Code::NotFound,
             Self::Limit(_) => Code::ResourceExhausted,
             Self::Env(e) => e.code(),
@@ -71,6 +73,24 @@ impl PoolError {
             Self::Recording(e) => e.code(),
             Self::Encode(_) | Self::Internal(_) => Code::Internal,
             Self::HumanControl { .. } | Self::NotHeld { .. } => Code::FailedPrecondition,
+        }
+    }
+}
+
+impl crate::unlock::UnlockError {
+    /// The code a client acts on.
+    pub(crate) fn code(&self) -> Code {
+        use crate::unlock::UnlockError as E;
+        match self {
+            // Refused by the policy, a controller, or nobody answering in time.
+            E::Denied { .. } | E::Refused { .. } | E::TimedOut { .. } => Code::PermissionDenied,
+            E::Unsupported { .. } | E::Decided { .. } => Code::FailedPrecondition,
+            // A reset while the call waited: retry on the new episode.
+            E::Reset { .. } => Code::Aborted,
+            // The env is gone, as for any call on a closed env; a token it never had.
+            E::Closed { .. } | E::UnknownToken { .. } => Code::NotFound,
+            E::ShuttingDown { .. } => Code::Unavailable,
+            E::TooMany { .. } => Code::ResourceExhausted,
         }
     }
 }
@@ -227,6 +247,33 @@ impl From<RingError> for Status {
     fn from(e: RingError) -> Self {
         match e {
             RingError::Invalid(i) => i.into(),
+            e => counted(Status::new(e.code(), e.to_string())),
+        }
+    }
+}
+
+impl ArtifactError {
+    /// The code a client acts on. A bad checksum or hash is DATA_LOSS, not
+    /// INVALID_ARGUMENT: the request was well formed and its bytes were damaged on the
+    /// way, so the client resends them (from the offset the message names).
+    pub(crate) fn code(&self) -> Code {
+        match self {
+            Self::Invalid(_) | Self::Gap { .. } => Code::InvalidArgument,
+            Self::Checksum { .. } | Self::ShaMismatch { .. } => Code::DataLoss,
+            Self::NotFound(_) | Self::NoUpload(_) => Code::NotFound,
+            Self::Share { .. } => Code::ResourceExhausted,
+            Self::Io(e) if e.kind() == std::io::ErrorKind::StorageFull => Code::ResourceExhausted,
+            Self::Offset { .. } => Code::FailedPrecondition,
+            Self::InProgress(_) => Code::Aborted,
+            Self::Io(_) => Code::Internal,
+        }
+    }
+}
+
+impl From<ArtifactError> for Status {
+    fn from(e: ArtifactError) -> Self {
+        match e {
+            ArtifactError::Invalid(i) => i.into(),
             e => counted(Status::new(e.code(), e.to_string())),
         }
     }

@@ -3,14 +3,17 @@
 //! # Layout
 //! Modules depend one way (`scripts/check_layers.py` fails CI on a cycle; `--layers`
 //! prints them), lowest first:
-//! - leaves: `capability` (the boundary capabilities a grant check names), `invalid` (a
+//! - leaves: `capability` (the boundary capabilities a grant check names), `unlock`
+//!   (powers unlocked per env: policy, scopes, grants), `egress` (a `net.egress`
+//!   unlock's proxy), `invalid` (a
 //!   malformed field and the one 64-character quoting rule), `conn`
 //!   (connection budgets), `encode` (RAW/PNG/JPEG), `metrics` (the
 //!   hot-path counters), `profiles` (the profile catalog), `sync`;
 //! - `config` (limits, server settings, the token file), `families` (each task
 //!   family's loading, options, settle default and shares), `tasks` (the task registry);
 //! - `auth` (principals and quotas on each request), `spec` (a validated CreatePool
-//!   request and the desktop/pixel accounting unit);
+//!   request and the desktop/pixel accounting unit), `artifacts` (the content-addressed
+//!   artifact store, one blob per content, refs and shares per principal);
 //! - `a11y` (element refs, element targets, the tree's renderings), `frame_cache` (the
 //!   fleet-wide content-addressed cache), `pool_state` (the pool as its envs see it),
 //!   `record` (recording pools as `.skn` bundles through `deskgym-datasets`);
@@ -31,6 +34,7 @@
 //! and stop the server at will (as mini-redis does).
 
 mod a11y;
+mod artifacts;
 mod auth;
 mod axstream;
 mod calls;
@@ -40,6 +44,7 @@ mod config;
 mod conn;
 mod console;
 mod convert;
+mod egress;
 mod encode;
 mod env;
 mod error;
@@ -60,6 +65,7 @@ mod spec;
 mod sync;
 mod tasks;
 mod tunnel;
+mod unlock;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -68,7 +74,9 @@ use deskgym_proto::v1::deskgym_server::DeskgymServer;
 use tokio::net::TcpListener;
 use tonic_health::ServingStatus;
 
-pub use config::{BackendKind, Limits, PrincipalSpec, ServerConfig, parse_token_file};
+pub use config::{
+    BackendKind, Limits, PrincipalSpec, ServerConfig, parse_egress_hosts, parse_token_file,
+};
 pub use conn::{ConnLimits, Listener};
 pub use env::episode_seed;
 pub use families::find_miniwob;
@@ -117,6 +125,12 @@ pub enum RunError {
     /// The profile catalog or the task files cannot be loaded.
     #[error("{0}")]
     Profiles(String),
+    /// An `--allow-unlock` entry is malformed.
+    #[error("--allow-unlock: {0}")]
+    Unlock(String),
+    /// An `--ask-unlock` entry is malformed.
+    #[error("--ask-unlock: {0}")]
+    Ask(String),
     /// An I/O error while setting up.
     #[error(transparent)]
     Io(#[from] std::io::Error),
@@ -181,7 +195,15 @@ pub async fn run_with(
     tasks.spawn("housekeeping", move |closing| {
         housekeeping(m, idle, closing)
     });
-    let auth = auth::Auth::new(&config.principals, &config.limits, config.step_threads);
+    let unlock = unlock::UnlockPolicy::parse(&config.allow_unlock).map_err(RunError::Unlock)?;
+    let ask = unlock::UnlockPolicy::parse(&config.ask_unlock).map_err(RunError::Ask)?;
+    let auth = auth::Auth::new(
+        &config.principals,
+        &config.limits,
+        config.step_threads,
+        &unlock,
+        &ask,
+    );
     if let Some(l) = extra.metrics {
         let (m, a) = (mgr.clone(), auth.clone());
         tasks.spawn("metrics", move |mut closing| async move {
@@ -207,11 +229,19 @@ pub async fn run_with(
         hand_off(handoffs, r, closing)
     });
 
+    let store = Arc::new(artifacts::Store::new(&config.data_dir));
+    if let Some(idle) = config.upload_idle {
+        let s = store.clone();
+        tasks.spawn("upload sweep", move |closing| {
+            sweep_uploads(s, idle, closing)
+        });
+    }
     let svc = DeskgymServer::new(DeskgymService::new(
         mgr.clone(),
         tasks.closing(),
         screencasts,
         rings,
+        store,
     ))
     .max_decoding_message_size(MAX_REQUEST_BYTES)
     .max_encoding_message_size(usize::MAX);
@@ -324,6 +354,8 @@ fn manager(config: &ServerConfig) -> Result<PoolManager, RunError> {
             }),
         hide,
         tenants: !config.principals.is_empty(),
+        egress_hosts: Arc::new(egress::Pinned::new(&config.egress_hosts)),
+        ask_timeout: config.ask_timeout,
     };
     let backend: Arc<dyn deskgym_worker::Backend> = match config.backend {
         BackendKind::Real => Arc::new(deskgym_worker::LocalBackend),
@@ -368,6 +400,29 @@ async fn housekeeping(
             last_logged = std::time::Instant::now();
             log_cache(&mgr);
         }
+    }
+}
+
+/// Sweeps abandoned artifact uploads (idle for `idle`) a few times per `idle`, at most
+/// every ten minutes, until the signal; each sweep on a blocking thread (it walks and
+/// removes files).
+async fn sweep_uploads(
+    store: Arc<artifacts::Store>,
+    idle: std::time::Duration,
+    mut closing: tokio::sync::watch::Receiver<bool>,
+) {
+    let period = (idle / 4).clamp(
+        std::time::Duration::from_secs(1),
+        std::time::Duration::from_secs(600),
+    );
+    let mut tick = tokio::time::interval(period);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = shutdown::signalled(&mut closing) => return,
+        }
+        let s = store.clone();
+        let _ = tokio::task::spawn_blocking(move || s.sweep(idle)).await;
     }
 }
 

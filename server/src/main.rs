@@ -34,6 +34,10 @@ struct Args {
     /// Most Screencast streams open at once (viewers of live desktops).
     #[arg(long, default_value_t = Limits::default().max_screencasts)]
     max_screencasts: u32,
+    /// Most parked replicas held at once (desktops kept at checkpoints' states for
+    /// forks, `SaveRequest.park`); 0 turns parking off.
+    #[arg(long, default_value_t = Limits::default().max_parked)]
+    max_parked: u32,
     /// Most items in one StepBatch.
     #[arg(long, default_value_t = Limits::default().max_batch)]
     max_batch: u32,
@@ -85,6 +89,30 @@ struct Args {
     /// are off unless listed here and asked for by the pool.
     #[arg(long, value_delimiter = ',')]
     allow_capabilities: Vec<String>,
+    /// What every principal may unlock on its envs at run time (the Unlock RPC) unless
+    /// its token-file line says `unlock=`; repeat the flag per entry: `exec`, `files`,
+    /// `clipboard`, `windows`, `net.egress` (any host) or
+    /// `net.egress:pypi.org,.pythonhosted.org`. Default: nothing.
+    #[arg(long)]
+    allow_unlock: Vec<String>,
+    /// What every principal may ask a controller for unless its token-file line says
+    /// `ask=`; entries as for --allow-unlock, one per flag. A call that needs such a
+    /// power emits a `capability_required` event and waits for AnswerCapability (or
+    /// --ask-timeout-s, then it is refused). Default: nothing is asked.
+    #[arg(long)]
+    ask_unlock: Vec<String>,
+    /// How long a call waits for a controller's answer to its capability request.
+    #[arg(long, default_value_t = 60.0)]
+    ask_timeout_s: f64,
+    /// Removes an unfinished artifact upload (UploadArtifact cut before its end) that
+    /// nobody resumed for this many seconds, releasing its bytes from its principal's
+    /// share; 0 keeps them until DeleteArtifact.
+    #[arg(long, default_value_t = 86_400.0)]
+    upload_idle_s: f64,
+    /// A file of `NAME ADDRESS...` lines: names a net.egress proxy reaches at these
+    /// addresses instead of asking DNS (private addresses allowed: a mirror, a test host).
+    #[arg(long)]
+    egress_hosts: Option<std::path::PathBuf>,
     /// Close pools untouched for this many seconds (0 disables).
     #[arg(long, default_value_t = 600)]
     idle_timeout_s: u64,
@@ -107,6 +135,11 @@ struct Args {
     /// share, and one that reaches it stops (its pool steps on).
     #[arg(long, default_value_t = Limits::default().max_recording_mb)]
     max_recording_mb: u64,
+    /// Most MiB the artifact store (`<data-dir>/artifacts`) may hold, shared out per
+    /// principal (`artifact_mb=N` in the token file; by default this divided by the
+    /// number of principals). An upload past its principal's share is refused.
+    #[arg(long, default_value_t = Limits::default().max_artifact_mb)]
+    max_artifact_mb: u64,
     /// Records queued per recording before the overflow policy applies.
     #[arg(long, default_value_t = 4096)]
     record_queue: usize,
@@ -154,7 +187,16 @@ async fn main() -> anyhow::Result<()> {
         }
         None => Vec::new(),
     };
-    let config = server_config(&args, principals);
+    let egress_hosts = match &args.egress_hosts {
+        Some(p) => {
+            let t = std::fs::read_to_string(p)
+                .with_context(|| format!("reading egress hosts {}", p.display()))?;
+            deskgym_server::parse_egress_hosts(&t)
+                .map_err(|e| anyhow::anyhow!("egress hosts {}: {e}", p.display()))?
+        }
+        None => Vec::new(),
+    };
+    let config = server_config(&args, principals, egress_hosts);
     // Install the signal handlers before announcing the address, so a SIGTERM that
     // follows the announcement at once still drains and cleans up.
     let shutdown = shutdown_signal()?;
@@ -190,6 +232,7 @@ async fn main() -> anyhow::Result<()> {
     }
     // This process's cgroups, now that its one server and every sandbox are gone.
     deskgym_worker::remove_cgroups();
+    deskgym_worker::release_owner_lock();
     served?;
     Ok(())
 }
@@ -249,18 +292,24 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
 }
 
 /// The server's config from its flags and the principals of its token file.
-fn server_config(args: &Args, principals: Vec<deskgym_server::PrincipalSpec>) -> ServerConfig {
+fn server_config(
+    args: &Args,
+    principals: Vec<deskgym_server::PrincipalSpec>,
+    egress_hosts: Vec<(String, std::net::IpAddr)>,
+) -> ServerConfig {
     ServerConfig {
         limits: Limits {
             max_envs: args.max_envs,
             max_batch: args.max_batch,
             max_screencasts: args.max_screencasts,
+            max_parked: args.max_parked,
             op_timeout: Duration::from_millis(args.op_timeout_ms.max(1)),
             sandbox_memory_mb: args.sandbox_memory_mb,
             sandbox_disk_mb: args.sandbox_disk_mb,
             sandbox_open_files: args.sandbox_open_files,
             max_sandbox_processes: args.sandbox_processes,
             max_recording_mb: args.max_recording_mb,
+            max_artifact_mb: args.max_artifact_mb,
             ..Limits::default()
         },
         connections: deskgym_server::ConnLimits {
@@ -292,6 +341,12 @@ fn server_config(args: &Args, principals: Vec<deskgym_server::PrincipalSpec>) ->
             })
             .or_else(deskgym_server::find_miniwob),
         allow_capabilities: args.allow_capabilities.clone(),
+        allow_unlock: args.allow_unlock.clone(),
+        ask_unlock: args.ask_unlock.clone(),
+        ask_timeout: Duration::from_secs_f64(args.ask_timeout_s.clamp(0.1, 86_400.0)),
+        upload_idle: (args.upload_idle_s > 0.0)
+            .then(|| Duration::from_secs_f64(args.upload_idle_s.min(365.0 * 86_400.0))),
+        egress_hosts,
         // Sandboxes never see the token file (the data dir is masked by `run`), nor the
         // unix socket, wherever an operator put it.
         sandbox_hide: args

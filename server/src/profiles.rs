@@ -46,6 +46,11 @@ struct SeedFile {
     /// Permission bits.
     #[serde(default = "default_mode")]
     mode: u32,
+    /// Where the profile's home base already has this file, the base's copy stays: a
+    /// machine-built home wrote it through the application itself (with the same
+    /// settings and its own), and this file stands in for it where there is no base.
+    #[serde(default)]
+    keep_base: bool,
 }
 
 fn default_mode() -> u32 {
@@ -93,6 +98,10 @@ struct ProfileDef {
     /// `urls` or `paths_or_urls`.
     #[serde(default)]
     app_args: BTreeMap<String, AppArgs>,
+    /// Whether its sandbox's programs run on a clock the server sets (our preload;
+    /// decisions 199, 201): a fork's replicas show apps the original's time at every action.
+    #[serde(default)]
+    clock: bool,
 }
 
 /// Where a profile's machine-built home lies, and what builds it: the files an app
@@ -198,6 +207,14 @@ pub(crate) struct Profile {
 }
 
 impl Profile {
+    /// What a checkpoint of this profile captures, in ACI §5's vocabulary (none |
+    /// replay | disk | memory | process): `replay` for every profile, since Restore and
+    /// Fork rebuild a state by replaying the episode's action log on a fresh desktop
+    /// (decision 185). A profile that snapshots its desktop another way says so here.
+    pub(crate) fn snapshot_kind(&self) -> &'static str {
+        "replay"
+    }
+
     /// True when this host has every program it needs.
     pub(crate) fn available(&self) -> bool {
         self.missing.is_empty()
@@ -472,6 +489,7 @@ fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, Strin
             password: def.password.clone(),
             limits: SandboxLimits::default(),
             shares: Vec::new(),
+            clock: def.clock,
         })
     } else {
         None
@@ -511,6 +529,9 @@ fn write_template(
     }
     for f in files {
         let path = dir.join(&f.path);
+        if f.keep_base && base.is_some() && path.exists() {
+            continue;
+        }
         let text = match (&f.content, &f.copy) {
             (Some(c), _) => c.clone(),
             (None, Some(src)) => {
@@ -612,6 +633,11 @@ mod tests {
         assert!(desktop.sandboxed());
         assert!(desktop.apps.contains_key("terminal"));
         assert!(!desktop.network);
+        // The bundled sandboxed profiles run on the clock a fork replays (decision 201).
+        for name in ["desktop", "osworld", "web"] {
+            let p = c.get(name).unwrap();
+            assert!(p.sandbox.as_ref().is_some_and(|s| s.clock), "{name}");
+        }
     }
 
     #[test]
@@ -705,7 +731,8 @@ requires = { deskgym-no-such-program = "deskgym-ghost-pkg" }
             format!(
                 "[profiles.{name}]\ndescription = \"b\"\nsandbox = true\n\
                  home_base = {{ dir = {:?}, built_by = \"make-it\" }}\n\
-                 files = [{{ path = \".config/app/seeded\", content = \"from the catalog\" }}]\n",
+                 files = [{{ path = \".config/app/seeded\", content = \"from the catalog\" }},\n\
+                 {{ path = \".config/app/state\", content = \"stand-in\", keep_base = true }}]\n",
                 at.display().to_string()
             )
         };
@@ -725,7 +752,8 @@ requires = { deskgym-no-such-program = "deskgym-ghost-pkg" }
         assert_eq!(read(t.join(".config/app/state")), "from the app");
         assert_eq!(read(t.join(".config/app/seeded")), "from the catalog");
         let t = home("unbuilt");
-        assert!(!t.join(".config/app/state").exists());
+        // A `keep_base` file stands in for the base's where there is none.
+        assert_eq!(read(t.join(".config/app/state")), "stand-in");
         assert_eq!(read(t.join(".config/app/seeded")), "from the catalog");
         drop(c);
         let _ = std::fs::remove_dir_all(&dir);

@@ -78,6 +78,10 @@ pub(crate) struct Policy {
     /// True when the server has tokens (principals): figures of the whole server
     /// (cache stats, capacity) are then scoped to the caller.
     pub(crate) tenants: bool,
+    /// Names a `net.egress` proxy reaches without DNS (`--egress-hosts`).
+    pub(crate) egress_hosts: std::sync::Arc<crate::egress::Pinned>,
+    /// How long a capability request waits for a controller (`--ask-timeout-s`).
+    pub(crate) ask_timeout: std::time::Duration,
 }
 
 /// Screen geometry a target is resolved against.

@@ -236,6 +236,7 @@ async fn element_targets_resolve_on_the_live_tree_and_replay_by_pixels() {
     let cp = c
         .save(pb::SaveRequest {
             env_id: env.clone(),
+            ..Default::default()
         })
         .await
         .unwrap()

@@ -55,6 +55,21 @@ async fn bad_requests_get_precise_codes() {
         .await
         .unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
+    let e = c
+        .get_env(pb::GetEnvRequest {
+            env_id: "nope".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    assert!(e.message().contains("nope"), "{e:?}");
+    let e = c
+        .watch_events(pb::WatchEventsRequest {
+            env_id: String::new(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
 
     // Bad pool requests.
     let e = c
@@ -244,6 +259,21 @@ async fn bad_requests_get_precise_codes() {
     assert_eq!(r.results[0].code, 0);
     assert_eq!(r.results[1].code, Code::NotFound as i32);
 
+    // More parked replicas than the server's max_parked (8 by default).
+    let e = c
+        .save(pb::SaveRequest {
+            env_id: env.clone(),
+            park: 9,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(
+        e.message().contains("park") && e.message().contains("max_parked=8"),
+        "{}",
+        e.message()
+    );
+
     // Ending the episode then stepping again.
     let (x, y) = find(&first, RED).unwrap();
     let won = c
@@ -314,4 +344,344 @@ async fn non_loopback_without_token_is_refused() {
         matches!(r, Err(deskgym_server::RunError::InsecureBind(_))),
         "{r:?}"
     );
+}
+
+/// Unlock's refusals: each bad field INVALID_ARGUMENT naming it, a power the policy
+/// leaves out PERMISSION_DENIED naming what the operator would list, an env without a
+/// sandbox FAILED_PRECONDITION (issue 43).
+// spec: aci:2.unlock
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unlock_requests_get_precise_codes() {
+    let server = TestServer::start(ServerConfig {
+        allow_unlock: vec!["exec".into(), "net.egress:pypi.org".into()],
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let p = pool(&mut c, "click-target", 1, 320, 240).await;
+    let env = p.env_ids[0].clone();
+    let ask = |capability: &str, scope: &[&str], reason: &str| pb::UnlockRequest {
+        env_id: env.clone(),
+        capability: capability.into(),
+        scope: scope.iter().map(|s| s.to_string()).collect(),
+        reason: reason.into(),
+    };
+    let long = "x".repeat(2000);
+    for (req, code, needle) in [
+        (ask("sudo", &[], ""), Code::InvalidArgument, "capability"),
+        (
+            ask("network", &[], ""),
+            Code::InvalidArgument,
+            "per pool only",
+        ),
+        (
+            ask("exec", &["pypi.org"], ""),
+            Code::InvalidArgument,
+            "takes no scope",
+        ),
+        (
+            ask("net.egress", &[], ""),
+            Code::InvalidArgument,
+            "needs a scope",
+        ),
+        (
+            ask("net.egress", &["pypi.org", "10.0.0.1"], ""),
+            Code::InvalidArgument,
+            "scope[1]",
+        ),
+        (
+            ask("net.egress", &["https://pypi.org/simple"], ""),
+            Code::InvalidArgument,
+            "not a host name",
+        ),
+        (ask("exec", &[], &long), Code::InvalidArgument, "reason"),
+        (
+            ask("files", &[], ""),
+            Code::PermissionDenied,
+            "--allow-unlock files",
+        ),
+        (
+            ask("net.egress", &["pypi.org", ".org"], ""),
+            Code::PermissionDenied,
+            "net.egress:.org",
+        ),
+        (
+            ask("exec", &[], "ok"),
+            Code::FailedPrecondition,
+            "without a sandbox",
+        ),
+        (
+            pb::UnlockRequest {
+                env_id: "nope".into(),
+                ..ask("exec", &[], "")
+            },
+            Code::NotFound,
+            "nope",
+        ),
+    ] {
+        let what = format!("{:?} {:?}", req.capability, req.scope);
+        let e = c.unlock(req).await.unwrap_err();
+        assert_eq!(e.code(), code, "{what}: {e:?}");
+        assert!(e.message().contains(needle), "{what}: {}", e.message());
+    }
+    for (id, code) in [("", Code::InvalidArgument), ("g7", Code::InvalidArgument)] {
+        let e = c
+            .relock(pb::RelockRequest {
+                env_id: env.clone(),
+                grant_id: id.into(),
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(e.code(), code, "{id:?}");
+        assert!(e.message().contains("grant_id"), "{}", e.message());
+    }
+    // A grant that is not (or no longer) held: nothing to release.
+    let r = c
+        .relock(pb::RelockRequest {
+            env_id: env.clone(),
+            grant_id: "u999999".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(!r.released);
+    server.stop().await;
+}
+
+/// AnswerCapability's refusals: a malformed token, reason or scope INVALID_ARGUMENT
+/// naming the field; an unknown env or token NOT_FOUND; and an askable power on an env
+/// that cannot hold it refused at once, nobody asked (issue 43).
+// spec: aci:6.capability-channel
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn capability_answers_get_precise_codes() {
+    let server = TestServer::start(ServerConfig {
+        ask_unlock: vec!["exec".into()],
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let p = pool(&mut c, "click-target", 1, 320, 240).await;
+    let env = p.env_ids[0].clone();
+    let answer = |env: &str, token: &str, allow: bool, scope: &[&str], reason: &str| {
+        pb::AnswerCapabilityRequest {
+            env_id: env.into(),
+            token: token.into(),
+            allow,
+            scope: scope.iter().map(|s| s.to_string()).collect(),
+            reason: reason.into(),
+        }
+    };
+    let long = "x".repeat(2000);
+    for (req, code, needle) in [
+        (
+            answer(&env, "", true, &[], ""),
+            Code::InvalidArgument,
+            "token",
+        ),
+        (
+            answer(&env, "u12", true, &[], ""),
+            Code::InvalidArgument,
+            "token",
+        ),
+        (
+            answer(&env, "c1x", true, &[], ""),
+            Code::InvalidArgument,
+            "token",
+        ),
+        (
+            answer(&env, "c1", false, &[], &long),
+            Code::InvalidArgument,
+            "reason",
+        ),
+        (
+            answer(&env, "c1", false, &["a.org"], ""),
+            Code::InvalidArgument,
+            "scope",
+        ),
+        (answer("nope", "c1", true, &[], ""), Code::NotFound, "nope"),
+        (
+            answer(&env, "c123456789", true, &[], ""),
+            Code::NotFound,
+            "c123456789",
+        ),
+    ] {
+        let what = format!("{:?} {:?}", req.env_id, req.token);
+        let e = c.answer_capability(req).await.unwrap_err();
+        assert_eq!(e.code(), code, "{what}: {e:?}");
+        assert!(e.message().contains(needle), "{what}: {}", e.message());
+    }
+    // exec is askable, but this env has no sandbox: refused at once, no request opened.
+    let e = c.exec(sh(&env, "true")).await.unwrap_err();
+    assert_eq!(e.code(), Code::PermissionDenied, "{e:?}");
+    let e = c
+        .unlock(pb::UnlockRequest {
+            env_id: env.clone(),
+            capability: "exec".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::FailedPrecondition, "{e:?}");
+    let info = c
+        .get_env(pb::GetEnvRequest {
+            env_id: env.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(info.pending_capabilities.is_empty(), "{info:?}");
+    server.stop().await;
+}
+
+/// The artifact and tree verbs' malformed requests: the field named, nothing stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_artifact_requests_name_their_field() {
+    let data = std::env::temp_dir().join(format!("deskgym-bad-artifacts-{}", std::process::id()));
+    let server = TestServer::start(ServerConfig {
+        data_dir: data.clone(),
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let field = |e: &tonic::Status| e.message().split(':').next().unwrap_or("").to_string();
+    for bad in ["", "abc", &"A".repeat(64), &"g".repeat(64), &"0".repeat(65)] {
+        let req = pb::DownloadArtifactRequest {
+            sha256: bad.to_string(),
+            offset: 0,
+        };
+        let e = c.download_artifact(req).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{bad:?}");
+        assert_eq!(field(&e), "sha256", "{}", e.message());
+    }
+    let upload = |m: pb::ArtifactChunk| tokio_stream::iter(vec![m]);
+    for bad in [
+        "",
+        "short",
+        "has space in it",
+        "../../etc/passwd",
+        &"x".repeat(65),
+    ] {
+        let m = pb::ArtifactChunk {
+            upload_id: bad.to_string(),
+            last: true,
+            ..Default::default()
+        };
+        let e = c.upload_artifact(upload(m)).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument, "{bad:?}");
+        assert_eq!(field(&e), "upload_id", "{}", e.message());
+    }
+    let big = vec![0u8; (2 << 20) + 1];
+    let m = pb::ArtifactChunk {
+        upload_id: "too-large-chunk".into(),
+        crc32: crc32fast::hash(&big),
+        data: big,
+        last: true,
+        ..Default::default()
+    };
+    let e = c.upload_artifact(upload(m)).await.unwrap_err();
+    assert_eq!(
+        (e.code(), field(&e)),
+        (Code::InvalidArgument, "data".into())
+    );
+    let m = pb::ArtifactChunk {
+        upload_id: "bad-final-hash".into(),
+        last: true,
+        sha256: "not-a-hash".into(),
+        ..Default::default()
+    };
+    let e = c.upload_artifact(upload(m)).await.unwrap_err();
+    assert_eq!(
+        (e.code(), field(&e)),
+        (Code::InvalidArgument, "sha256".into())
+    );
+    // An upload naming someone's env (here: nobody's) is NOT_FOUND before any byte.
+    let m = pb::ArtifactChunk {
+        upload_id: "env-unknown".into(),
+        env_id: "nope".into(),
+        last: true,
+        ..Default::default()
+    };
+    assert_eq!(
+        c.upload_artifact(upload(m)).await.unwrap_err().code(),
+        Code::NotFound
+    );
+    for (sha256, upload_id) in [("", ""), (&*"0".repeat(64), "both-given")] {
+        let req = pb::DeleteArtifactRequest {
+            sha256: sha256.to_string(),
+            upload_id: upload_id.to_string(),
+        };
+        let e = c.delete_artifact(req).await.unwrap_err();
+        assert_eq!(e.code(), Code::InvalidArgument);
+    }
+    let req = pb::DeleteArtifactRequest {
+        upload_id: "never-started".into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        c.delete_artifact(req).await.unwrap_err().code(),
+        Code::NotFound
+    );
+    // Trees: the first message must be the root of one of the caller's envs.
+    let tree = |m: pb::TreeEntry| tokio_stream::iter(vec![m]);
+    let e = c
+        .put_dir(tree(pb::TreeEntry {
+            kind: pb::TreeEntryKind::File as i32,
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (e.code(), field(&e)),
+        (Code::InvalidArgument, "kind".into())
+    );
+    let e = c
+        .put_dir(tree(pb::TreeEntry {
+            kind: pb::TreeEntryKind::Root as i32,
+            env_id: "nope".into(),
+            path: "x".into(),
+            ..Default::default()
+        }))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::NotFound);
+    let req = pb::GetDirRequest {
+        env_id: "nope".into(),
+        path: "x".into(),
+    };
+    assert_eq!(c.get_dir(req).await.unwrap_err().code(), Code::NotFound);
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parking_off_refuses_park() {
+    let server = TestServer::start(ServerConfig {
+        limits: Limits {
+            max_envs: 2,
+            max_parked: 0,
+            ..Limits::default()
+        },
+        ..ServerConfig::default()
+    })
+    .await;
+    let mut c = server.client().await;
+    let p = pool(&mut c, "click-target", 1, 320, 240).await;
+    reset(&mut c, &p.env_ids[0], 1).await;
+    let e = c
+        .save(pb::SaveRequest {
+            env_id: p.env_ids[0].clone(),
+            park: 1,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument);
+    assert!(e.message().contains("parking is off"), "{}", e.message());
+    // Without `park`, Save works as ever.
+    c.save(pb::SaveRequest {
+        env_id: p.env_ids[0].clone(),
+        park: 0,
+    })
+    .await
+    .unwrap();
+    server.stop().await;
 }

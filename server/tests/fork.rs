@@ -128,6 +128,7 @@ async fn forks_of_a_mid_episode_checkpoint_are_exact_and_share_frames() {
     let cp = c
         .save(pb::SaveRequest {
             env_id: env.clone(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -216,6 +217,7 @@ async fn forks_of_a_mid_episode_checkpoint_are_exact_and_share_frames() {
     let cp2 = c
         .save(pb::SaveRequest {
             env_id: env.clone(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -358,6 +360,7 @@ async fn checkpoint_bad_input() {
     let e = c
         .save(pb::SaveRequest {
             env_id: a.env_ids[0].clone(),
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -366,6 +369,7 @@ async fn checkpoint_bad_input() {
     let cp = c
         .save(pb::SaveRequest {
             env_id: a.env_ids[0].clone(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -481,6 +485,7 @@ async fn forks_take_warm_spares_and_spares_come_back() {
     let cp = c
         .save(pb::SaveRequest {
             env_id: p.env_ids[0].clone(),
+            ..Default::default()
         })
         .await
         .unwrap()

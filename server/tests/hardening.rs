@@ -91,6 +91,7 @@ async fn hostile_numbers_are_refused_never_wrapped() {
     let cp = c
         .save(pb::SaveRequest {
             env_id: env.clone(),
+            ..Default::default()
         })
         .await
         .unwrap()
@@ -635,6 +636,7 @@ async fn principals_see_and_touch_only_their_own() {
             "aaa",
             pb::SaveRequest {
                 env_id: env.clone(),
+                ..Default::default()
             },
         ))
         .await
@@ -721,12 +723,19 @@ async fn principals_see_and_touch_only_their_own() {
         "bbb",
         pb::SaveRequest {
             env_id: benv.clone(),
+            ..Default::default()
         },
     ))
     .await
     .unwrap();
     let e = c
-        .save(as_("bbb", pb::SaveRequest { env_id: benv }))
+        .save(as_(
+            "bbb",
+            pb::SaveRequest {
+                env_id: benv,
+                ..Default::default()
+            },
+        ))
         .await
         .unwrap_err();
     assert_eq!(

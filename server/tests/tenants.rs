@@ -12,6 +12,8 @@ mod echoes;
 mod recording_share;
 #[path = "tenants/shares.rs"]
 mod shares;
+#[path = "tenants/unlock.rs"]
+mod unlock;
 
 use std::time::Duration;
 
@@ -791,13 +793,16 @@ async fn sandbox_leftovers_are_swept() {
     let start = || spawn_server(server_command(&["--listen", "127.0.0.1:0"]));
     let root_of = |pid: u32| std::env::temp_dir().join(format!("deskgym-sandboxes-{pid}"));
     let displays_of = |pid: u32| std::env::temp_dir().join(format!("deskgym-displays-{pid}"));
+    // The lock that tells sweepers in other PID namespaces the owner is alive.
+    let lock_of = |pid: u32| std::env::temp_dir().join(format!("deskgym-owner-{pid}.lock"));
     let (mut killed, addr) = start();
     let mut c = deskgym_server::connect(addr).await.unwrap();
     let p = desktop_pool(&mut c, 1, &[]).await;
     reset(&mut c, &p.env_ids[0], 1).await;
     let killed_root = root_of(killed.id());
     let killed_displays = displays_of(killed.id());
-    assert!(killed_root.exists());
+    let killed_lock = lock_of(killed.id());
+    assert!(killed_root.exists() && killed_lock.exists());
     killed.kill().unwrap();
     killed.wait().unwrap();
     assert!(
@@ -819,6 +824,10 @@ async fn sandbox_leftovers_are_swept() {
         !killed_displays.exists(),
         "the next server did not sweep {killed_displays:?}"
     );
+    assert!(
+        !killed_lock.exists(),
+        "the next server did not sweep {killed_lock:?}"
+    );
     let p = desktop_pool(&mut c, 1, &[]).await;
     reset(&mut c, &p.env_ids[0], 1).await;
     let (next_root, next_pid) = (root_of(next.id()), next.id());
@@ -827,6 +836,7 @@ async fn sandbox_leftovers_are_swept() {
     assert!(!next_root.exists(), "SIGTERM left {next_root:?}");
     let next_displays = displays_of(next_pid);
     assert!(!next_displays.exists(), "SIGTERM left {next_displays:?}");
+    assert!(!lock_of(next_pid).exists(), "SIGTERM left its lock file");
 }
 
 /// Without a cgroup (`DESKGYM_SANDBOX_CGROUPS=0`), memory is bounded per process by

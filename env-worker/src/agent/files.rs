@@ -87,9 +87,9 @@ fn inside(p: &std::path::Path) -> bool {
     FILE_ROOTS.iter().any(|r| p.starts_with(r))
 }
 
-/// Resolves a request path: absolute or relative to the home, no `..`, and (symlinks
-/// followed) inside the roots. `exists`: the path itself must exist; else its parent.
-fn resolve(path: &str, exists: bool) -> FileResult<std::path::PathBuf> {
+/// A request path made absolute (relative ones are under the home), before any
+/// resolving: empty and `..` are refused.
+fn joined(path: &str) -> FileResult<std::path::PathBuf> {
     use std::path::{Component, Path};
     let outside = |m: String| (FileErrorKind::Outside, m);
     if path.is_empty() {
@@ -99,6 +99,14 @@ fn resolve(path: &str, exists: bool) -> FileResult<std::path::PathBuf> {
     if p.components().any(|c| matches!(c, Component::ParentDir)) {
         return Err(outside(format!("{}: '..' is not allowed", quote(path))));
     }
+    Ok(p)
+}
+
+/// Resolves a request path: absolute or relative to the home, no `..`, and (symlinks
+/// followed) inside the roots. `exists`: the path itself must exist; else its parent.
+fn resolve(path: &str, exists: bool) -> FileResult<std::path::PathBuf> {
+    let outside = |m: String| (FileErrorKind::Outside, m);
+    let p = joined(path)?;
     let resolved = if exists {
         p.canonicalize().map_err(|e| io_err(&p, e))?
     } else {
@@ -162,9 +170,64 @@ pub(super) fn write(path: &str, offset: u64, mode: u32, data: &[u8]) -> FileResu
     // Truncated only now that it is known to be a regular file; a resumed upload ends
     // where its data ends.
     f.set_len(offset).map_err(|e| io_err(&p, e))?;
+    // The mode asked for, exactly: the open's mode is masked by the umask and ignored
+    // for a file already there, and a tree copied in keeps its modes (PutDir).
+    if mode != 0 {
+        use std::os::unix::fs::PermissionsExt;
+        f.set_permissions(std::fs::Permissions::from_mode(mode & 0o7777))
+            .map_err(|e| io_err(&p, e))?;
+    }
     f.seek(SeekFrom::Start(offset)).map_err(|e| io_err(&p, e))?;
     f.write_all(data).map_err(|e| io_err(&p, e))?;
     Ok(offset + data.len() as u64)
+}
+
+/// Makes `path` and its missing parents, every one inside the roots (no `..`; each
+/// existing ancestor resolved, symlinks followed only inside), and sets its mode (0:
+/// new directories get the default, an existing one keeps its own).
+pub(super) fn make_dir(path: &str, mode: u32) -> FileResult<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let outside = |m: String| (FileErrorKind::Outside, m);
+    let p = joined(path)?;
+    // The deepest ancestor that exists, resolved; what is below it is made here.
+    let mut base = p.as_path();
+    let mut rest = Vec::new();
+    while std::fs::symlink_metadata(base).is_err() {
+        let (Some(parent), Some(name)) = (base.parent(), base.file_name()) else {
+            return Err(outside(format!("{} names no directory", quote(path))));
+        };
+        rest.push(name.to_owned());
+        base = parent;
+    }
+    let mut at = base.canonicalize().map_err(|e| io_err(base, e))?;
+    if !inside(&at) {
+        return Err(outside(format!(
+            "{} resolves to {}, outside {} and /tmp",
+            quote(path),
+            shown(&at),
+            HOME
+        )));
+    }
+    for name in rest.iter().rev() {
+        at.push(name);
+        match std::fs::create_dir(&at) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(io_err(&at, e)),
+        }
+    }
+    let meta = std::fs::symlink_metadata(&at).map_err(|e| io_err(&at, e))?;
+    if !meta.is_dir() {
+        return Err((
+            FileErrorKind::NotDir,
+            format!("{} is not a directory", shown(&at)),
+        ));
+    }
+    if mode == 0 {
+        return Ok(());
+    }
+    std::fs::set_permissions(&at, std::fs::Permissions::from_mode(mode & 0o7777))
+        .map_err(|e| io_err(&at, e))
 }
 
 pub(super) fn list(path: &str, depth: u32, max: usize) -> FileResult<(String, Vec<Entry>, bool)> {
@@ -214,6 +277,7 @@ pub(super) fn list(path: &str, depth: u32, max: usize) -> FileResult<(String, Ve
                 kind: kind.into(),
                 size: m.len(),
                 mtime_ms,
+                mode: std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777,
             });
             if ft.is_dir() && level < depth {
                 stack.push((e.path(), level + 1));

@@ -331,6 +331,13 @@ fn serve(conn: UnixStream, env: &[(String, String)], children: &Children) -> std
             };
             reply_line(&mut conn, &r)
         }
+        Request::MakeDir { path, mode } => {
+            let r = match files::make_dir(&path, mode) {
+                Ok(()) => Reply::Done,
+                Err((kind, message)) => Reply::FileError { kind, message },
+            };
+            reply_line(&mut conn, &r)
+        }
         Request::List { path, depth, max } => {
             let r = match files::list(&path, depth, max) {
                 Ok((path, entries, truncated)) => Reply::Listed {
@@ -343,6 +350,7 @@ fn serve(conn: UnixStream, env: &[(String, String)], children: &Children) -> std
             reply_line(&mut conn, &r)
         }
         Request::Connect { port } => connect(reader, conn, port),
+        Request::Listen => relay::listen(&mut conn),
         Request::Exec(spec) => {
             let mut stdin = vec![0; spec.stdin_len];
             reader.read_exact(&mut stdin)?;

@@ -1,5 +1,5 @@
 //! `Connect`: a port of the sandbox's own loopback relayed over the agent's socket (the
-//! worker's tunnels).
+//! worker's tunnels), and `Listen`: a listener on that loopback handed to the worker.
 
 use super::*;
 
@@ -41,4 +41,21 @@ pub(super) fn connect(
     let _ = std::io::copy(&mut reader, &mut tcp_out);
     let _ = tcp_out.shutdown(std::net::Shutdown::Write);
     Ok(())
+}
+
+/// Serves a `Listen`: a listener on a free port of the sandbox's loopback, passed to the
+/// worker with the `Listening` reply (the agent keeps no copy: the server owns it, and
+/// its end closes the port).
+pub(super) fn listen(conn: &mut UnixStream) -> std::io::Result<()> {
+    let listener = match std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0)) {
+        Ok(l) => l,
+        Err(e) => {
+            let message = format!("cannot listen on this desktop's loopback ({e})");
+            return reply_line(conn, &Reply::Failed { message });
+        }
+    };
+    let port = listener.local_addr()?.port();
+    let mut line = serde_json::to_vec(&Reply::Listening { port })?;
+    line.push(b'\n');
+    crate::fdpass::send(conn, &line, std::os::fd::AsFd::as_fd(&listener))
 }

@@ -141,10 +141,19 @@ pub enum Request {
         path: String,
         /// Where to write.
         offset: u64,
-        /// Permission bits of a new file.
+        /// Permission bits: when not 0, set exactly (no umask) on the file, new or
+        /// not, after the write; 0: 0644 for a new file.
         mode: u32,
         /// Bytes that follow.
         len: usize,
+    },
+    /// Makes a directory and its missing parents (inside the home or /tmp), then sets
+    /// the directory's mode (an existing one too); answered `Done`.
+    MakeDir {
+        /// Path (absolute, or relative to the home).
+        path: String,
+        /// Permission bits, set exactly (no umask); 0: left as they are.
+        mode: u32,
     },
     /// Lists a directory to `depth` levels, at most `max` entries.
     List {
@@ -185,6 +194,11 @@ pub enum Request {
         /// The port (a browser's remote debugging, say).
         port: u16,
     },
+    /// Opens a TCP listener on a free port of the sandbox's own loopback and hands it
+    /// to the worker (SCM_RIGHTS, with the `Listening` reply): the server accepts on
+    /// it, so a port inside the sandbox's network namespace is served from outside
+    /// (the egress proxy of a `net.egress` unlock) with no route out of the namespace.
+    Listen,
 }
 
 /// One directory entry.
@@ -198,6 +212,9 @@ pub struct Entry {
     pub size: u64,
     /// Modification time, Unix milliseconds.
     pub mtime_ms: i64,
+    /// Permission bits (0o7777 at most); of the link itself for a symlink.
+    #[serde(default)]
+    pub mode: u32,
 }
 
 /// How a command ended (its output follows the reply line).
@@ -320,6 +337,11 @@ pub enum Reply {
     Done,
     /// Answer to `Connect`: raw bytes follow, both ways.
     Connected,
+    /// Answer to `Listen`: the listener travels with this line (SCM_RIGHTS).
+    Listening {
+        /// The port it listens on (the worker checks it against the socket itself).
+        port: u16,
+    },
     /// The agent is serving as many requests as it may: try again later.
     Busy {
         /// Which limit, for the user.
@@ -352,6 +374,7 @@ impl Reply {
             Self::Done => "a done reply",
             Self::ElementError { .. } => "an element error",
             Self::Connected => "a connected reply",
+            Self::Listening { .. } => "a listening reply",
             Self::Busy { .. } => "a busy reply",
         }
     }

@@ -3,6 +3,7 @@
 //! would (X input, apps launched, elements through AT-SPI).
 
 use crate::action::Action;
+use crate::clock::DesktopClock;
 use crate::error::{DesktopError, Result};
 use crate::sandbox::{Sandbox, SandboxConfig};
 use crate::x11::XSession;
@@ -15,19 +16,50 @@ pub(crate) struct Session {
     /// `None` only after a restart failed (every request then fails, and so does
     /// [`Session::check_alive`]: the desktop is restarted).
     sandbox: Option<Sandbox>,
+    /// The profile's config, with the clock's directory and environment added.
     config: SandboxConfig,
     /// As started: nothing ran in it since (a reset need not restart it).
     fresh: bool,
+    /// The clock its programs run on, where the profile asks for one (the same
+    /// directory across restarts).
+    clock: Option<DesktopClock>,
 }
 
 impl Session {
     /// Starts the session on `display`.
     pub(crate) fn start(config: &SandboxConfig, display: u32) -> Result<Self> {
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let mut config = config.clone();
+        let clock = if config.clock {
+            let root = crate::sandbox::sandboxes_root();
+            std::fs::create_dir_all(&root)?;
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let clock = DesktopClock::create(&root.join(format!("clock-{display}-{n}")))?;
+            config
+                .shares
+                .push((clock.dir().to_path_buf(), crate::clock::INSIDE.to_string()));
+            config.env.extend(crate::clock::env());
+            Some(clock)
+        } else {
+            None
+        };
         Ok(Self {
-            sandbox: Some(Sandbox::start(display, config)?),
-            config: config.clone(),
+            sandbox: Some(Sandbox::start(display, &config)?),
+            config,
             fresh: true,
+            clock,
         })
+    }
+
+    /// The clock its programs run on, if the profile gives them one.
+    pub(crate) fn clock(&mut self) -> Option<&mut DesktopClock> {
+        self.clock.as_mut()
+    }
+
+    /// What the clock reads now (ms since the epoch), if there is one.
+    pub(crate) fn clock_ms(&self) -> Option<u64> {
+        self.clock.as_ref().map(DesktopClock::now_ms)
     }
 
     /// Where a session's reset parks the pointer: mid-screen, off the corners where
@@ -48,10 +80,17 @@ impl Session {
     /// copied again from its seed, the session started anew. True when it restarted.
     pub(crate) fn restart_if_used(&mut self, display: u32) -> Result<bool> {
         if self.fresh && self.sandbox.is_some() {
+            if let Some(c) = self.clock.as_mut() {
+                c.on_start()?;
+            }
             return Ok(false);
         }
-        // The old sandbox ends before the new one starts (same display, same names).
+        // The old sandbox ends before the new one starts (same display, same names),
+        // and the new one's programs start on the clock its episode asks for.
         self.sandbox = None;
+        if let Some(c) = self.clock.as_mut() {
+            c.on_start()?;
+        }
         self.sandbox = Some(Sandbox::start(display, &self.config)?);
         self.fresh = true;
         Ok(true)

@@ -264,6 +264,18 @@ impl Sandbox {
         }
     }
 
+    /// Makes a directory and its missing parents; sets its mode.
+    pub(crate) fn make_dir(&self, path: &str, mode: u32) -> Result<()> {
+        let req = Request::MakeDir {
+            path: path.into(),
+            mode,
+        };
+        match self.call(&req, &[], FILE_TIMEOUT)?.0 {
+            Reply::Done => Ok(()),
+            other => Err(file_error(other)),
+        }
+    }
+
     /// Lists a directory.
     pub(crate) fn list_dir(&self, path: &str, depth: u32, max: usize) -> Result<Listing> {
         let req = Request::List {

@@ -102,6 +102,9 @@ pub struct SandboxConfig {
     /// Host directories shown read-only inside, each at a path under `/run` (a web
     /// task's pages, wherever the host keeps them).
     pub shares: Vec<(PathBuf, String)>,
+    /// Whether the sandbox's programs run on a clock the server sets (our preload,
+    /// decisions 199, 201): a replay then shows apps the original's time at every action.
+    pub clock: bool,
 }
 
 /// A running sandbox.
@@ -160,18 +163,26 @@ pub fn sweep_leftovers() -> usize {
     if let Ok(d) = std::fs::read_dir(std::env::temp_dir()) {
         for e in d.flatten() {
             let name = e.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            // A lock file alone: `is_gone` removes it when its owner is gone.
+            if let Some(pid) = name
+                .strip_prefix("deskgym-owner-")
+                .and_then(|n| n.strip_suffix(".lock"))
+                .and_then(|p| p.parse::<u32>().ok())
+            {
+                crate::owner::is_gone(pid);
+                continue;
+            }
             let Some(pid) = name
-                .to_str()
-                .and_then(|n| {
-                    n.strip_prefix(ROOT_PREFIX)
-                        .or_else(|| n.strip_prefix(crate::xvfb::AUTH_DIR_PREFIX))
-                })
+                .strip_prefix(ROOT_PREFIX)
+                .or_else(|| name.strip_prefix(crate::xvfb::AUTH_DIR_PREFIX))
                 .and_then(|p| p.parse::<u32>().ok())
             else {
                 continue;
             };
-            let alive = Path::new(&format!("/proc/{pid}")).exists();
-            if pid != std::process::id() && !alive && std::fs::remove_dir_all(e.path()).is_ok() {
+            if crate::owner::is_gone(pid) && std::fs::remove_dir_all(e.path()).is_ok() {
                 swept += 1;
             }
         }
@@ -429,6 +440,7 @@ impl ChildSetup {
 fn fresh_dir(display: u32) -> Result<(PathBuf, String)> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let root = sandboxes_root();
+    crate::owner::claim();
     make_dir(&root, 0o711)?;
     let name = format!("{display}-{}", NEXT.fetch_add(1, Ordering::Relaxed));
     let dir = root.join(&name);

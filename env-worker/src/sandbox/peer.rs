@@ -110,3 +110,67 @@ pub(super) fn bound_socket(path: &Path) -> Result<std::os::fd::OwnedFd> {
         Ok(fd)
     }
 }
+
+impl AgentPeer {
+    /// A TCP listener on a free port of the sandbox's own loopback, opened by its agent
+    /// (`Listen`) and handed over: what the server accepts there comes from inside this
+    /// sandbox only (each sandbox has its own network namespace). The agent shares its
+    /// uid with the sandbox's code, so what it hands over is checked: a listening IPv4
+    /// stream socket on 127.0.0.1 at the port it names.
+    pub fn listen(&self, bound: std::time::Duration) -> Result<std::net::TcpListener> {
+        use std::io::Write;
+        use std::os::fd::AsFd;
+        let mut conn = std::os::unix::net::UnixStream::connect(&self.socket)?;
+        self.verify(conn.as_fd())?;
+        conn.set_read_timeout(Some(bound))?;
+        conn.set_write_timeout(Some(bound))?;
+        let mut line =
+            serde_json::to_vec(&crate::agent::Request::Listen).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        conn.write_all(&line)?;
+        let mut buf = [0u8; 4096];
+        let (n, fd) = crate::fdpass::recv(&conn, &mut buf)?;
+        let untrusted = |what: &str| {
+            DesktopError::App(format!("the desktop's agent answered a listen with {what}"))
+        };
+        let text = buf[..n].strip_suffix(b"\n").unwrap_or(&buf[..n]);
+        let port = match serde_json::from_slice::<crate::agent::Reply>(text) {
+            Ok(crate::agent::Reply::Listening { port }) => port,
+            Ok(crate::agent::Reply::Failed { message }) => return Err(DesktopError::Exec(message)),
+            Ok(crate::agent::Reply::Busy { message }) => return Err(DesktopError::Limit(message)),
+            Ok(other) => return Err(untrusted(other.kind())),
+            Err(_) => return Err(untrusted("a cut reply")),
+        };
+        let fd = fd.ok_or_else(|| untrusted("no socket"))?;
+        let stream_listening = sockopt(&fd, libc::SO_TYPE) == Some(libc::SOCK_STREAM)
+            && sockopt(&fd, libc::SO_ACCEPTCONN) == Some(1)
+            && sockopt(&fd, libc::SO_DOMAIN) == Some(libc::AF_INET);
+        if !stream_listening {
+            return Err(untrusted("a socket that is no TCP listener"));
+        }
+        let listener = std::net::TcpListener::from(fd);
+        let at = listener.local_addr()?;
+        if at != std::net::SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)) {
+            return Err(untrusted("a listener on another address"));
+        }
+        Ok(listener)
+    }
+}
+
+/// An int socket option of `fd` (`None` when it cannot be read).
+fn sockopt(fd: &std::os::fd::OwnedFd, opt: libc::c_int) -> Option<libc::c_int> {
+    use std::os::fd::AsRawFd;
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `v`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            opt,
+            (&raw mut v).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(v)
+}

@@ -22,7 +22,11 @@ __all__ = ["Screen"]
 class Screen:
     """One env's screen as a model sees it: ``width`` x ``height`` frames of the
     ``screen_width`` x ``screen_height`` display (``max_long_edge`` asks the server for
-    them; 0: full size)."""
+    them; 0: full size).
+
+    ``env`` is what it needs of one: ``client``, ``env_id``, ``screen`` (width, height)
+    and ``step(action)`` in Gymnasium's shape: a :class:`deskgym.DeskgymEnv`, or the
+    run :func:`deskgym.drive.drive_session` steps a session's desktop through."""
 
     env: Any
     screen_width: int
@@ -39,7 +43,7 @@ class Screen:
     def fit(cls, env: Any, box: tuple[int, int] | None) -> Screen:
         """The screen scaled (never up) to fit ``box``; ``None``: full size. The frame's
         size is what the server delivers (it rounds), learned from one screenshot."""
-        sw, sh = int(env._pool.width), int(env._pool.height)
+        sw, sh = (int(v) for v in env.screen)
         scale = 1.0 if box is None else min(1.0, box[0] / sw, box[1] / sh)
         long_edge = 0 if scale >= 1.0 else max(1, int(max(sw, sh) * scale))
         me = cls(env, sw, sh, long_edge)

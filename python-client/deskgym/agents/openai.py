@@ -88,10 +88,14 @@ class ComputerTool:
 
     def run(self, call: dict[str, Any]) -> dict[str, Any]:
         """Runs one ``computer_call`` item; the ``computer_call_output`` item: a screenshot
-        after the action."""
-        if call.get("type", "computer_call") != "computer_call" or not isinstance(call.get("action"), dict):
+        after the action. A call carrying ``actions`` (the batch the GA ``computer``
+        tool sends) runs them in order, then answers once."""
+        batch = call.get("actions") if call.get("action") is None else [call.get("action")]
+        if (call.get("type", "computer_call") != "computer_call" or not isinstance(batch, list) or not batch
+                or not all(isinstance(a, dict) for a in batch)):
             raise DeskgymError("INVALID_ARGUMENT", "expected a computer_call item with an action", "action")
-        self._act(call["action"])
+        for a in batch:
+            self._act(a)
         out: dict[str, Any] = {"type": "computer_call_output", "call_id": call.get("call_id", ""),
                                "output": {"type": "input_image",
                                           "image_url": "data:image/png;base64," + self.screen.png_base64()}}

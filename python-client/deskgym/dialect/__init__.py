@@ -77,6 +77,10 @@ and the harness ends the episode on ``end``. Nothing is dropped silently: an unk
 verb, a missing argument, a point outside the frame or text that matches no grammar
 raises :class:`DialectError` (``INVALID_ARGUMENT``), whose message quotes the text and
 says what was expected; the whole reply is refused, never half of it.
+
+The other way, :func:`write_action` writes an action in a grammar (:data:`WRITE_FORMATS`)
+and :func:`tool_call` gives its ``(name, arguments)``, in the verbs of
+:mod:`deskgym.trl`'s tools; what they write reads back to the same action.
 """
 
 from __future__ import annotations
@@ -86,10 +90,12 @@ from collections.abc import Callable
 
 from deskgym.dialect import _markup, _pyautogui, _uitars
 from deskgym.dialect._verbs import COORDS, VERBS, Action, Context, DialectError, Space
+from deskgym.dialect._write import WRITE_FORMATS, tool_call, write_action
 from deskgym.errors import DeskgymError
 from deskgym.geometry import Display
 
-__all__ = ["COORDS", "DEFAULT_COORDS", "FORMATS", "VERBS", "Action", "DialectError", "detect", "parse_actions"]
+__all__ = ["COORDS", "DEFAULT_COORDS", "FORMATS", "VERBS", "WRITE_FORMATS", "Action", "DialectError", "detect",
+           "parse_actions", "tool_call", "write_action"]
 
 _NS = r"(?:[\w-]+:)?"
 

@@ -215,6 +215,9 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
                     # The observation OSWorld shows comes from /screenshot; a step's own frame
                     # is only a cheap JPEG. Episodes end when the harness says, not by count.
                     obs_type="jpeg", max_steps=1_000_000,
+                    # A failed action stays an error, as OSWorld's controller and the
+                    # bridge expect (they answer it as OSWorld's server does).
+                    env_errors="raise",
                 )
             except deskgym.DeskgymError as e:
                 if e.code != "PERMISSION_DENIED":

@@ -29,10 +29,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from deskgym.episode import INFEASIBLE, INVALID, SCORED
+
 __all__ = ["INFEASIBLE", "INVALID", "SCORED", "UNSOLVABLE", "SetupOutcome", "compare", "invalidates", "judge", "last_rows",
            "load_rows", "scores_table", "solutions_table", "status_of", "verdict"]
 
-SCORED, INVALID, INFEASIBLE = "scored", "invalid", "infeasible"
+# One vocabulary for every harness: the statuses (and the causes a row's ``cause`` text
+# maps to, :func:`deskgym.episode.cause_of_text`) are deskgym.episode's.
 #: A known-good solution's module that says why its task cannot be solved here.
 UNSOLVABLE = "unsolvable"
 #: How much of a failed command's stderr a record keeps (its end: where the error is).

@@ -23,11 +23,13 @@ mod action;
 mod exec;
 mod field;
 mod target;
+mod tree;
 
 pub(crate) use action::{VERBS, action, capability_of, locate};
 pub(crate) use exec::exec_spec;
 pub(crate) use field::Field;
 pub(crate) use target::MAX_CHORD_BYTES;
+pub(crate) use tree::tree_path;
 
 /// Default line budget of the tree's text rendering.
 const DEFAULT_LINES: u32 = 400;
@@ -391,7 +393,7 @@ pub(crate) fn port(port: u32) -> Result<u16, Invalid> {
 
 /// PERMISSION_DENIED unless the env's pool was granted `capability`.
 pub(crate) fn grant(env: &Env, capability: Capability) -> Result<(), PoolError> {
-    if env.pool.spec.capabilities.contains(&capability) {
+    if env.pool.spec.capabilities.contains(&capability) || env.unlocks.holds(capability) {
         Ok(())
     } else {
         Err(PoolError::NotGranted {

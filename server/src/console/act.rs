@@ -8,7 +8,6 @@ use serde_json::json;
 
 use super::{COOKIE, Console, EnvOf, Refusal};
 use crate::invalid::quote;
-use crate::record;
 
 /// `POST /api/login {"token": ...}`: checks the token and keeps it in an HttpOnly,
 /// SameSite=Strict cookie for the console's later requests.
@@ -95,8 +94,7 @@ pub(super) async fn release(EnvOf { who, env: e }: EnvOf<true>) -> Result<Respon
 /// A take-over or a release: in the log, the pool's event log and the env's feed.
 pub(super) fn note(e: &crate::env::Env, kind: &str, by: &str) {
     tracing::info!(env = %e.id, by, kind, "console");
-    e.pool
-        .record(|| record::event(kind, &e.id, json!({ "by": by })));
+    e.event(kind, || json!({ "by": by }));
     e.control.tell(|_| {}, || json!({ "kind": kind, "by": by }));
 }
 

@@ -118,10 +118,24 @@ fn fidelity(exact: bool) -> i32 {
 /// A Restore reply.
 pub(crate) fn restore_response(r: Restored) -> pb::RestoreResponse {
     pb::RestoreResponse {
+        path: Some(replay_path(&r)),
         observation: Some(observation(r.obs)),
         info: Some(step_info(r.info)),
         fidelity: fidelity(r.exact),
         expected_hash: deskgym_worker::hash_hex(r.expected_hash),
+    }
+}
+
+/// How a rebuild went along the original's path.
+fn replay_path(r: &Restored) -> pb::ReplayPath {
+    pb::ReplayPath {
+        checked_steps: r.path.checked,
+        missed_steps: r.path.missed,
+        left_at_step: r.path.left_at_step,
+        settled_again: r.path.settled_again,
+        waited_ms: r.path.waited_ms,
+        replayed_from_step: r.path.from_step,
+        clock_late_steps: r.path.clock_late,
     }
 }
 
@@ -130,6 +144,7 @@ pub(crate) fn replica(env_id: String, r: Restored) -> pb::Replica {
     pb::Replica {
         env_id,
         fidelity: fidelity(r.exact),
+        path: Some(replay_path(&r)),
         observation: Some(observation(r.obs)),
         info: Some(step_info(r.info)),
     }
@@ -150,5 +165,68 @@ pub(crate) fn checkpoint(c: &Checkpoint) -> pb::Checkpoint {
         step_index: c.step_index(),
         frame_hash: deskgym_worker::hash_hex(c.frame_hash()),
         env_id: c.env_id.clone(),
+        snapshot_kind: spec.profile.snapshot_kind().into(),
+        chain: Some(checkpoint_chain(c)),
+    }
+}
+
+/// A checkpoint's parent and parked replicas, as they are now.
+fn checkpoint_chain(c: &Checkpoint) -> pb::CheckpointChain {
+    let parked = crate::sync::lock(&c.pool.parked);
+    let (ready, building) = parked.of(&c.id);
+    let asked = parked.asked.get(&c.id).cloned().unwrap_or_default();
+    pb::CheckpointChain {
+        parent_checkpoint_id: c.parent.clone().unwrap_or_default(),
+        parked: ready,
+        parking: building,
+        park: asked.n,
+        parked_from_step: asked.from_step,
+        note: asked.note,
+    }
+}
+
+/// What an env is (GetEnv), read without waiting for its call in flight.
+pub(crate) fn env_info(e: &crate::env::Env) -> pb::EnvInfo {
+    let (pool, spec) = (&e.pool, &e.pool.spec);
+    pb::EnvInfo {
+        env_id: e.id.clone(),
+        pool_id: pool.id.clone(),
+        task: spec.task.id.to_string(),
+        profile: spec.profile.name.clone(),
+        capabilities: spec.capabilities.iter().map(|c| c.to_string()).collect(),
+        screen: Some(pb::ScreenSize {
+            width: spec.screen.width,
+            height: spec.screen.height,
+        }),
+        alive: e.alive(),
+        snapshot_kind: spec.profile.snapshot_kind().into(),
+        record: pool
+            .recording_path
+            .as_ref()
+            .and_then(|p| {
+                p.file_name()?
+                    .to_str()?
+                    .strip_suffix(deskgym_datasets::BUNDLE_SUFFIX)
+            })
+            .unwrap_or_default()
+            .to_string(),
+        max_steps: spec.max_steps,
+        lease_ttl_ms: pool
+            .lease
+            .map_or(0, |l| u32::try_from(l.as_millis()).unwrap_or(u32::MAX)),
+        pool_env_ids: pool.env_ids.clone(),
+        pending_capabilities: e
+            .asks
+            .pending()
+            .into_iter()
+            .map(|p| pb::CapabilityRequest {
+                token: p.token,
+                capability: p.power.as_str().into(),
+                scope: p.scope,
+                reason: p.reason,
+                action: p.action.into(),
+                timeout_ms: u32::try_from(p.left_ms).unwrap_or(u32::MAX),
+            })
+            .collect(),
     }
 }

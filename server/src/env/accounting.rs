@@ -56,6 +56,7 @@ mod tests {
             log: Default::default(),
             recorded: false,
             verdict: None,
+            clock_ms: 0,
         }
     }
 

@@ -12,7 +12,13 @@ pub(crate) struct Checkpoint {
     pub pool: Arc<PoolState>,
     /// The env it was saved from.
     pub env_id: String,
+    /// The latest earlier checkpoint of its pool that this one extends
+    /// ([`Checkpoint::extends`]), set by the manager when it is saved.
+    pub parent: Option<String>,
     episode: Episode,
+    /// What the desktop's clock read when the checkpoint's frame was taken (0: no
+    /// clock): a rebuild moves its clock there before its last frame (decision 199).
+    clock_ms: u64,
     /// Approximate bytes held (the action log), counted against
     /// `Limits::max_checkpoint_bytes`.
     bytes: u64,
@@ -29,6 +35,12 @@ impl Checkpoint {
         self.episode.actions.len()
     }
 
+    /// How long the saved run's steps took (action, settle, capture), all together.
+    pub(crate) fn original_time(&self) -> std::time::Duration {
+        let ms: u64 = self.episode.seen.iter().map(|s| u64::from(s.ms)).sum();
+        std::time::Duration::from_millis(ms)
+    }
+
     /// The seed of the saved episode.
     pub(crate) fn seed(&self) -> u64 {
         self.episode.seed
@@ -43,6 +55,110 @@ impl Checkpoint {
     pub(crate) fn frame_hash(&self) -> u128 {
         self.episode.frame_hash.unwrap_or_default()
     }
+
+    /// True when this checkpoint continues `earlier`'s episode: same pool and seed, and
+    /// `earlier`'s actions are the first of this one's. A desktop at `earlier`'s state
+    /// then reaches this one by replaying only the actions after them.
+    pub(crate) fn extends(&self, earlier: &Checkpoint) -> bool {
+        let (mine, theirs) = (&self.episode.actions, &earlier.episode.actions);
+        self.pool.id == earlier.pool.id
+            && self.episode.seed == earlier.episode.seed
+            && theirs.len() <= mine.len()
+            && (Arc::ptr_eq(mine, theirs) || mine[..theirs.len()] == theirs[..])
+    }
+
+    /// Blocking: brings `d` to this checkpoint's state and takes its last frame. From
+    /// `from` (a parked replica: the state after this checkpoint's first `from.step`
+    /// actions) only the actions after it are replayed; else, or when that replay does
+    /// not end on the checkpoint's frame, the desktop is reset and every action replayed
+    /// (keys in a run first unsettled, then again settled where that differed, as
+    /// [`Env::restore`] does). `on_reset` is told of each reset (a sandbox's agent
+    /// socket moves).
+    pub(crate) fn rebuild(
+        &self,
+        d: &mut Box<dyn Desktop>,
+        sandboxed: bool,
+        from: Option<Start>,
+        mut on_reset: impl FnMut(&dyn Desktop),
+    ) -> Result<Rebuilt, EnvError> {
+        let (actions, seen) = (&self.episode.actions, &self.episode.seen);
+        let want = self.frame_hash();
+        // A replica's apps start on the original's clock (decision 199); a parked one
+        // runs on since its own start, which was the original's too.
+        let clock = (self.episode.clock_ms != 0).then_some(self.episode.clock_ms);
+        let (step, out) = match from {
+            Some(s) if s.step <= actions.len() => (s.step, s.out),
+            _ => {
+                d.start_clock(clock);
+                let out = d.reset(self.episode.seed)?;
+                on_reset(&**d);
+                (0, out)
+            }
+        };
+        let rest = seen.get(step..).unwrap_or_default();
+        let fast = d.replay(&actions[step..], rest, true, out)?;
+        let mut frame = None;
+        if !fast.stopped {
+            at_save_time(d, self)?;
+            frame = Some(final_frame(d, want, sandboxed)?);
+        }
+        // A parked replica that ended elsewhere is rebuilt from a reset: a fresh replay
+        // may still land where the original did.
+        let again = frame
+            .as_ref()
+            .is_none_or(|f| f.hash != want && (fast.unsettled > 0 || sandboxed || step > 0));
+        crate::metrics::METRICS.replay(fast.unsettled, again);
+        let mut replayed = fast;
+        replayed.last_on_path = replayed.last_on_path.map(|i| i + step);
+        let mut from_step = step;
+        if again {
+            tracing::debug!(
+                unsettled = replayed.unsettled,
+                stopped = replayed.stopped,
+                from_step,
+                "the fast replay differed; replaying settled"
+            );
+            d.start_clock(clock);
+            let first = d.reset(self.episode.seed)?;
+            on_reset(&**d);
+            let waited = replayed.waited;
+            replayed = d.replay(actions, seen, false, first)?;
+            replayed.waited += waited;
+            at_save_time(d, self)?;
+            frame = Some(final_frame(d, want, sandboxed)?);
+            from_step = 0;
+        }
+        let frame = frame.ok_or(EnvError::Bug("a replay ended without a frame"))?;
+        Ok(Rebuilt {
+            replayed,
+            again,
+            frame,
+            from_step,
+        })
+    }
+}
+
+/// Where a rebuild starts when its desktop is a parked replica: the state after the
+/// checkpoint's first `step` actions, the last of which ended on `out`.
+#[derive(Clone, Debug)]
+pub(crate) struct Start {
+    /// Actions already applied.
+    pub step: usize,
+    /// The last one's outcome.
+    pub out: deskgym_worker::Outcome,
+}
+
+/// What [`Checkpoint::rebuild`] did.
+#[derive(Debug)]
+pub(crate) struct Rebuilt {
+    /// The replay that produced the state.
+    pub replayed: deskgym_worker::Replayed,
+    /// The first replay differed, so it was done again settled from a reset.
+    pub again: bool,
+    /// The last frame.
+    pub frame: Frame,
+    /// The step the final replay began at (0: a reset).
+    pub from_step: usize,
 }
 
 /// On a sandboxed desktop, how long the screen must be still (and the most to wait
@@ -64,13 +180,39 @@ fn log_bytes(actions: &[Action]) -> u64 {
     (std::mem::size_of_val(actions) + actions.len() * 16 + text) as u64
 }
 
+/// Waits for a sandboxed desktop's screen to be still ([`STILL`]).
+fn still(d: &mut Box<dyn Desktop>, sandboxed: bool) -> Result<(), DesktopError> {
+    if sandboxed {
+        d.quiesce(STILL.0, STILL.1)?;
+    }
+    Ok(())
+}
+
+/// Moves a rebuild's clock to where the original's stood when the checkpoint's frame
+/// was taken (a clock that reads later already stays).
+fn at_save_time(d: &mut Box<dyn Desktop>, cp: &Checkpoint) -> Result<(), DesktopError> {
+    if cp.clock_ms != 0 {
+        d.advance_clock(cp.clock_ms)?;
+    }
+    Ok(())
+}
+
+/// A rebuild's last frame: at once when it is already the checkpoint's (a hash match
+/// says the replay is done), else once the screen is still ([`STILL`]), as the
+/// checkpoint's was taken.
+fn final_frame(d: &mut Box<dyn Desktop>, want: u128, sandboxed: bool) -> Result<Frame, EnvError> {
+    let frame = d.capture()?;
+    if frame.hash == want {
+        return Ok(frame);
+    }
+    still(d, sandboxed)?;
+    Ok(d.capture()?)
+}
+
 impl Env {
     /// Waits for a sandboxed desktop's screen to be still ([`STILL`]).
     fn still(&self, d: &mut Box<dyn Desktop>) -> Result<(), DesktopError> {
-        if self.pool.spec.profile.sandboxed() {
-            d.quiesce(STILL.0, STILL.1)?;
-        }
-        Ok(())
+        still(d, self.pool.spec.profile.sandboxed())
     }
 
     /// Blocking: snapshots what is needed to rebuild the current state.
@@ -113,10 +255,13 @@ impl Env {
         let episode = s.episode.clone().ok_or_else(|| EnvError::NoEpisode {
             env: self.id.clone(),
         })?;
+        let clock_ms = s.desktop.as_ref().and_then(|d| d.clock_ms()).unwrap_or(0);
         Ok(Checkpoint {
             id,
+            clock_ms,
             pool: self.pool.clone(),
             env_id: self.id.clone(),
+            parent: None,
             bytes: log_bytes(&episode.actions),
             episode,
         })
@@ -129,6 +274,48 @@ impl Env {
         cache: &FrameCache,
         cp: &Checkpoint,
         opts: &ObsOptions,
+    ) -> Result<Restored, EnvError> {
+        self.restore_from(cache, cp, opts, None)
+    }
+
+    /// Blocking: [`Env::restore`] on a parked replica of `cp`'s pool (of `cp`, or of a
+    /// checkpoint it extends), which becomes this env's desktop; the env's own desktop
+    /// is stopped.
+    pub(crate) fn restore_parked(
+        &self,
+        cache: &FrameCache,
+        cp: &Checkpoint,
+        opts: &ObsOptions,
+        replica: crate::pool_state::ParkedReplica,
+    ) -> Result<Restored, EnvError> {
+        if self.pool.id != cp.pool.id {
+            return Err(EnvError::Bug("a parked replica of another pool"));
+        }
+        let old = {
+            let mut s = lock(&self.state);
+            let old = self.drop_desktop(&mut s);
+            self.set_desktop(&mut s, replica.desktop);
+            old
+        };
+        if let Some(old) = old {
+            stop_in_background(old);
+        }
+        let from = Start {
+            step: replica.steps,
+            out: replica.out,
+        };
+        self.restore_from(cache, cp, opts, Some(from))
+    }
+
+    /// Blocking: [`Env::restore`], on a desktop already at the state after `cp`'s
+    /// first `from.step` actions when `from` is set (a parked replica now installed as
+    /// this env's desktop): only the rest are replayed.
+    pub(crate) fn restore_from(
+        &self,
+        cache: &FrameCache,
+        cp: &Checkpoint,
+        opts: &ObsOptions,
+        from: Option<Start>,
     ) -> Result<Restored, EnvError> {
         let _running = self.enter();
         let started = Instant::now();
@@ -149,44 +336,45 @@ impl Env {
         let enc = encoding_or(ours, opts.encoding)?;
         let mut guard = lock(&self.state);
         let s = &mut *guard;
-        let seed = cp.episode.seed;
         let result = (|| {
-            let d = self.live_desktop(s, true)?;
+            // A parked replica is not swapped for a spare: its state is the point.
+            let d = self.live_desktop(s, from.is_none())?;
             // Keys typed in a run first go without a settle between them. On a
-            // sandboxed desktop a frame that differs from the checkpoint's is rebuilt
-            // again, every action settled and paced to the screens the agent saw (apps
-            // there answer at their own speed); elsewhere only a shortcut can differ.
-            let mut replayed = "fast";
-            let out = d.reset(seed)?;
-            self.note_socket(Some(&**d));
-            let (actions, seen) = (&cp.episode.actions, &cp.episode.seen);
-            let deskgym_worker::Replayed {
-                outcome: mut out,
-                unsettled,
-            } = d.replay(actions, seen, true, out)?;
-            self.still(d)?;
-            let mut frame = d.capture()?;
+            // sandboxed desktop a replay that leaves the original's path (its frames),
+            // or ends on another frame than the checkpoint's, is done again, every
+            // action settled and paced to the screens the agent saw (apps there answer
+            // at their own speed); elsewhere only a shortcut can differ.
             let sandboxed = self.pool.spec.profile.sandboxed();
-            let again = frame.hash != cp.frame_hash() && (unsettled > 0 || sandboxed);
-            crate::metrics::METRICS.replay(unsettled, again);
-            if again {
-                tracing::debug!(env = %self.id, unsettled, "the fast replay differed; replaying settled");
-                replayed = "settled";
-                let first = d.reset(seed)?;
-                self.note_socket(Some(&**d));
-                out = d.replay(actions, seen, false, first)?.outcome;
-                self.still(d)?;
-                frame = d.capture()?;
-            }
-            Ok::<_, EnvError>((out, frame, d.pointer(), d.display(), replayed))
+            let r = cp.rebuild(d, sandboxed, from, |d| self.note_socket(Some(d)))?;
+            Ok::<_, EnvError>((r, d.pointer(), d.display()))
         })();
-        let (out, frame, pointer, display, replayed) = result.inspect_err(|e| {
+        let (rebuilt, pointer, display) = result.inspect_err(|e| {
             self.on_error(s, e);
             s.episode = None;
         })?;
+        let Rebuilt {
+            replayed,
+            again,
+            frame,
+            from_step,
+        } = rebuilt;
+        let out = replayed.outcome;
         let exact = frame.hash == cp.frame_hash();
+        let path = ReplayPath {
+            checked: replayed.checked as u32,
+            missed: replayed.missed as u32,
+            left_at_step: if exact {
+                0
+            } else {
+                replayed.last_on_path.map_or(1, |i| i as u32 + 2)
+            },
+            settled_again: again,
+            waited_ms: millis(replayed.waited),
+            from_step: from_step as u32,
+            clock_late: replayed.clock_late as u32,
+        };
         if !exact {
-            tracing::warn!(env = %self.id, checkpoint = %cp.id, "rebuild diverged from its checkpoint");
+            tracing::warn!(env = %self.id, checkpoint = %cp.id, left_at_step = path.left_at_step, "rebuild diverged from its checkpoint");
         }
         self.end_episode(s, "restore");
         s.episodes += 1;
@@ -203,15 +391,14 @@ impl Env {
             verdict: None,
             ..cp.episode.clone()
         };
-        self.pool.record(|| {
-            record::event(
-                "restore",
-                &self.id,
-                serde_json::json!({
-                    "checkpoint": cp.id, "episode_id": ep.log.episode_id, "exact": exact,
-                    "replayed": replayed,
-                }),
-            )
+        self.event("restore", || {
+            serde_json::json!({
+                "checkpoint": cp.id, "episode_id": ep.log.episode_id, "exact": exact,
+                "replayed": if again { "settled" } else { "fast" },
+                "frame_hash": deskgym_worker::hash_hex(frame.hash),
+                "left_at_step": path.left_at_step, "missed": path.missed,
+                "replayed_from_step": path.from_step,
+            })
         });
         let observation = self.observation(
             cache,
@@ -229,6 +416,7 @@ impl Env {
             info,
             exact,
             expected_hash: cp.frame_hash(),
+            path,
         })
     }
 }

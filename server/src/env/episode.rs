@@ -51,6 +51,10 @@ impl Env {
         opts: &ObsOptions,
         started: Instant,
     ) -> Result<Reset, EnvError> {
+        // Unlocked powers last one episode at most: a new one starts without them, and
+        // a request for one waiting meanwhile is for the episode that ended.
+        self.relock_all("reset");
+        self.end_asks("reset");
         let (seed, base, k) = match seed {
             Some(seed) => (seed, seed, 1),
             None => (
@@ -61,12 +65,17 @@ impl Env {
         };
         let result = (|| {
             let d = self.live_desktop(s, true)?;
+            let began = Instant::now();
             let out = d.reset(seed)?;
+            // The clock as the reset set it, when the reset began.
+            let clock_ms = d
+                .clock_ms()
+                .map_or(0, |c| c.saturating_sub(u64::from(millis(began.elapsed()))));
             self.note_socket(Some(&**d));
             let frame = d.capture()?;
-            Ok::<_, EnvError>((out, frame, d.pointer()))
+            Ok::<_, EnvError>((out, frame, d.pointer(), clock_ms))
         })();
-        let (out, frame, pointer) = result.inspect_err(|e| self.on_error(s, e))?;
+        let (out, frame, pointer, clock_ms) = result.inspect_err(|e| self.on_error(s, e))?;
         self.end_episode(s, "reset");
         s.episodes += 1;
         (s.seed_base, s.seed_k) = (base, k);
@@ -83,16 +92,13 @@ impl Env {
             log: self.new_log(s.episodes),
             recorded: false,
             verdict: None,
+            clock_ms,
         };
-        self.pool.record(|| {
-            record::event(
-                "reset",
-                &self.id,
-                serde_json::json!({
-                    "episode_id": ep.log.episode_id, "seed": seed, "instruction": ep.instruction,
-                    "frame_hash": deskgym_worker::hash_hex(frame.hash),
-                }),
-            )
+        self.event("reset", || {
+            serde_json::json!({
+                "episode_id": ep.log.episode_id, "seed": seed, "instruction": ep.instruction,
+                "frame_hash": deskgym_worker::hash_hex(frame.hash),
+            })
         });
         let mut observation = self.observation(
             cache,
@@ -205,9 +211,21 @@ impl Env {
             before: ep.frame_hash.unwrap_or_default(),
             started,
         };
+        self.event("action", || {
+            record::action_event(
+                &ep.log.episode_id,
+                ep.step_index + 1,
+                begun.actor,
+                action,
+                begun.before,
+            )
+        });
         // From the moment input may have reached the desktop, the action belongs in the
         // replay log whatever fails after it: a Save/Fork must rebuild what is on screen.
         let mut sent = false;
+        let acted = Instant::now();
+        // The clock the apps read as the action goes: a replay sets it back to this.
+        let clock_ms = d.clock_ms().unwrap_or(0);
         let result = d.check_alive().and_then(|()| {
             sent = true;
             let out = d.step(action)?;
@@ -218,7 +236,11 @@ impl Env {
             Err(e) => return Err(self.step_failed(s, &begun, e, sent)),
         };
         Arc::make_mut(&mut ep.actions).push(action.clone());
-        Arc::make_mut(&mut ep.seen).push(frame.hash);
+        Arc::make_mut(&mut ep.seen).push(Seen {
+            hash: frame.hash,
+            ms: millis(acted.elapsed()),
+            clock_ms,
+        });
         ep.frame_hash = Some(frame.hash);
         let Advance {
             reward,
@@ -352,7 +374,11 @@ impl Env {
         if applied {
             ep.step_index += 1;
             Arc::make_mut(&mut ep.actions).push(begun.action.clone());
-            Arc::make_mut(&mut ep.seen).push(0);
+            Arc::make_mut(&mut ep.seen).push(Seen {
+                hash: 0,
+                ms: millis(begun.started.elapsed()),
+                clock_ms: 0,
+            });
             ep.frame_hash = None;
         }
         // The index this step has (applied) or would have had.
@@ -365,6 +391,7 @@ impl Env {
         let report = self.step_report(ep, begun, step_index, outcome);
         self.pool
             .record(|| deskgym_datasets::Record::Step(report.row()));
+        self.event("ack", || report.ack_event());
         self.on_error(s, &err);
         self.control.tell(
             |m| m.state = control::RunState::Failed,
@@ -378,6 +405,7 @@ impl Env {
         let report = self.step_report(ep, begun, ep.step_index, outcome);
         self.pool
             .record(|| deskgym_datasets::Record::Step(report.row()));
+        self.event("ack", || report.ack_event());
         let StepOutcome::Ran {
             reward,
             terminated,
@@ -434,15 +462,11 @@ impl Env {
         })?;
         ep.verdict = Some((success, reason.to_string()));
         let (episode_id, step_index) = (ep.log.episode_id.clone(), ep.step_index);
-        self.pool.record(|| {
-            record::event(
-                "agent_done",
-                &self.id,
-                serde_json::json!({
-                    "episode_id": episode_id, "step_index": step_index,
-                    "status": if success { "success" } else { "failure" }, "reason": reason,
-                }),
-            )
+        self.event("agent_done", || {
+            serde_json::json!({
+                "episode_id": episode_id, "step_index": step_index,
+                "status": if success { "success" } else { "failure" }, "reason": reason,
+            })
         });
         let ep = s
             .episode
@@ -491,5 +515,5 @@ fn step_feed(r: &StepReport<'_>) -> serde_json::Value {
 
 /// An action as the console's feed shows it: the steps table's JSON form.
 fn action_value(action: &deskgym_worker::Action) -> serde_json::Value {
-    serde_json::from_str(&record::step_row(action).action_json).unwrap_or_default()
+    record::action_value(action)
 }

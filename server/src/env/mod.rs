@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use bytes::Bytes;
 use deskgym_proto::v1 as pb;
-use deskgym_worker::{Action, DesktopError, Frame, Point, SettleReport};
+use deskgym_worker::{Action, DesktopError, Frame, Point, Seen, SettleReport};
 
 use crate::a11y::{self, Planned, QueryMiss, Refs, Sel, Slot, TreeOpts};
 use crate::encode::EncodeError;
@@ -239,9 +239,10 @@ struct Episode {
     /// this state (the bundled tasks are deterministic). Shared with checkpoints (a
     /// Save copies nothing; the next step copies once).
     actions: Arc<Vec<Action>>,
-    /// The frame hash each action left (0 where its capture failed): a replay waits
-    /// for the same screen before the next action, as the agent did.
-    seen: Arc<Vec<u128>>,
+    /// The frame hash each action left (0 where its capture failed) and how long the
+    /// step took: a replay waits for the same screen before the next action, as the
+    /// agent did, bounded by a multiple of the original's time.
+    seen: Arc<Vec<Seen>>,
     /// Hash of the last frame captured; `None` when an action was applied but the
     /// capture after it failed (Save captures afresh then).
     frame_hash: Option<u128>,
@@ -251,6 +252,9 @@ struct Episode {
     recorded: bool,
     /// An agent's own verdict (axstream `done`): success, and its reason.
     verdict: Option<(bool, String)>,
+    /// What the desktop's clock read when the episode's reset began, in ms since the
+    /// epoch (0: no clock of its own): a rebuild starts its apps on it (decision 199).
+    clock_ms: u64,
 }
 
 #[derive(Debug, Default)]
@@ -375,6 +379,35 @@ pub(crate) struct Restored {
     pub(crate) info: Info,
     pub(crate) exact: bool,
     pub(crate) expected_hash: u128,
+    /// How the replay followed the original's path.
+    pub(crate) path: ReplayPath,
+}
+
+/// How a rebuild's replay followed the screens of the run it rebuilds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ReplayPath {
+    /// Steps after which the replay looked for the original's frame.
+    pub(crate) checked: u32,
+    /// Of those, the ones whose frame did not come within the bound.
+    pub(crate) missed: u32,
+    /// 1-based: the first step after the last one whose frame the replica showed, when
+    /// the rebuild ended on another frame than the checkpoint's; 0 when it did not.
+    pub(crate) left_at_step: u32,
+    /// The fast replay left the path, so the rebuild was done again, every action
+    /// settled.
+    pub(crate) settled_again: bool,
+    /// Milliseconds the replay waited for the original's frames.
+    pub(crate) waited_ms: u32,
+    /// The step the replay began at: 0 after a reset, more on a parked replica.
+    pub(crate) from_step: u32,
+    /// Settled steps before which the replica's clock already read later than the
+    /// original's had (decision 199).
+    pub(crate) clock_late: u32,
+}
+
+/// A duration in whole milliseconds, saturating.
+fn millis(d: std::time::Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
 }
 
 /// Per-call observation options: encoding and the hashes the client already holds.
@@ -416,6 +449,15 @@ pub(crate) struct Env {
     shaped_memo: Mutex<Option<ShapedMemo>>,
     /// Who drives the env (agent or console), and its summary and feed for the console.
     pub(crate) control: control::Control,
+    /// Its event log on the way to the recording and to `WatchEvents` watchers.
+    pub(crate) events: events::Events,
+    /// True while a started desktop is installed (GetEnv's `alive`, read without the
+    /// state lock so it never waits for the call in flight).
+    live: AtomicBool,
+    /// Powers unlocked on this env for a while (`Unlock`), beside its pool's grants.
+    pub(crate) unlocks: crate::unlock::Grants,
+    /// Capability requests waiting for a controller's answer (AnswerCapability).
+    pub(crate) asks: crate::unlock::Asks,
     /// Test hook: the next capture after an action fails (as an X error would).
     #[cfg(test)]
     pub(crate) fail_next_capture: std::sync::atomic::AtomicBool,
@@ -463,6 +505,10 @@ impl Env {
             agent_socket: Mutex::new(None),
             shaped_memo: Mutex::new(None),
             control: control::Control::default(),
+            events: events::Events::default(),
+            live: AtomicBool::new(false),
+            unlocks: crate::unlock::Grants::default(),
+            asks: crate::unlock::Asks::default(),
             #[cfg(test)]
             fail_next_capture: Default::default(),
         };
@@ -500,6 +546,7 @@ impl Env {
         self.app_pid
             .store(pids.get(1).copied().unwrap_or(0), Ordering::Release);
         self.note_socket(Some(&*d));
+        self.live.store(true, Ordering::Release);
         s.desktop.insert(d)
     }
 
@@ -524,6 +571,7 @@ impl Env {
         self.xvfb_pid.store(0, Ordering::Release);
         self.app_pid.store(0, Ordering::Release);
         self.note_socket(None);
+        self.live.store(false, Ordering::Release);
         s.desktop.take()
     }
 
@@ -551,6 +599,12 @@ impl Env {
     fn enter(&self) -> Running<'_> {
         self.running.store(true, Ordering::Release);
         Running(&self.running)
+    }
+
+    /// True while a started desktop is installed and the pool is open (see
+    /// `EnvInfo.alive`).
+    pub(crate) fn alive(&self) -> bool {
+        self.live.load(Ordering::Acquire) && !self.pool.closed.load(Ordering::Relaxed)
     }
 
     /// Takes the desktop out (closing the env).
@@ -602,35 +656,26 @@ impl Env {
         warm_spare: bool,
     ) -> &'a mut Box<dyn Desktop> {
         tracing::info!(env = %self.id, display = d.display(), warm_spare, "desktop (re)started");
-        self.pool.record(|| {
-            record::event(
-                "env_started",
-                &self.id,
-                serde_json::json!({"display": d.display(), "warm_spare": warm_spare}),
-            )
-        });
+        self.event(
+            "env_started",
+            || serde_json::json!({"display": d.display(), "warm_spare": warm_spare}),
+        );
         self.set_desktop(s, d)
     }
 
     /// Forgets a desktop that failed fatally, so the next Reset restarts it; the running
     /// episode is recorded as ended by the crash.
     fn on_error(&self, s: &mut EnvState, e: &EnvError) {
-        self.pool.record(|| {
-            record::event(
-                "error",
-                &self.id,
-                serde_json::json!({"code": e.code_name(), "message": e.to_string()}),
-            )
-        });
+        self.event(
+            "error",
+            || serde_json::json!({"code": e.code_name(), "message": e.to_string()}),
+        );
         if e.is_down() {
             tracing::warn!(env = %self.id, error = %e, "desktop failed");
-            self.pool.record(|| {
-                record::event(
-                    "env_crash",
-                    &self.id,
-                    serde_json::json!({"message": e.to_string()}),
-                )
-            });
+            self.event(
+                "env_crash",
+                || serde_json::json!({"message": e.to_string()}),
+            );
             self.end_episode(s, "env_crash");
             drop(self.drop_desktop(s));
         }
@@ -641,12 +686,13 @@ mod accounting;
 mod boundary;
 mod checkpoint;
 mod control;
+mod events;
 pub(crate) use control::HOLD_LEASE;
 mod episode;
 mod observe;
 pub(crate) use observe::WatchKey;
 
-pub(crate) use checkpoint::Checkpoint;
+pub(crate) use checkpoint::{Checkpoint, Start};
 
 #[cfg(test)]
 mod tests;

@@ -67,7 +67,7 @@ async fn an_applied_action_survives_a_failed_capture() {
         .step(&mgr.cache, &focus.into(), &opts, false)
         .expect_err("the injected capture failure");
     assert_eq!(e.code(), tonic::Code::Internal, "{e}");
-    let cp = mgr.save(&env.id, &who).await.expect("save");
+    let cp = mgr.save(&env.id, 0, &who).await.expect("save");
     assert_eq!(cp.actions_len(), 1, "the click is in the replay log");
     assert_ne!(
         deskgym_worker::hash_hex(cp.frame_hash()),

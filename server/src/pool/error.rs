@@ -19,10 +19,12 @@ pub(crate) enum PoolError {
     /// A CreatePool request that cannot be served as asked (profile, capabilities).
     #[error(transparent)]
     Spec(SpecError),
-    /// A verb outside the pool's granted capabilities.
+    /// A verb outside the pool's granted capabilities and the env's unlocked powers.
     #[error(
         "env {env} may not use {capability}: its pool was not granted capability \
-         {capability:?} (ask for it in CreatePool.capabilities)"
+         {capability:?} and it holds no unlock of it (ask for it in \
+         CreatePool.capabilities, or Unlock it for this env: \
+         Unlock{{env_id, capability: {capability:?}, reason}})"
     )]
     NotGranted {
         /// The env.
@@ -30,6 +32,9 @@ pub(crate) enum PoolError {
         /// The capability.
         capability: &'static str,
     },
+    /// An Unlock that was not granted.
+    #[error(transparent)]
+    Unlock(#[from] crate::unlock::UnlockError),
     /// No such object of the caller's (another principal's is reported the same way).
     #[error("{kind} {} not found ({why})", quote(id))]
     NotFound {

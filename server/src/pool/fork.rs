@@ -1,8 +1,8 @@
-//! Fork: n replicas of a checkpoint, from the source pool's spares first, all or
-//! nothing, each verified against the checkpoint's frame hash.
+//! Fork: n replicas of a checkpoint, from its parked replicas first, then the source
+//! pool's spares, all or nothing, each verified against the checkpoint's frame hash.
 
 use super::*;
-use crate::env::Restored;
+use crate::env::{Restored, Start};
 
 /// A fork's outcome: the new pool and each replica as rebuilt.
 #[derive(Debug)]
@@ -15,12 +15,16 @@ pub(crate) struct Forked {
     pub expected_hash: String,
     /// How many replicas came from the source pool's warm spares.
     pub from_spares: u32,
+    /// How many came from parked replicas (of the checkpoint or one it extends).
+    pub from_parked: u32,
 }
 
 impl PoolManager {
-    /// Creates a pool of `n` replicas of a checkpoint: desktops come from the source
-    /// pool's warm spares first, then fresh starts; each is rebuilt by replay and its
-    /// frame hash compared with the checkpoint's. All or nothing.
+    /// Creates a pool of `n` replicas of a checkpoint: desktops come from its parked
+    /// replicas first (replaying nothing, or the steps since the earlier checkpoint
+    /// they were parked at), then the source pool's warm spares, then fresh starts;
+    /// each is rebuilt by replay and its frame hash compared with the checkpoint's. All
+    /// or nothing.
     pub(crate) async fn fork(
         self: &Arc<Self>,
         cp_id: &str,
@@ -41,22 +45,45 @@ impl PoolManager {
         }
         let mut spec = cp.pool.spec.clone();
         spec.warm_spares = 0;
-        // Spares first: they already hold a slot, so only the rest is reserved.
+        self.await_parking(&cp, n).await;
+        // Parked replicas, then spares: they already hold a slot, so only the rest is
+        // reserved.
+        let parked = self.take_parked(&cp, n);
+        let from_parked = parked.len() as u32;
         let mut desktops: Vec<Box<dyn Desktop>> = {
             let mut spares = lock(&cp.pool.spares);
-            let keep = spares.len().saturating_sub(n as usize);
+            let keep = spares.len().saturating_sub((n - from_parked) as usize);
             spares.split_off(keep)
         };
         let from_spares = desktops.len() as u32;
-        let pending = match self.reserve(n - from_spares, spec.screen, who, "this fork") {
+        let held = from_parked + from_spares;
+        let pending = match self.reserve(n - held, spec.screen, who, "this fork") {
             Ok(p) => p,
             Err(e) => {
                 lock(&cp.pool.spares).append(&mut desktops);
+                self.return_parked(&cp, parked);
                 return Err(e);
             }
         };
-        // Until registered, the moved spares are counted as pending too.
-        let moved_usage = Usage::of(from_spares, spec.screen);
+        // Where each env's replay begins: parked replicas first, in env order.
+        let mut starts: Vec<Option<Start>> = parked
+            .iter()
+            .map(|r| {
+                Some(Start {
+                    step: r.steps,
+                    out: r.out.clone(),
+                })
+            })
+            .collect();
+        starts.resize(n as usize, None);
+        let spares = std::mem::take(&mut desktops);
+        desktops = parked
+            .into_iter()
+            .map(|r| r.desktop)
+            .chain(spares)
+            .collect();
+        // Until registered, the moved desktops are counted as pending too.
+        let moved_usage = Usage::of(held, spec.screen);
         {
             let mut p = lock(&self.pending);
             p.total = p.total.plus(moved_usage).unwrap_or(p.total);
@@ -68,7 +95,7 @@ impl PoolManager {
             n: moved_usage,
             owner: who.name.clone(),
         };
-        match self.start_desktops(&spec, n - from_spares, 0).await {
+        match self.start_desktops(&spec, n - held, 0).await {
             Ok(more) => desktops.extend(more),
             Err(e) => {
                 drop(self.spawn_internal(move || {
@@ -89,11 +116,11 @@ impl PoolManager {
         };
         let bound = self.replay_timeout(&cp);
         let mut jobs = Vec::with_capacity(pool.env_ids.len());
-        for id in &pool.env_ids {
+        for (id, start) in pool.env_ids.iter().zip(starts) {
             let env = self.env(id, who)?;
             let (cp, opts) = (cp.clone(), opts.clone());
             jobs.push(self.on_env(&env, Call::Restore, bound, move |e, cache| {
-                e.restore(cache, &cp, &opts)
+                e.restore_from(cache, &cp, &opts, start)
             })?);
         }
         // The client learns the new pool's id (and renews its lease) only from the
@@ -118,7 +145,7 @@ impl PoolManager {
                 }
             }
         }
-        tracing::info!(checkpoint = %cp.id, pool = %pool.id, n, from_spares,
+        tracing::info!(checkpoint = %cp.id, pool = %pool.id, n, from_spares, from_parked,
             desktops_ms = t_desktops.as_millis() as u64, total_ms = t0.elapsed().as_millis() as u64, "forked");
         pool.touch();
         // The source pool's spares are refilled by housekeeping shortly after: starting
@@ -128,7 +155,24 @@ impl PoolManager {
             replicas,
             expected_hash: deskgym_worker::hash_hex(cp.frame_hash()),
             from_spares,
+            from_parked,
         })
+    }
+}
+
+impl PoolManager {
+    /// Waits (within the restore bound) while fewer than `n` replicas are parked at `cp`
+    /// and some are still being built for it: one a chained Save is advancing costs
+    /// the rest of its suffix, a fresh desktop the whole history.
+    async fn await_parking(&self, cp: &Checkpoint, n: u32) {
+        let deadline = tokio::time::Instant::now() + self.replay_timeout(cp);
+        loop {
+            let (ready, building) = lock(&cp.pool.parked).of(&cp.id);
+            if building == 0 || ready >= n || tokio::time::Instant::now() >= deadline {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
     }
 }
 

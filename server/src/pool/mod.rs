@@ -40,6 +40,7 @@ mod checkpoints;
 mod error;
 mod executor;
 mod fork;
+mod parked;
 
 pub(crate) use error::PoolError;
 pub(crate) use executor::EnvJob;
@@ -367,8 +368,35 @@ impl PoolManager {
     }
 
     /// Reserves `n` desktops of `screen` or fails with RESOURCE_EXHAUSTED, creating
-    /// nothing. Hostile counts cannot wrap: sums are checked.
+    /// nothing. Parked replicas give way: while the reservation does not fit, the least
+    /// recently parked one is stopped (`who`'s own where its quota is short).
     fn reserve(
+        &self,
+        n: u32,
+        screen: Screen,
+        who: &Principal,
+        what: &str,
+    ) -> Result<Pending<'_>, PoolError> {
+        loop {
+            let e = match self.try_reserve(n, screen, who, what) {
+                Ok(p) => return Ok(p),
+                Err(e) => e,
+            };
+            let quota_short = {
+                let pending = lock(&self.pending);
+                self.fits_owner(&pending, who, Usage::of(n, screen))
+                    .is_err()
+            };
+            let owner = quota_short.then_some(&*who.name);
+            if !self.evict_parked(owner, None) {
+                return Err(e);
+            }
+        }
+    }
+
+    /// [`Self::reserve`] without stopping parked replicas. Hostile counts cannot wrap:
+    /// sums are checked.
+    fn try_reserve(
         &self,
         n: u32,
         screen: Screen,
@@ -472,6 +500,7 @@ impl PoolManager {
             last_used: Mutex::new(tokio::time::Instant::now()),
             spares: Mutex::new(spares),
             spares_starting: AtomicU32::new(0),
+            parked: Mutex::default(),
             in_flight: AtomicU32::new(0),
             closed: AtomicBool::new(false),
             recording_path: recorder.as_ref().map(|r| r.dir().to_path_buf()),
@@ -496,17 +525,13 @@ impl PoolManager {
             .enumerate()
             .map(|(i, (id, d))| {
                 let seed_base = pool.spec.seed.wrapping_add(i as u64);
-                pool.record(|| {
-                    record::event(
-                        "env_started",
-                        id,
-                        serde_json::json!({"display": d.display(), "warm_spare": false}),
-                    )
-                });
-                (
-                    id.clone(),
-                    Arc::new(Env::new(id.clone(), pool.clone(), Some(d), seed_base)),
-                )
+                let display = d.display();
+                let env = Env::new(id.clone(), pool.clone(), Some(d), seed_base);
+                env.event(
+                    "env_started",
+                    || serde_json::json!({"display": display, "warm_spare": false}),
+                );
+                (id.clone(), Arc::new(env))
             })
             .collect();
         // Pool before envs: the pool's count takes over from `pending` in one step.
@@ -634,6 +659,8 @@ impl PoolManager {
                 .collect()
         };
         lock(&self.checkpoints).retain(|c| c.pool.id != pool.id);
+        // Rebuilds still running see the pool closed and stop their desktops.
+        let parked = std::mem::take(&mut *lock(&pool.parked)).ready;
         let n = envs.len() as u32;
         // Each env: end its recording and stop its desktop, all at once, on the step
         // pool (taking an env's state waits for its call in flight, if any).
@@ -644,6 +671,9 @@ impl PoolManager {
                 self.spawn_internal(move || {
                     e.finish_recording("closed");
                     drop(e.take_desktop());
+                    // Before the pool's `pool_closed` and the recorder's close.
+                    e.end_asks("closed");
+                    e.close_events();
                     Ok(())
                 })
             })
@@ -659,7 +689,11 @@ impl PoolManager {
                 })
             })
             .collect();
-        for s in stops.into_iter().chain(spare_stops) {
+        let parked_stop = self.spawn_internal(move || {
+            drop(parked);
+            Ok(())
+        });
+        for s in stops.into_iter().chain(spare_stops).chain([parked_stop]) {
             Self::join(s).await?;
         }
         pool.record(|| record::event("pool_closed", "", serde_json::json!({"pool_id": pool.id})));

@@ -132,7 +132,7 @@ async fn fork_is_all_or_nothing() {
     let p = create(&mgr, 1, 0, &who).await.unwrap();
     let env = mgr.env(&p.env_ids[0], &who).unwrap();
     env.reset(&mgr.cache, Some(5), &raw()).unwrap();
-    let cp = mgr.save(&env.id, &who).await.unwrap();
+    let cp = mgr.save(&env.id, 0, &who).await.unwrap();
     let ok = mgr.fork(&cp.id, 3, 0, &who).await.unwrap();
     assert!(ok.replicas.iter().all(|(_, r)| r.exact));
     assert_eq!(mgr.env_count(), 4);
@@ -172,7 +172,7 @@ async fn a_fast_replay_that_differs_is_done_again_settled() {
         let typed = Action::TypeText(key.into());
         env.step(&mgr.cache, &typed.into(), &raw(), false).unwrap();
     }
-    let cp = mgr.save(&env.id, &who).await.unwrap();
+    let cp = mgr.save(&env.id, 0, &who).await.unwrap();
     let fork = mgr.fork(&cp.id, 1, 0, &who).await.unwrap();
     assert!(fork.replicas[0].1.exact);
     assert_eq!(
@@ -258,4 +258,169 @@ async fn a_stalled_server_reaps_nothing_and_restarts_the_leases() {
     assert!(mgr.reap_idle(None).await.is_empty());
     tokio::time::advance(Duration::from_millis(200)).await;
     assert_eq!(mgr.reap_idle(None).await, vec![pool.id.clone()]);
+}
+
+/// Waits (yielding to the step threads) until no replica of `cp` is being rebuilt.
+async fn parked_settle(cp: &Checkpoint) -> (u32, u32) {
+    for _ in 0..500 {
+        let (ready, building) = lock(&cp.pool.parked).of(&cp.id);
+        if building == 0 {
+            return (ready, building);
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("parking never finished");
+}
+
+fn click(x: i32, y: i32) -> crate::a11y::Planned {
+    Action::Click {
+        at: deskgym_worker::Point { x, y },
+        button: deskgym_worker::Button::Left,
+        count: 1,
+    }
+    .into()
+}
+
+/// A chain of saves keeps its parked replicas at the newest checkpoint by replaying
+/// only the suffix (no desktop started for it); a fork takes them first, replaying
+/// nothing, and rebuilds the rest from a reset.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_replicas_follow_a_chain_and_forks_take_them() {
+    let (mgr, backend) = manager(8);
+    let who = Principal::local(mgr.limits());
+    let p = create(&mgr, 1, 0, &who).await.unwrap();
+    let env = mgr.env(&p.env_ids[0], &who).unwrap();
+    env.reset(&mgr.cache, Some(5), &raw()).unwrap();
+    for i in 0..3 {
+        env.step(&mgr.cache, &click(10 + i, 50), &raw(), false)
+            .unwrap();
+    }
+    let first = mgr.save(&env.id, 2, &who).await.unwrap();
+    assert_eq!(parked_settle(&first).await, (2, 0));
+    assert_eq!(
+        mgr.env_count(),
+        3,
+        "parked replicas are desktops of the pool"
+    );
+    let started = backend.started.load(Ordering::Acquire);
+    for i in 0..3 {
+        env.step(&mgr.cache, &click(60 + i, 80), &raw(), false)
+            .unwrap();
+    }
+    let second = mgr.save(&env.id, 2, &who).await.unwrap();
+    assert_eq!(second.parent.as_deref(), Some(first.id.as_str()));
+    assert_eq!(parked_settle(&second).await, (2, 0));
+    assert_eq!(
+        lock(&p.parked).of(&first.id),
+        (0, 0),
+        "advanced, not copied"
+    );
+    assert_eq!(
+        backend.started.load(Ordering::Acquire),
+        started,
+        "no desktop started"
+    );
+    assert_eq!(lock(&p.parked).asked[&second.id].from_step, 3);
+
+    let f = mgr.fork(&second.id, 3, 0, &who).await.unwrap();
+    assert_eq!(f.from_parked, 2);
+    let from: Vec<u32> = f.replicas.iter().map(|(_, r)| r.path.from_step).collect();
+    assert_eq!(from, [6, 6, 0]);
+    assert!(f.replicas.iter().all(|(_, r)| r.exact));
+    assert_eq!(lock(&p.parked).of(&second.id), (0, 0));
+    assert_eq!(mgr.env_count(), 4);
+
+    // A restore takes a parked replica for the env's desktop (the env's own stops).
+    env.step(&mgr.cache, &click(90, 90), &raw(), false).unwrap();
+    let third = mgr.save(&env.id, 1, &who).await.unwrap();
+    assert_eq!(parked_settle(&third).await, (1, 0));
+    assert_eq!(mgr.env_count(), 5);
+    env.step(&mgr.cache, &click(99, 99), &raw(), false).unwrap();
+    let replica = mgr.take_parked(&third, 1).pop().unwrap();
+    let back = env
+        .restore_parked(&mgr.cache, &third, &raw(), replica)
+        .unwrap();
+    assert!(back.exact);
+    assert_eq!((back.path.from_step, back.info.step_index), (7, 7));
+    assert_eq!(mgr.env_count(), 4);
+
+    // Deleting a checkpoint stops its parked replicas.
+    let fourth = mgr.save(&env.id, 1, &who).await.unwrap();
+    assert_eq!(parked_settle(&fourth).await, (1, 0));
+    assert_eq!(mgr.env_count(), 5);
+    mgr.delete_checkpoint(&fourth.id, &who).unwrap();
+    assert_eq!(mgr.env_count(), 4);
+}
+
+/// Parking fits in what is free (fewer is not an error, and the checkpoint says why),
+/// and a pool that needs the room takes it from parked replicas.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parking_yields_to_pools_and_stays_within_max_envs() {
+    let (mgr, _) = manager(3);
+    let who = Principal::local(mgr.limits());
+    let p = create(&mgr, 1, 0, &who).await.unwrap();
+    let env = mgr.env(&p.env_ids[0], &who).unwrap();
+    env.reset(&mgr.cache, Some(5), &raw()).unwrap();
+    env.step(&mgr.cache, &click(10, 50), &raw(), false).unwrap();
+    let cp = mgr.save(&env.id, 4, &who).await.unwrap();
+    assert_eq!(parked_settle(&cp).await, (2, 0));
+    let note = lock(&p.parked).asked[&cp.id].note.clone();
+    assert!(note.contains("max_envs=3"), "{note}");
+    assert_eq!(mgr.env_count(), 3);
+    // A pool of two needs both parked desktops' room.
+    create(&mgr, 2, 0, &who).await.unwrap();
+    assert_eq!(lock(&p.parked).of(&cp.id), (0, 0));
+    assert_eq!(mgr.env_count(), 3);
+    let e = mgr.save(&env.id, 9, &who).await.unwrap_err();
+    assert_eq!(e.code(), tonic::Code::InvalidArgument);
+}
+
+/// Parking never takes a principal past its desktop quota: fewer are parked, and the
+/// checkpoint's note names the quota.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parking_stays_within_the_owners_quota() {
+    let (mgr, _) = manager(8);
+    let who = Principal {
+        max_desktops: 2,
+        ..Principal::local(mgr.limits())
+    };
+    let p = create(&mgr, 1, 0, &who).await.unwrap();
+    let env = mgr.env(&p.env_ids[0], &who).unwrap();
+    env.reset(&mgr.cache, Some(5), &raw()).unwrap();
+    let cp = mgr.save(&env.id, 3, &who).await.unwrap();
+    assert_eq!(parked_settle(&cp).await, (1, 0));
+    let note = lock(&p.parked).asked[&cp.id].note.clone();
+    assert!(note.contains("quota of 2"), "{note}");
+    assert_eq!(mgr.usage_of(&who.name).desktops, 2);
+}
+
+/// Saves faster than the replicas are built: a rebuild still running for an earlier
+/// checkpoint goes on to the newest one, so no further desktop is started and the
+/// replicas end at the newest checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rebuilds_in_flight_move_on_to_the_newest_checkpoint() {
+    let (mgr, backend) = manager(8);
+    let who = Principal::local(mgr.limits());
+    let p = create(&mgr, 1, 0, &who).await.unwrap();
+    let env = mgr.env(&p.env_ids[0], &who).unwrap();
+    env.reset(&mgr.cache, Some(5), &raw()).unwrap();
+    let started = backend.started.load(Ordering::Acquire);
+    let mut last = None;
+    for i in 0..5 {
+        env.step(&mgr.cache, &click(10 + i, 50), &raw(), false)
+            .unwrap();
+        last = Some(mgr.save(&env.id, 2, &who).await.unwrap());
+    }
+    let last = last.unwrap();
+    assert_eq!(parked_settle(&last).await, (2, 0));
+    assert_eq!(lock(&p.parked).held(), 2, "two desktops followed the chain");
+    let more = backend.started.load(Ordering::Acquire) - started;
+    assert_eq!(more, 2, "desktops started for a chain of 2 replicas");
+    let f = mgr.fork(&last.id, 2, 0, &who).await.unwrap();
+    assert_eq!(f.from_parked, 2);
+    assert!(
+        f.replicas
+            .iter()
+            .all(|(_, r)| r.exact && r.path.from_step == 5)
+    );
 }

@@ -46,9 +46,16 @@ impl DeskgymService {
                     missing_packages: p.missing.clone(),
                     apps: p.apps.keys().cloned().collect(),
                     network: p.network,
+                    snapshot_kind: p.snapshot_kind().into(),
                 })
                 .collect(),
             allowed_capabilities: self.mgr.policy().allow.clone(),
+            unlockable: who.unlock.describe(),
+            ask: Some(pb::CapabilityAsk {
+                askable: who.ask.describe(),
+                timeout_ms: u32::try_from(self.mgr.policy().ask_timeout.as_millis())
+                    .unwrap_or(u32::MAX),
+            }),
             observe_after_act: true,
             binary_frames: true,
             capacity: Some({
@@ -102,6 +109,7 @@ impl DeskgymService {
                 max_list_entries: l.max_list_entries,
                 max_screencasts: l.max_screencasts,
                 max_recording_mb: l.max_recording_mb,
+                max_parked: l.max_parked,
                 shares: Some(pb::Shares {
                     desktops: who.max_desktops,
                     checkpoints: who.max_checkpoints,
@@ -109,6 +117,17 @@ impl DeskgymService {
                     screencasts: who.max_screencasts,
                     threads: who.max_threads,
                     recording_mb: who.max_recording_mb,
+                }),
+                tree: Some(pb::TreeLimits {
+                    max_bytes: l.max_tree_bytes,
+                    max_entries: l.max_tree_entries,
+                    max_depth: l.max_tree_depth,
+                }),
+                artifacts: Some(pb::ArtifactLimits {
+                    max_bytes: l.max_artifact_mb.saturating_mul(1 << 20),
+                    share_bytes: who.max_artifact_bytes,
+                    used_bytes: self.artifacts.used(&who).unwrap_or(0),
+                    max_chunk_bytes: l.max_artifact_chunk,
                 }),
                 sandbox: Some(pb::SandboxLimits {
                     memory_mb: l.sandbox_memory_mb,

@@ -8,7 +8,8 @@ impl DeskgymService {
         req: Request<pb::SaveRequest>,
     ) -> Result<Response<pb::Checkpoint>, Status> {
         let who = principal(&req)?;
-        let cp = self.mgr.save(&req.into_inner().env_id, &who).await?;
+        let req = req.into_inner();
+        let cp = self.mgr.save(&req.env_id, req.park, &who).await?;
         Ok(Response::new(convert::checkpoint(&cp)))
     }
 
@@ -25,10 +26,23 @@ impl DeskgymService {
             ..Default::default()
         };
         let bound = self.mgr.replay_timeout(&cp);
+        let mgr = self.mgr.clone();
         let job = self
             .mgr
             .on_env(&env, Call::Restore, bound, move |e, cache| {
-                e.restore(cache, &cp, &opts).map(convert::restore_response)
+                // A parked replica of the checkpoint's own pool (same spec) stands in
+                // for the env's desktop: taken here, on the step thread, so a call
+                // refused or skipped takes none.
+                let parked = if e.pool.id == cp.pool.id {
+                    mgr.take_parked(&cp, 1).pop()
+                } else {
+                    None
+                };
+                match parked {
+                    Some(r) => e.restore_parked(cache, &cp, &opts, r),
+                    None => e.restore(cache, &cp, &opts),
+                }
+                .map(convert::restore_response)
             })?;
         Ok(Response::new(job.finish().await?))
     }
@@ -52,6 +66,7 @@ impl DeskgymService {
                 .collect(),
             expected_hash: f.expected_hash,
             from_spares: f.from_spares,
+            from_parked: f.from_parked,
         }))
     }
 

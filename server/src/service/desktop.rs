@@ -9,8 +9,13 @@ impl DeskgymService {
     ) -> Result<Response<pb::ListWindowsResponse>, Status> {
         let who = principal(&req)?;
         let env = self
-            .calls
-            .granted(&req.into_inner().env_id, &who, Capability::Windows)?;
+            .granted(
+                &req.into_inner().env_id,
+                &who,
+                Capability::Windows,
+                "ListWindows",
+            )
+            .await?;
         let job = self
             .mgr
             .on_env(&env, Call::ListWindows, self.mgr.op_timeout(), |e, _| {
@@ -25,8 +30,13 @@ impl DeskgymService {
     ) -> Result<Response<pb::Clipboard>, Status> {
         let who = principal(&req)?;
         let env = self
-            .calls
-            .granted(&req.into_inner().env_id, &who, Capability::Clipboard)?;
+            .granted(
+                &req.into_inner().env_id,
+                &who,
+                Capability::Clipboard,
+                "GetClipboard",
+            )
+            .await?;
         let job = self
             .mgr
             .on_env(&env, Call::Clipboard, self.mgr.op_timeout(), |e, _| {
@@ -43,7 +53,9 @@ impl DeskgymService {
     ) -> Result<Response<pb::Clipboard>, Status> {
         let who = principal(&req)?;
         let r = req.into_inner();
-        let env = self.calls.granted(&r.env_id, &who, Capability::Clipboard)?;
+        let env = self
+            .granted(&r.env_id, &who, Capability::Clipboard, "SetClipboard")
+            .await?;
         checked::clipboard_text(&r.text)?;
         let job = self
             .mgr

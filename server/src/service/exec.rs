@@ -12,10 +12,11 @@ pub(crate) type ExecEvents = tokio_stream::wrappers::ReceiverStream<Result<pb::E
 const QUEUE: usize = 16;
 
 impl DeskgymService {
-    /// What both forms check first: the grant, the request, the time bound.
-    fn exec_parts(
+    /// What both forms (`action`) check first: the grant, the request, the time bound.
+    async fn exec_parts(
         &self,
         req: Request<pb::ExecRequest>,
+        action: &'static str,
     ) -> Result<
         (
             Arc<crate::env::Env>,
@@ -27,8 +28,20 @@ impl DeskgymService {
     > {
         let who = principal(&req)?;
         let mut r = req.into_inner();
-        let env = self.calls.granted(&r.env_id, &who, Capability::Exec)?;
-        let spec = checked::exec_spec(&r, self.mgr.limits())?;
+        let env = self
+            .granted(&r.env_id, &who, Capability::Exec, action)
+            .await?;
+        let mut spec = checked::exec_spec(&r, self.mgr.limits())?;
+        // While a net.egress grant holds, commands find its proxy where HTTP clients
+        // (pip, curl, requests, urllib) look, unless the caller set those itself.
+        if let Some(port) = env.unlocks.proxy_port() {
+            let proxy = format!("http://127.0.0.1:{port}");
+            for k in ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"] {
+                if !spec.env.iter().any(|(name, _)| name == k) {
+                    spec.env.push((k.to_string(), proxy.clone()));
+                }
+            }
+        }
         let stdin = std::mem::take(&mut r.stdin);
         // The agent ends the command at its bound; the margin covers reporting back.
         let bound = Duration::from_millis(spec.timeout_ms) + EXEC_MARGIN;
@@ -39,7 +52,7 @@ impl DeskgymService {
         &self,
         req: Request<pb::ExecRequest>,
     ) -> Result<Response<pb::ExecResponse>, Status> {
-        let (env, spec, stdin, bound) = self.exec_parts(req)?;
+        let (env, spec, stdin, bound) = self.exec_parts(req, "Exec").await?;
         // A client that cancels (or goes away) drops this future: the command is killed
         // then, and the env is free again, instead of running to its bound.
         let mut cancel = CancelOnDrop(Some(spec.cancel.clone()));
@@ -56,7 +69,7 @@ impl DeskgymService {
         req: Request<pb::ExecRequest>,
     ) -> Result<Response<ExecEvents>, Status> {
         use pb::exec_event::Kind;
-        let (env, spec, stdin, bound) = self.exec_parts(req)?;
+        let (env, spec, stdin, bound) = self.exec_parts(req, "ExecStream").await?;
         let (tx, rx) = mpsc::channel(QUEUE);
         let cancel = spec.cancel.clone();
         let out = tx.clone();

@@ -43,7 +43,9 @@ impl DeskgymService {
         let who = principal(&req)?;
         let mut stream = req.into_inner();
         let first = first_message(&mut stream, "path", "the first names the file").await?;
-        let env = self.calls.granted(&first.env_id, &who, Capability::Files)?;
+        let env = self
+            .granted(&first.env_id, &who, Capability::Files, "PutFile")
+            .await?;
         if first.path.is_empty() {
             return Err(Invalid::new("path", "the first message must name the file").into());
         }
@@ -144,7 +146,9 @@ impl DeskgymService {
     ) -> Result<Response<<Self as Deskgym>::GetFileStream>, Status> {
         let who = principal(&req)?;
         let r = req.into_inner();
-        let env = self.calls.granted(&r.env_id, &who, Capability::Files)?;
+        let env = self
+            .granted(&r.env_id, &who, Capability::Files, "GetFile")
+            .await?;
         let max = self.mgr.limits().max_file_bytes;
         let (path, offset) = (r.path, r.offset);
         let job = self
@@ -162,7 +166,9 @@ impl DeskgymService {
     ) -> Result<Response<pb::ListDirectoryResponse>, Status> {
         let who = principal(&req)?;
         let r = req.into_inner();
-        let env = self.calls.granted(&r.env_id, &who, Capability::Files)?;
+        let env = self
+            .granted(&r.env_id, &who, Capability::Files, "ListDirectory")
+            .await?;
         if r.depth > 8 {
             return Err(Invalid::new("depth", format!("{} is over 8", r.depth)).into());
         }

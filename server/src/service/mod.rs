@@ -20,10 +20,12 @@ use crate::env::{Call, ObsOptions};
 use crate::pool::{EnvJob, PoolError, PoolManager};
 use crate::spec::{Invalid, quote};
 
+mod artifacts;
 mod capabilities;
 mod checkpoints;
 mod desktop;
 mod drive;
+mod events;
 mod exec;
 mod files;
 mod frames;
@@ -33,6 +35,8 @@ mod ports;
 mod recordings;
 mod screencast;
 mod steps;
+mod tree;
+mod unlock;
 
 use files::file_chunks;
 
@@ -53,6 +57,8 @@ pub(crate) struct DeskgymService {
     closing: tokio::sync::watch::Receiver<bool>,
     /// Open screencasts: their slots and their shared producers.
     screencasts: crate::screen_streams::Screencasts,
+    /// The content-addressed artifact store on the data dir.
+    artifacts: Arc<crate::artifacts::Store>,
 }
 
 impl DeskgymService {
@@ -62,8 +68,10 @@ impl DeskgymService {
         closing: tokio::sync::watch::Receiver<bool>,
         screencasts: crate::screen_streams::Screencasts,
         rings: Arc<crate::ring::Rings>,
+        artifacts: Arc<crate::artifacts::Store>,
     ) -> Self {
         Self {
+            artifacts,
             calls: Calls::with_rings(mgr.clone(), rings),
             screencasts,
             mgr,
@@ -277,6 +285,27 @@ impl Deskgym for DeskgymService {
         self.do_attach_frames(req).await
     }
 
+    async fn unlock(
+        &self,
+        req: Request<pb::UnlockRequest>,
+    ) -> Result<Response<pb::UnlockResponse>, Status> {
+        self.do_unlock(req).await
+    }
+
+    async fn relock(
+        &self,
+        req: Request<pb::RelockRequest>,
+    ) -> Result<Response<pb::RelockResponse>, Status> {
+        self.do_relock(req).await
+    }
+
+    async fn answer_capability(
+        &self,
+        req: Request<pb::AnswerCapabilityRequest>,
+    ) -> Result<Response<pb::AnswerCapabilityResponse>, Status> {
+        self.do_answer_capability(req).await
+    }
+
     type TunnelStream = crate::tunnel::Outbound;
 
     async fn tunnel(
@@ -331,5 +360,67 @@ impl Deskgym for DeskgymService {
         req: Request<pb::ScreenshotRequest>,
     ) -> Result<Response<pb::Observation>, Status> {
         self.do_screenshot(req).await
+    }
+
+    async fn get_env(
+        &self,
+        req: Request<pb::GetEnvRequest>,
+    ) -> Result<Response<pb::EnvInfo>, Status> {
+        self.do_get_env(req).await
+    }
+
+    type WatchEventsStream = events::EnvEvents;
+
+    async fn watch_events(
+        &self,
+        req: Request<pb::WatchEventsRequest>,
+    ) -> Result<Response<Self::WatchEventsStream>, Status> {
+        self.do_watch_events(req).await
+    }
+
+    async fn put_dir(
+        &self,
+        req: Request<tonic::Streaming<pb::TreeEntry>>,
+    ) -> Result<Response<pb::PutDirResponse>, Status> {
+        self.do_put_dir(req).await
+    }
+
+    type GetDirStream = tree::TreeStream;
+
+    async fn get_dir(
+        &self,
+        req: Request<pb::GetDirRequest>,
+    ) -> Result<Response<Self::GetDirStream>, Status> {
+        self.do_get_dir(req).await
+    }
+
+    async fn upload_artifact(
+        &self,
+        req: Request<tonic::Streaming<pb::ArtifactChunk>>,
+    ) -> Result<Response<pb::Artifact>, Status> {
+        self.do_upload_artifact(req).await
+    }
+
+    async fn artifact_upload_status(
+        &self,
+        req: Request<pb::ArtifactUploadStatusRequest>,
+    ) -> Result<Response<pb::ArtifactUploadState>, Status> {
+        self.do_artifact_upload_status(req).await
+    }
+
+    type DownloadArtifactStream = artifacts::DataStream;
+
+    async fn download_artifact(
+        &self,
+        req: Request<pb::DownloadArtifactRequest>,
+    ) -> Result<Response<Self::DownloadArtifactStream>, Status> {
+        self.do_download_artifact(req).await
+    }
+
+    async fn delete_artifact(
+        &self,
+        req: Request<pb::DeleteArtifactRequest>,
+    ) -> Result<Response<pb::DeleteArtifactResponse>, Status> {
+        self.do_delete_artifact(req).await
     }
 }

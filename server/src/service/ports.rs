@@ -16,7 +16,9 @@ impl DeskgymService {
         )
         .await?;
         let port = checked::port(first.port)?;
-        let env = self.calls.granted(&first.env_id, &who, Capability::Exec)?;
+        let env = self
+            .granted(&first.env_id, &who, Capability::Exec, "Tunnel")
+            .await?;
         let at = env.clone();
         let socket = tokio::task::spawn_blocking(move || at.agent_socket())
             .await

@@ -174,7 +174,7 @@ async fn rpcs(c: &mut Client, env: &str, z: &str) {
         "Step.text" => c2.step(as_("aaa", step(env.to_string()))),
         "Observe" => c.observe(as_("aaa", pb::ObserveRequest { env_id: s(), if_none_match: vec![s()], ..Default::default() })),
         "GetFrames" => c.get_frames(as_("aaa", pb::GetFramesRequest { hashes: vec![s()], ..Default::default() })),
-        "Save" => c.save(as_("aaa", pb::SaveRequest { env_id: s() })),
+        "Save" => c.save(as_("aaa", pb::SaveRequest { env_id: s(), ..Default::default() })),
         "Restore" => c.restore(as_("aaa", pb::RestoreRequest { env_id: env.to_string(), checkpoint_id: s(), ..Default::default() })),
         "Fork" => c.fork(as_("aaa", pb::ForkRequest { checkpoint_id: s(), ..Default::default() })),
         "ListCheckpoints" => c.list_checkpoints(as_("aaa", pb::ListCheckpointsRequest { pool_id: s() })),

@@ -31,6 +31,7 @@ from gymnasium import spaces
 
 from deskgym.a11y import Tree, tree_request
 from deskgym.actions import to_proto
+from deskgym.aio.events import AsyncEventStream
 from deskgym.calls import (
     CheckpointInfo,
     Pool,
@@ -54,12 +55,14 @@ from deskgym.calls import (
     screenshot_request,
     step_batch_request,
     step_request,
+    unlock_request,
 )
 from deskgym.client import DEFAULT_LEASE_TTL_S
-from deskgym.env import env_observation_space, fidelity_name, known_hashes, obs_setup, shape
-from deskgym.errors import DeskgymError
+from deskgym.env import env_observation_space, known_hashes, obs_setup, rebuilt_info, shape
+from deskgym.errors import DeskgymError, code_name
 from deskgym.execution import ExecResult, exec_request, exec_result
 from deskgym.frames import FrameCache, decode
+from deskgym.group import GroupReport, check_route, judge, osworld_task, task_state
 from deskgym.options import PoolOptions
 from deskgym.v1 import deskgym_pb2 as pb
 from deskgym.v1 import deskgym_pb2_grpc as pb_grpc
@@ -71,6 +74,8 @@ __all__ = [
     "AsyncClient",
     "AsyncDeskgymEnv",
     "AsyncDesktop",
+    "AsyncEventStream",
+    "AsyncGroup",
 ]
 
 #: A call's deadline when it names none, in seconds (the sync client's ``timeout``).
@@ -156,6 +161,8 @@ class AsyncClient:
         self._renewer: asyncio.Task[None] | None = None
         self._closed = False
         self._max_file_bytes: int | None = None
+        # Event streams open now, ended by close(); one dropped unclosed leaves the set.
+        self._streams: weakref.WeakSet[AsyncEventStream] = weakref.WeakSet()
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -169,6 +176,8 @@ class AsyncClient:
         if self._closed:
             return
         self._closed = True
+        for stream in list(self._streams):
+            stream.close()
         if self._renewer is not None:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -370,9 +379,11 @@ class AsyncClient:
         """The server's frame-cache counters."""
         return await self._unary(self._stub.GetCacheStats, pb.GetCacheStatsRequest(), pb.CacheStats, deadline)
 
-    async def save(self, env_id: str, *, deadline: float | None = None) -> AsyncCheckpoint:
-        """Saves an env's state (task, seed, actions since reset, frame hash)."""
-        c = await self._unary(self._stub.Save, pb.SaveRequest(env_id=env_id), pb.Checkpoint, deadline)
+    async def save(self, env_id: str, park: int = 0, *, deadline: float | None = None) -> AsyncCheckpoint:
+        """Saves an env's state (task, seed, actions since reset, frame hash); ``park`` as
+        :meth:`deskgym.Client.save`."""
+        req = pb.SaveRequest(env_id=env_id, park=park)
+        c = await self._unary(self._stub.Save, req, pb.Checkpoint, deadline)
         return AsyncCheckpoint.from_proto(c, self)
 
     async def restore(
@@ -471,6 +482,51 @@ class AsyncClient:
         req = pb.ListWindowsRequest(env_id=env_id)
         return list((await self._unary(self._stub.ListWindows, req, pb.ListWindowsResponse, deadline)).windows)
 
+    async def get_env(self, env_id: str, *, deadline: float | None = None) -> pb.EnvInfo:
+        """What one of this principal's envs is (see :meth:`deskgym.Client.get_env`);
+        another principal's env is NOT_FOUND, as an unknown id."""
+        return await self._unary(self._stub.GetEnv, pb.GetEnvRequest(env_id=env_id), pb.EnvInfo, deadline)
+
+    def watch_events(self, env_id: str, *, deadline: float | None = None) -> AsyncEventStream:
+        """The env's event log as it happens (see :meth:`deskgym.Client.watch_events`):
+        an :class:`AsyncEventStream` of :class:`deskgym.EnvEvent`. Await it (or enter it
+        with ``async with``) and it returns once the server watches: every event from
+        then on is in it. ``deadline`` bounds that wait only; the stream lasts until it
+        is closed, the env's pool closes, or this client closes. It takes no slot of
+        ``max_in_flight``: a watcher is not a call in flight."""
+        return AsyncEventStream(self, env_id, self._budget(deadline))
+
+    async def unlock(
+        self, env_id: str, capability: str, scope: str | Sequence[str] = (), reason: str = "", *,
+        deadline: float | None = None,
+    ) -> pb.UnlockResponse:
+        """Asks for a boundary power on one env for a while (see
+        :meth:`deskgym.Client.unlock`): the operator's policy decides; the grant lasts
+        until :meth:`relock`, the env's next reset, or its end."""
+        req = unlock_request(env_id, capability, scope, reason)
+        return await self._unary(self._stub.Unlock, req, pb.UnlockResponse, deadline)
+
+    async def relock(self, env_id: str, grant_id: str, *, deadline: float | None = None) -> bool:
+        """Ends a grant of :meth:`unlock`; False when it had ended already."""
+        req = pb.RelockRequest(env_id=env_id, grant_id=grant_id)
+        return bool((await self._unary(self._stub.Relock, req, pb.RelockResponse, deadline)).released)
+
+    async def keep_alive(self, pool_ids: Sequence[str], *, deadline: float | None = None) -> list[str]:
+        """Renews pools' leases now; returns the ids among them that are gone (closed,
+        reaped, another principal's, or never made)."""
+        req = pb.KeepAliveRequest(pool_ids=list(pool_ids))
+        return list((await self._unary(self._stub.KeepAlive, req, pb.KeepAliveResponse, deadline)).gone)
+
+    def adopt_pool(self, pool_id: str) -> None:
+        """Makes this client renew (and at its close, close) a pool another client made:
+        how a process reattaches to a desktop (:func:`deskgym.aio.connect` with an id)."""
+        self._hold_pool(pool_id)
+
+    def abandon_pool(self, pool_id: str) -> None:
+        """Stops renewing a pool and leaves it out of this client's close: it lives on its
+        lease, for another client to adopt (:meth:`deskgym.aio.AsyncSession.detach`)."""
+        self._pools.discard(pool_id)
+
     # -- the frame cache, as deskgym.Client has it ------------------------------------
 
     def hold(self, obs: pb.Observation) -> None:
@@ -505,6 +561,133 @@ class AsyncClient:
         pool = await self.create_pool(task, 1, deadline=deadline, **opts.pool_args(seed=seed or 0, encoding=encoding))
         return AsyncDeskgymEnv(self, task, pool, pool.env_ids[0], opts, _PoolShare(pool), seed=seed)
 
+    async def make_group(
+        self, task: str, seed: int, n: int, *, route: str = "auto", options: PoolOptions | None = None,
+        deadline: float | None = None, **kwargs: Any,
+    ) -> AsyncGroup:
+        """``n`` sessions of ``task`` at the identical start state of episode ``seed``, as
+        :func:`deskgym.make_group` starts them (``route`` ``"auto"``, ``"seed"`` or
+        ``"fork"``; each replica's frame hash and task state checked and reported in
+        :attr:`AsyncGroup.report`), made with :meth:`make`'s pool options. OSWorld tasks
+        run through the sync shim: ``deskgym.make_group`` (in a thread:
+        ``asyncio.to_thread``)."""
+        check_route(route, n)
+        if not isinstance(task, str) or osworld_task(task) is not None:
+            raise DeskgymError("INVALID_ARGUMENT", "an OSWorld task's group runs through the sync shim: "
+                                                   "deskgym.make_group (from asyncio: asyncio.to_thread)")
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        opts = PoolOptions.of(options, kwargs, "make_group")
+        sessions: list[AsyncDeskgymEnv] = []
+        try:
+            if route == "fork":
+                first = await self.make(task, seed=seed, options=opts, deadline=deadline)
+                sessions.append(first)
+                o, inf = await first.reset(seed=seed, deadline=deadline)
+                obs, infos, routes, fid = [o], [inf], ["seed"], [""]
+                for env, o, inf in await first.fork(n - 1, deadline=deadline) if n > 1 else []:
+                    sessions.append(env)
+                    obs.append(o)
+                    infos.append(inf)
+                    routes.append("fork")
+                    fid.append(_fork_verdict(inf))
+                taken = "fork"
+            else:
+                sessions, obs, infos = await self._seeded(task, seed, n, opts, deadline)
+                routes, fid, taken = ["seed"] * n, [""] * n, "seed"
+            report = judge([i["frame_hash"] for i in infos], [task_state(i) for i in infos], routes, fid,
+                           requested=route, route=taken, seconds=loop.time() - t0)
+            if route == "auto" and not report.identical:
+                ref = next(r.index for r in report.replicas if r.identical)
+                bad = report.diverged
+                for i, (env, o, inf) in zip(bad, await sessions[ref].fork(len(bad), deadline=deadline)):
+                    await sessions[i].close()
+                    fid[i] = _fork_verdict(inf)
+                    sessions[i], obs[i], infos[i], routes[i] = env, o, inf, "fork"
+                report = judge([i["frame_hash"] for i in infos], [task_state(i) for i in infos], routes, fid,
+                               requested=route, route="seed+fork", seconds=loop.time() - t0,
+                               note=f"seeded replicas {bad} differed from replica {ref}: replaced by its forks")
+        except BaseException:
+            for env in sessions:
+                await env.close()
+            raise
+        return AsyncGroup(sessions, obs, infos, report)
+
+    async def _seeded(
+        self, task: str, seed: int, n: int, opts: PoolOptions, deadline: float | None
+    ) -> tuple[list[AsyncDeskgymEnv], list[Any], list[dict[str, Any]]]:
+        """One pool of ``n`` sessions, each reset with ``seed`` (one StepBatch call; a
+        tree observation by each session's own reset)."""
+        encoding, tree = obs_setup(opts.obs_type)
+        pool = await self.create_pool(task, n, deadline=deadline, **opts.pool_args(seed=seed, encoding=encoding))
+        share = _PoolShare(pool, n)
+        sessions = [AsyncDeskgymEnv(self, task, pool, e, opts, share, seed=seed) for e in pool.env_ids]
+        try:
+            if tree is not None:
+                started = await asyncio.gather(*(s.reset(seed=seed, deadline=deadline) for s in sessions))
+                return sessions, [o for o, _ in started], [i for _, i in started]
+            reqs = [reset_request(e, seed, encoding, (), None) for e in pool.env_ids]
+            resp = await self.step_batch([], reqs, self.recent_hashes(encoding), deadline=deadline)
+            for it in resp.reset_results:
+                if it.code == 0:
+                    self.hold(it.result.observation)
+            obs, infos = [], []
+            for s, it in zip(sessions, resp.reset_results):
+                if it.code != 0:
+                    raise DeskgymError(code_name(it.code), f"env {it.env_id}: {it.message}")
+                s._seed, s._based = None, True
+                o, inf = await s._result(it.result.observation, it.result.info)
+                obs.append(o)
+                infos.append(inf)
+            return sessions, obs, infos
+        except BaseException:
+            for s in sessions:
+                await s.close()
+            raise
+
+
+def _fork_verdict(info: dict[str, Any]) -> str:
+    """A forked replica's fidelity, taken out of its info with the rest of how its replay
+    went (:func:`deskgym.env.rebuilt_info`'s keys): the group's report holds the verdict,
+    and what is left is the task's state, comparable with a seeded replica's."""
+    for key in ("expected_hash", "left_at_step", "replayed_from_step"):
+        info.pop(key, None)
+    return str(info.pop("fidelity"))
+
+
+@dataclass
+class AsyncGroup:
+    """``n`` sessions started at one state (:meth:`AsyncClient.make_group`): iterate or
+    index it for the sessions (already reset), with the :attr:`observations` and
+    :attr:`infos` of their start and the :attr:`report`
+    (:class:`deskgym.group.GroupReport`). ``await group.close()`` (or ``async with``)
+    closes every session still open."""
+
+    sessions: list[AsyncDeskgymEnv]
+    observations: list[Any]
+    infos: list[dict[str, Any]]
+    report: GroupReport
+
+    def __len__(self) -> int:
+        return len(self.sessions)
+
+    def __getitem__(self, i: int) -> AsyncDeskgymEnv:
+        return self.sessions[i]
+
+    def __iter__(self) -> Any:
+        return iter(self.sessions)
+
+    async def __aenter__(self) -> AsyncGroup:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Closes every session (idempotent)."""
+        for s in self.sessions:
+            await s.close()
+
 
 async def _renew(ref: weakref.ReferenceType[AsyncClient]) -> None:
     """Renews a client's pools every third of its lease (KeepAlive, without a slot: a
@@ -538,12 +721,15 @@ class _PoolShare:
     (a fork's replicas share one pool)."""
 
     def __init__(self, pool: Pool, sessions: int = 1) -> None:
-        self.pool, self.sessions = pool, sessions
+        #: ``None`` once handed over (a detached session's): nothing here closes it.
+        self.pool: Pool | None = pool
+        self.sessions = sessions
 
     async def leave(self, client: AsyncClient) -> None:
         self.sessions -= 1
         if self.sessions == 0:
-            await client.release(self.pool)
+            pool, self.pool = self.pool, None
+            await client.release(pool)
 
 
 class AsyncDesktop:
@@ -682,37 +868,35 @@ class AsyncDeskgymEnv(AsyncDesktop):
         if not structured:
             o = await self.client.observe(self.env_id, self._encoding, deadline=deadline)
             return (await self.client.resolve(o, deadline=deadline))[0]
-        base = diff_from.revision if isinstance(diff_from, Tree) else int(diff_from or 0)
-        req = tree_request(osworld_xml=osworld_xml, line_budget=line_budget, diff_from=base, timeout_ms=timeout_ms)
+        req = tree_request(osworld_xml=osworld_xml, line_budget=line_budget, diff_from=diff_from, timeout_ms=timeout_ms)
         o = await self.client.observe(self.env_id, "jpeg", tree=req, deadline=deadline)
         self.last_tree = Tree.from_proto(o.tree)
         return self.last_tree
 
-    async def save(self, *, deadline: float | None = None) -> AsyncCheckpoint:
-        """Saves this session's state; :meth:`restore` or :meth:`fork` it."""
-        return await self.client.save(self.env_id, deadline=deadline)
+    async def save(self, park: int = 0, *, deadline: float | None = None) -> AsyncCheckpoint:
+        """Saves this session's state; :meth:`restore` or :meth:`fork` it (``park`` as
+        :meth:`deskgym.Client.save`)."""
+        return await self.client.save(self.env_id, park, deadline=deadline)
 
     async def restore(
         self, checkpoint: CheckpointInfo | str, *, deadline: float | None = None
     ) -> tuple[Any, dict[str, Any]]:
         """Rewinds to ``checkpoint`` by replay; ``info["fidelity"]`` is ``"exact"`` or
-        ``"diverged"`` (with ``info["expected_hash"]``)."""
+        ``"diverged"`` (with ``info["expected_hash"]``, ``left_at_step``, ``replayed_from_step``)."""
         r = await self.client.restore(self.env_id, checkpoint, self._encoding, deadline=deadline)
         if self._tree is not None:
             o = await self.client.observe(self.env_id, "jpeg", tree=self._tree, deadline=deadline)
             r.observation.tree.CopyFrom(o.tree)
         obs, inf = await self._result(r.observation, r.info)
-        inf["fidelity"] = fidelity_name(r.fidelity)
-        inf["expected_hash"] = r.expected_hash
-        return obs, inf
+        return obs, rebuilt_info(inf, r.fidelity, r.expected_hash, r.path)
 
     async def fork(
         self, n: int, checkpoint: CheckpointInfo | None = None, *, deadline: float | None = None
     ) -> list[tuple[AsyncDeskgymEnv, Any, dict[str, Any]]]:
         """``n`` new sessions rebuilt at ``checkpoint`` (default: this session's state
         now), one pool for all: ``(session, observation, info)`` each, ``info`` with the
-        replica's ``fidelity`` and the ``expected_hash``. The pool closes when the last
-        of them does."""
+        replica's ``fidelity``, the ``expected_hash``, ``left_at_step`` and ``replayed_from_step``
+        (:func:`deskgym.env.rebuilt_info`). The pool closes when the last of them does."""
         cp = checkpoint if checkpoint is not None else await self.save(deadline=deadline)
         r = await self.client.fork(cp, n, self._encoding, deadline=deadline)
         pool = Pool(r.pool_id, [x.env_id for x in r.replicas], self.width, self.height, self.max_steps, "",
@@ -722,9 +906,7 @@ class AsyncDeskgymEnv(AsyncDesktop):
         for x in r.replicas:
             env = AsyncDeskgymEnv(self.client, self.task, pool, x.env_id, self.pool_options, share, based=True)
             obs, inf = await env._result(x.observation, x.info)
-            inf["fidelity"] = fidelity_name(x.fidelity)
-            inf["expected_hash"] = r.expected_hash
-            out.append((env, obs, inf))
+            out.append((env, obs, rebuilt_info(inf, x.fidelity, r.expected_hash, x.path)))
         return out
 
     async def close(self) -> None:
