@@ -308,6 +308,8 @@ def measure(c: deskgym.Client, profile: str, depth: int, n: int, chain: int = 0)
                 name += f"@{r.path.left_at_step}"
             if chain:
                 name += f" from{r.path.replayed_from_step}"
+            if r.path.idle_ms:
+                name += f" idle{r.path.idle_ms}ms"
             fid.append(name)
         return dt, fid, step_ms
     finally:

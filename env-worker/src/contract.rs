@@ -69,6 +69,8 @@ pub struct Replayed {
     /// Settled actions before which the desktop's clock already read later than the
     /// original's had (the replay ran slower there; a clock never goes back).
     pub clock_late: usize,
+    /// Time spent letting the apps go idle where the original's agent paused.
+    pub idle_waited: std::time::Duration,
 }
 
 impl Replayed {
@@ -83,6 +85,7 @@ impl Replayed {
             stopped: false,
             waited: std::time::Duration::ZERO,
             clock_late: 0,
+            idle_waited: std::time::Duration::ZERO,
         }
     }
 }

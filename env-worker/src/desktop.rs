@@ -31,11 +31,37 @@ const PACE_AHEAD: usize = 4;
 /// left the original's path: the caller replays settled).
 const PACE_MISSES: u32 = 3;
 
+/// The shortest pause of the original's agent before an action that a replay gives
+/// the apps as idle time ([`LocalDesktop::give_idle_time`]).
+const IDLE_GAP: Duration = Duration::from_millis(300);
+
+/// The most idle time a replay gives the apps before one action.
+const IDLE_MAX: Duration = Duration::from_secs(5);
+
+/// The most idle time one replay gives the apps in all: an app that never goes idle
+/// (an animation) under an agent that pauses at every step costs a replay this much
+/// more, not the original's whole time.
+const IDLE_BUDGET: Duration = Duration::from_secs(15);
+
 /// How long a replay may wait for a frame: what is left of [`PACE_TIMES`] the
 /// original's time up to this step (`original_ms`) once the replay's own time so far
 /// (`spent`) is counted, and at least [`PACE_FLOOR`]. Cumulative, so a replica that
 /// starts an app more slowly than the original did (two replicas start at once) can
 /// use the time its unsettled keys did not take.
+/// How long the original's agent paused before action `i`: from the end of the step
+/// before (its clock reading and its time) to this action's clock reading; before the
+/// first, from `now`, where the replica's clock stands after its reset (which started
+/// on the original's reset time). Zero where the original had no clock.
+fn paused_before(seen: &[Seen], i: usize, now: Option<u64>) -> Duration {
+    let at = seen[i].clock_ms;
+    let from = match i.checked_sub(1).map(|j| &seen[j]) {
+        Some(prev) if prev.clock_ms != 0 => prev.clock_ms + u64::from(prev.ms),
+        Some(_) => at,
+        None => now.unwrap_or(at),
+    };
+    Duration::from_millis(at.saturating_sub(from))
+}
+
 fn pace_bound(original_ms: u64, spent: Duration) -> Duration {
     Duration::from_millis(original_ms.saturating_mul(u64::from(PACE_TIMES)))
         .saturating_sub(spent)
@@ -134,6 +160,29 @@ impl LocalDesktop {
                 settle_max_ms: left.as_millis().max(20) as u32,
             })?;
         }
+    }
+
+    /// Lets the apps finish what they were doing before an action the original's
+    /// agent sent after a `pause`, for at most that pause, [`IDLE_MAX`] and `left` of
+    /// the replay's [`IDLE_BUDGET`], as the original's apps could (decision 203). A
+    /// replay sends actions back to back, and an app still busy (a presentation laying
+    /// out its slide) takes the same click differently, while its pixels may already
+    /// look done. Pauses under [`IDLE_GAP`] (an agent's keys in a row) are not waited
+    /// for. The time waited.
+    fn give_idle_time(&mut self, pause: Duration, left: Duration) -> Duration {
+        let root = self.runner.session_ref().map_or(0, Session::pid);
+        if pause < IDLE_GAP || root == 0 {
+            return Duration::ZERO;
+        }
+        let t = Instant::now();
+        let idle = crate::idle::wait_idle(root, pause.min(IDLE_MAX).min(left));
+        tracing::debug!(
+            pause_ms = pause.as_millis() as u64,
+            idle,
+            waited_ms = t.elapsed().as_millis() as u64,
+            "replay gave the apps idle time"
+        );
+        t.elapsed()
     }
 
     /// The session, for the sandbox verbs; the `tasks` profile has none.
@@ -248,6 +297,10 @@ impl Desktop for LocalDesktop {
             // key sent unsettled: the app reads the clock when it takes the key, which
             // may be after the next keys moved it on; the run's last key sets it.
             let at = seen.get(i).map_or(0, |s| s.clock_ms);
+            if at != 0 && steer && r.idle_waited < IDLE_BUDGET {
+                let pause = paused_before(seen, i, self.clock_ms());
+                r.idle_waited += self.give_idle_time(pause, IDLE_BUDGET - r.idle_waited);
+            }
             if at != 0 && !unsettled && !self.advance_clock(at)? {
                 r.clock_late += 1;
             }
@@ -412,5 +465,40 @@ fn ctx<'a>(x: &'a mut XSession, xvfb: &Xvfb, config: &DesktopConfig) -> Ctx<'a> 
         settle: config.settle,
         width: config.width,
         height: config.height,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seen(clock_ms: u64, ms: u32) -> Seen {
+        Seen {
+            hash: 1,
+            ms,
+            clock_ms,
+        }
+    }
+
+    #[test]
+    fn a_pause_is_the_time_between_a_steps_end_and_the_next_action() {
+        // A step sent at 10_000 took 200 ms; the agent sent the next at 11_700.
+        let s = [seen(10_000, 200), seen(11_700, 50), seen(11_760, 40)];
+        assert_eq!(paused_before(&s, 1, None), Duration::from_millis(1_500));
+        assert_eq!(paused_before(&s, 2, None), Duration::from_millis(10));
+        // The first action: from where the replica's clock stands after its reset.
+        assert_eq!(
+            paused_before(&s, 0, Some(9_000)),
+            Duration::from_millis(1_000)
+        );
+        assert_eq!(
+            paused_before(&s, 0, Some(10_500)),
+            Duration::ZERO,
+            "late: no pause"
+        );
+        assert_eq!(paused_before(&s, 0, None), Duration::ZERO, "no clock");
+        // An original without a clock before: no pause known.
+        let s = [seen(0, 200), seen(11_700, 50)];
+        assert_eq!(paused_before(&s, 1, None), Duration::ZERO);
     }
 }

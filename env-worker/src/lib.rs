@@ -44,6 +44,7 @@ pub mod fake;
 mod families;
 mod fdpass;
 mod frame;
+mod idle;
 mod keys;
 mod limits;
 mod owner;

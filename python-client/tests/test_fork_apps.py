@@ -42,6 +42,46 @@ def _bench() -> Any:
 FORK_DEPTH = _bench()
 
 
+#: An app that takes no input while it loads (its field is disabled, its window still):
+#: the Tk counterpart of Impress taking a click as a selection while it lays out its
+#: slide. The window's title holds what the field holds.
+BUSY_APP = """
+import tkinter as tk
+root = tk.Tk()
+root.title("Busy app: ")
+root.geometry("520x160+120+120")
+field = tk.Entry(root, font=("DejaVu Sans", 24), state="disabled", insertofftime=0)
+field.pack(padx=20, pady=40, fill="x")
+left = [100]
+def load():
+    n = 0
+    for i in range(150000):
+        n += i * i
+    left[0] -= 1
+    if left[0]:
+        root.after(1, load)
+    else:
+        field.configure(state="normal")
+        field.focus_set()
+field.bind("<KeyRelease>", lambda _e: root.title("Busy app: " + field.get()))
+root.after(1, load)
+root.mainloop()
+"""
+
+BUSY_PROFILE = f"""
+[profiles.desktop-busy-app]
+extends = "desktop"
+description = "The desktop profile with an app that takes no input while it loads."
+
+[profiles.desktop-busy-app.apps]
+busy = ["python3", "/home/user/busy.py"]
+
+[[profiles.desktop-busy-app.files]]
+path = "busy.py"
+content = \'\'\'{BUSY_APP}\'\'\'
+"""
+
+
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     """A server whose catalog adds ``desktop-fork-page``: ``desktop`` with the page
@@ -49,6 +89,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     d = tmp_path_factory.mktemp("fork-apps")
     catalog = d / "catalog.toml"
     FORK_DEPTH.write_profile(str(catalog))
+    with open(catalog, "a") as f:
+        f.write(BUSY_PROFILE)
     s = Server("--idle-timeout-s", "0", "--data-dir", str(d / "data"), "--profiles", str(catalog))
     yield s
     s.stop()
@@ -265,6 +307,41 @@ def test_a_browser_fork_after_typing_holds_the_originals_dom_value(server: Serve
         want = page_title(c, e, "value=")
         assert want.split() == typed.split(), want
         assert [page_title(c, r.env_id, "value=") for r in fork.replicas] == [want] * len(fork.replicas)
+    finally:
+        if fork is not None:
+            c.close_pool(fork.pool_id)
+        c.close_pool(pool.pool_id)
+        c.close()
+
+
+def test_a_fork_gives_a_loading_app_the_pause_the_original_gave_it(server: Server) -> None:
+    """The agent waits for the busy app's field to come alive, pauses, and types; a
+    replay sends the keys right after the launch, whose frame (the window still
+    loading) it matches at once, so without the pause the app would drop them. Each
+    replica let the app go idle first (``idle_ms``, decision 203) and holds the text."""
+    c = deskgym.Client(server.address)
+    pool = c.create_pool("blank", 1, screen=SCREEN, profile="desktop-busy-app", max_steps=10**6,
+                         capabilities=["launch_app", "windows"])
+    fork = None
+    try:
+        e = pool.env_ids[0]
+        c.reset(e, seed=1)
+        loading = step(c, e, {"verb": "launch_app", "app": "busy"}).observation.frame_hash
+        deadline = time.monotonic() + 60
+        while c.observe(e, settle_ms=200).frame_hash == loading:
+            assert time.monotonic() < deadline, "the busy app never came alive"
+            time.sleep(0.1)
+        time.sleep(0.5)
+        step(c, e, {"verb": "type_text", "text": "ready"})
+        assert page_title(c, e, "Busy app: ") == "ready"
+        # Not fork_exactly: its skip for a late clock would hide the keys this is
+        # about (the app reads no clock; a replay that drops them runs late too).
+        cp = c.save(e)
+        fork = c.fork(cp, 2, encoding="png")
+        for r in fork.replicas:
+            assert r.fidelity == pb.FIDELITY_EXACT and r.path.left_at_step == 0, r.path
+            assert r.path.idle_ms > 0, r.path
+            assert page_title(c, r.env_id, "Busy app: ") == "ready"
     finally:
         if fork is not None:
             c.close_pool(fork.pool_id)

@@ -136,6 +136,7 @@ fn replay_path(r: &Restored) -> pb::ReplayPath {
         waited_ms: r.path.waited_ms,
         replayed_from_step: r.path.from_step,
         clock_late_steps: r.path.clock_late,
+        idle_ms: r.path.idle_ms,
     }
 }
 

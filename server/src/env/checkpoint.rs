@@ -121,9 +121,10 @@ impl Checkpoint {
             d.start_clock(clock);
             let first = d.reset(self.episode.seed)?;
             on_reset(&**d);
-            let waited = replayed.waited;
+            let (waited, idle) = (replayed.waited, replayed.idle_waited);
             replayed = d.replay(actions, seen, false, first)?;
             replayed.waited += waited;
+            replayed.idle_waited += idle;
             at_save_time(d, self)?;
             frame = Some(final_frame(d, want, sandboxed)?);
             from_step = 0;
@@ -372,6 +373,7 @@ impl Env {
             waited_ms: millis(replayed.waited),
             from_step: from_step as u32,
             clock_late: replayed.clock_late as u32,
+            idle_ms: millis(replayed.idle_waited),
         };
         if !exact {
             tracing::warn!(env = %self.id, checkpoint = %cp.id, left_at_step = path.left_at_step, "rebuild diverged from its checkpoint");

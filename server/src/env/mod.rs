@@ -403,6 +403,9 @@ pub(crate) struct ReplayPath {
     /// Settled steps before which the replica's clock already read later than the
     /// original's had (decision 199).
     pub(crate) clock_late: u32,
+    /// Milliseconds the replay let the apps go idle where the original paused
+    /// (decision 203).
+    pub(crate) idle_ms: u32,
 }
 
 /// A duration in whole milliseconds, saturating.
