@@ -25,7 +25,8 @@ decision 190).
   the page's title is ``value=`` and the field's value.
 - ``miniwob``: MiniWoB++ ``terminal`` (its caret blinks on a 800 ms ``setInterval``):
   a click on the terminal, then one key a step typing ``ls`` and Enter (needs the
-  server's ``--miniwob-dir``).
+  server's ``--miniwob-dir``); its step clock off (``step_ms=0``), so the episode has
+  no timeout at 300 steps.
 - ``stamps``: the browser's Chromium on a page that stamps each line typed with the
   time (``HH:MM:SS``, ``Date``) its Enter came: what a chat or a form with times shows.
   A replica shows the original's stamps only where its clock replays the original's
@@ -168,9 +169,9 @@ DEPTHS = {
     "impress": (10, 100, 300),
     "browser": (10, 100, 300),
     "stamps": (10, 100, 300),
-    # An episode of `terminal` ends on its step clock's timeout before 300 steps (a
-    # 300-step run's steps failed: "the episode has ended"): nothing to fork there.
-    "miniwob": (10, 100),
+    # The pool's step clock is off (`step_ms=0`): on the default 100 ms a step the
+    # episode times out after 100 steps ("the episode has ended" at 300).
+    "miniwob": (10, 100, 300),
 }
 
 
@@ -265,7 +266,7 @@ def make_pool(c: deskgym.Client, profile: str) -> deskgym.Pool:
     if profile == "tasks":
         return c.create_pool("type-word", 1, screen=(640, 480), max_steps=10**6)
     if profile == "miniwob":
-        return c.create_pool("miniwob/terminal", 1, max_steps=10**6)
+        return c.create_pool("miniwob/terminal", 1, max_steps=10**6, task_options={"step_ms": "0"})
     caps = ["launch_app", "windows"]
     prof = "desktop-fork-page" if profile in ("browser", "stamps") else "desktop"
     return c.create_pool("blank", 1, screen=SCREEN, profile=prof, max_steps=10**6, capabilities=caps)

@@ -5,7 +5,8 @@ and says it stayed on the original's path (``ReplayPath.left_at_step`` 0). On a 
 that stamps typed lines with the time, the replicas hold the original's stamps because
 their clock replays the original's (decision 199: the profile's ``-clock`` variant),
 and do not on its ``-no-clock`` one (the host's time; the bundled profiles run on the
-clock since decision 201)."""
+clock since decision 201). An app that drops keys while it loads gets, in each
+replica, the pause the original's agent gave it (decision 203)."""
 
 from __future__ import annotations
 

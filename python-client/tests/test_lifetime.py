@@ -69,9 +69,12 @@ def test_errors_cross_a_multiprocessing_worker(address: str) -> None:
 
 
 def test_errors_cross_an_async_vector_env_worker(address: str) -> None:
+    # Spawned, as docs/training.md says: this process has open gRPC channels, and a
+    # worker forked while one of gRPC's threads held a lock hung in its first channel
+    # (a clean-clone CI run's fast tier, 2026-12-06: the child in Channel.__init__).
     envs = gym.vector.AsyncVectorEnv(
         [lambda: deskgym.make("click-target", address=address, screen=SMALL, action_mode="click_grid")],
-        shared_memory=False,
+        shared_memory=False, context="spawn",
     )
     try:
         envs.reset(seed=0)
