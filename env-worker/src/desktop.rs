@@ -43,11 +43,6 @@ const IDLE_MAX: Duration = Duration::from_secs(5);
 /// more, not the original's whole time.
 const IDLE_BUDGET: Duration = Duration::from_secs(15);
 
-/// How long a replay may wait for a frame: what is left of [`PACE_TIMES`] the
-/// original's time up to this step (`original_ms`) once the replay's own time so far
-/// (`spent`) is counted, and at least [`PACE_FLOOR`]. Cumulative, so a replica that
-/// starts an app more slowly than the original did (two replicas start at once) can
-/// use the time its unsettled keys did not take.
 /// How long the original's agent paused before action `i`: from the end of the step
 /// before (its clock reading and its time) to this action's clock reading; before the
 /// first, from `now`, where the replica's clock stands after its reset (which started
@@ -62,6 +57,11 @@ fn paused_before(seen: &[Seen], i: usize, now: Option<u64>) -> Duration {
     Duration::from_millis(at.saturating_sub(from))
 }
 
+/// How long a replay may wait for a frame: what is left of [`PACE_TIMES`] the
+/// original's time up to this step (`original_ms`) once the replay's own time so far
+/// (`spent`) is counted, and at least [`PACE_FLOOR`]. Cumulative, so a replica that
+/// starts an app more slowly than the original did (two replicas start at once) can
+/// use the time its unsettled keys did not take.
 fn pace_bound(original_ms: u64, spent: Duration) -> Duration {
     Duration::from_millis(original_ms.saturating_mul(u64::from(PACE_TIMES)))
         .saturating_sub(spent)
