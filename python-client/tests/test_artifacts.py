@@ -144,6 +144,60 @@ def test_a_cut_upload_resumes_from_its_last_acknowledged_chunk(
 
 
 @pytest.mark.real
+def test_an_upload_whose_call_is_still_open_answers_its_acknowledged_bytes_and_is_not_taken_twice(
+        exec_server: Server) -> None:
+    """While one call writes an upload, a status answers the chunks that call has
+    acknowledged, and a second call for the same id is ABORTED at once (a resume would
+    wait it out; a first attempt is another writer)."""
+    import threading
+
+    client = deskgym.Client(exec_server.address)
+    store = client.artifacts
+    piece = os.urandom(1 << 20)
+    release = threading.Event()
+
+    def one_chunk_then_hold() -> Iterator[pb.ArtifactChunk]:
+        yield pb.ArtifactChunk(upload_id="held-open-1", offset=0, data=piece, crc32=artifacts._crc(piece))
+        release.wait(60)
+        raise ConnectionResetError("the writer went away")
+
+    errors: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            store._stub().UploadArtifact(one_chunk_then_hold(), **store._kw())
+        except Exception as e:  # the cut: the call ends in an error, which is the point
+            errors.append(e)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        deadline = time.monotonic() + 60
+        while store.status("held-open-1") == 0:
+            assert time.monotonic() < deadline, "the server never acknowledged the chunk"
+            time.sleep(0.05)
+        assert store.status("held-open-1") == len(piece)
+        with pytest.raises(deskgym.DeskgymError) as e:
+            store.upload(b"other bytes", upload_id="held-open-1")
+        assert e.value.code == "ABORTED" and "held-open-1" in e.value.message, e.value
+    finally:
+        release.set()
+        writer.join(60)
+    assert errors, "the held call ended without an error"
+    # Once the cut call is let go, the id resumes where its chunk ended.
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            ref = store.upload(piece + b"tail", upload_id="held-open-1")
+            break
+        except deskgym.DeskgymError as err:
+            assert err.code == "ABORTED" and time.monotonic() < deadline, err
+            time.sleep(0.1)
+    assert ref["sha256"] == hashlib.sha256(piece + b"tail").hexdigest()
+    client.close()
+
+
+@pytest.mark.real
 @pytest.mark.spec("aci:6.artifacts-metrics")
 def test_the_bench_measures_every_arm_against_its_baseline(exec_server: Server) -> None:
     bench = pathlib.Path(__file__).resolve().parents[2] / "benches" / "artifacts.py"
