@@ -17,10 +17,14 @@ pub(crate) const QUIET: Duration = Duration::from_millis(100);
 /// caret's blink or a clock's redraw is not work an action waits for.
 const BUSY_TICKS: u64 = 1;
 
-/// CPU ticks the processes at or below `root` have used, their reaped children's
-/// included (so a child's exit does not make the sum go back). `None` when `root` is
-/// gone or `/proc` cannot be read.
-pub(crate) fn tree_ticks(root: u32) -> Option<u64> {
+/// Every `RESCAN`th poll reads the whole process table again (new processes join the
+/// tree then); the others read only the tree's own `stat` files.
+const RESCAN: u32 = 10;
+
+/// The processes at or below `root` and the CPU ticks they have used, their reaped
+/// children's included (so a child's exit does not make the sum go back), from one
+/// pass over `/proc`. `None` when `root` is gone or `/proc` cannot be read.
+fn tree(root: u32) -> Option<(Vec<u32>, u64)> {
     // pid -> (parent, ticks): one pass over /proc, then the tree below `root`.
     let mut procs: HashMap<u32, (u32, u64)> = HashMap::new();
     for e in std::fs::read_dir("/proc").ok()?.flatten() {
@@ -32,12 +36,13 @@ pub(crate) fn tree_ticks(root: u32) -> Option<u64> {
         }
     }
     procs.get(&root)?;
-    let mut total = 0;
+    let (mut pids, mut total) = (Vec::new(), 0);
     for (&pid, &(_, ticks)) in &procs {
         let mut at = pid;
         // Bounded: a parent chain is at most as long as the table.
         for _ in 0..procs.len() {
             if at == root {
+                pids.push(pid);
                 total += ticks;
                 break;
             }
@@ -47,7 +52,15 @@ pub(crate) fn tree_ticks(root: u32) -> Option<u64> {
             }
         }
     }
-    Some(total)
+    Some((pids, total))
+}
+
+/// The ticks of `pids` that are still there (a reaped one's are in its parent's).
+fn ticks_of(pids: &[u32]) -> u64 {
+    pids.iter()
+        .filter_map(|&p| read_stat(p))
+        .map(|(_, t)| t)
+        .sum()
 }
 
 /// A process's parent and its CPU ticks with its reaped children's (`/proc/<pid>/stat`
@@ -73,16 +86,24 @@ fn parse_stat(s: &str) -> Option<(u32, u64)> {
 /// most `bound`. True when it went idle; false at the bound or when it cannot be read.
 pub(crate) fn wait_idle(root: u32, bound: Duration) -> bool {
     let start = Instant::now();
-    let Some(mut base) = tree_ticks(root) else {
+    let Some((mut pids, mut base)) = tree(root) else {
         return false;
     };
     let mut since = Instant::now();
-    loop {
+    for poll in 1u32.. {
         std::thread::sleep(POLL);
-        let Some(now) = tree_ticks(root) else {
-            return false;
+        let now = if poll % RESCAN == 0 {
+            let Some((all, ticks)) = tree(root) else {
+                return false;
+            };
+            pids = all;
+            ticks
+        } else {
+            ticks_of(&pids)
         };
-        if now.saturating_sub(base) > BUSY_TICKS {
+        // A sum that went back (a process gone between two full reads) starts a new
+        // window from it; one that grew by more than a tick or so is work.
+        if now < base || now - base > BUSY_TICKS {
             (base, since) = (now, Instant::now());
         } else if since.elapsed() >= QUIET {
             return true;
@@ -91,6 +112,7 @@ pub(crate) fn wait_idle(root: u32, bound: Duration) -> bool {
             return false;
         }
     }
+    false
 }
 
 #[cfg(test)]
@@ -106,20 +128,21 @@ mod tests {
 
     #[test]
     fn a_busy_child_keeps_the_tree_busy_and_a_sleeping_one_does_not() {
+        let ticks = |pid| tree(pid).map(|(_, t)| t);
         let own = std::process::id();
-        assert!(tree_ticks(own).is_some());
-        assert_eq!(tree_ticks(u32::MAX), None, "no such process");
+        assert!(tree(own).is_some_and(|(pids, _)| pids.contains(&own)));
+        assert_eq!(ticks(u32::MAX), None, "no such process");
         let mut busy = std::process::Command::new("sh")
             .args(["-c", "while :; do :; done"])
             .spawn()
             .unwrap();
         let pid = busy.id();
-        let t0 = tree_ticks(pid).unwrap();
+        let t0 = ticks(pid).unwrap();
         assert!(
             !wait_idle(pid, Duration::from_millis(400)),
             "a spinning shell is not idle"
         );
-        assert!(tree_ticks(pid).unwrap() > t0, "its ticks grew");
+        assert!(ticks(pid).unwrap() > t0, "its ticks grew");
         busy.kill().unwrap();
         busy.wait().unwrap();
         let mut idle = std::process::Command::new("sleep")
