@@ -50,7 +50,7 @@ const IDLE_BUDGET: Duration = Duration::from_secs(15);
 fn paused_before(seen: &[Seen], i: usize, now: Option<u64>) -> Duration {
     let at = seen[i].clock_ms;
     let from = match i.checked_sub(1).map(|j| &seen[j]) {
-        Some(prev) if prev.clock_ms != 0 => prev.clock_ms + u64::from(prev.ms),
+        Some(prev) if prev.clock_ms != 0 => prev.clock_ms.saturating_add(u64::from(prev.ms)),
         Some(_) => at,
         None => now.unwrap_or(at),
     };

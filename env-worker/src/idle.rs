@@ -89,9 +89,10 @@ pub(crate) fn wait_idle(root: u32, bound: Duration) -> bool {
     let Some((mut pids, mut base)) = tree(root) else {
         return false;
     };
-    let mut since = Instant::now();
-    for poll in 1u32.. {
+    let (mut since, mut poll) = (Instant::now(), 0u32);
+    loop {
         std::thread::sleep(POLL);
+        poll = poll.wrapping_add(1);
         let now = if poll % RESCAN == 0 {
             let Some((all, ticks)) = tree(root) else {
                 return false;
@@ -112,7 +113,6 @@ pub(crate) fn wait_idle(root: u32, bound: Duration) -> bool {
             return false;
         }
     }
-    false
 }
 
 #[cfg(test)]
