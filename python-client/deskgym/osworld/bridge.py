@@ -34,6 +34,11 @@ ACTIVATE_WAIT_S = 60.0
 logger = logging.getLogger("deskgym.osworld")
 
 HOME = "/home/user"
+#: Window names OSWorld's steps use for an app whose build here titles its windows
+#: otherwise: the `osworld` profile's `google-chrome` is Debian's Chromium, whose product
+#: name ("Chromium") is compiled into every window title where Google's build writes
+#: "Google Chrome" (27 tasks activate "Google Chrome" in their setup).
+WINDOW_ALIASES = {"Google Chrome": "Chromium"}
 #: How long `/execute` commands may run (OSWorld's server uses 120 s).
 EXEC_TIMEOUT_S = 120.0
 #: How long `/setup/open_file` waits for the file's window.
@@ -229,16 +234,19 @@ class Bridge:
         terminal is "Terminal" only until bash retitles it, as on OSWorld's Ubuntu), so an
         activation waits for the window (``ACTIVATE_WAIT_S``), and a loose name (not
         ``by_class``, not ``strict``) also matches a window's class, as a user who says
-        "the Terminal" means gnome-terminal's."""
+        "the Terminal" means gnome-terminal's. A name in ``WINDOW_ALIASES`` also matches
+        with the app's name here in its place ("Google Chrome": Chromium's windows)."""
         name, strict, by_class = d["window_name"], bool(d.get("strict")), bool(d.get("by_class"))
         flag = "-a" if activate else "-c"
-        tries = [[*(["-x"] if by_class else []), *(["-F"] if strict else [])]]
+        opts = [*(["-x"] if by_class else []), *(["-F"] if strict else [])]
+        tries = [(opts, name)]
         if not by_class and not strict:
-            tries.append(["-x"])
+            tries.append((["-x"], name))
+        tries += [(opts, name.replace(theirs, ours)) for theirs, ours in WINDOW_ALIASES.items() if theirs in name]
         deadline = time.monotonic() + (ACTIVATE_WAIT_S if activate else 0)
         while True:
-            for opts in tries:
-                if self.env.exec(["wmctrl", *opts, flag, name]).ok:
+            for opts, title in tries:
+                if self.env.exec(["wmctrl", *opts, flag, title]).ok:
                     return True
             if time.monotonic() >= deadline:
                 return False
