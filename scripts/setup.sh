@@ -31,8 +31,9 @@ DESKTOP_PKGS=(bubblewrap openbox dbus dbus-x11 at-spi2-core pulseaudio gnome-ter
 # gnome-shell-common only for GNOME Shell's settings schema, which tasks read and write
 # (favourite apps); passt brings `pasta`, the per-env network stack of the `network` grant;
 # jq, zip and expect for the tasks whose setup runs `sudo apt install` of them (the sandbox's
-# sudo answers an install of what the host has, decision 168).
-OSWORLD_PKGS=(gimp vlc thunderbird evince xsel sysstat jq zip expect gnome-shell-common passt)
+# sudo answers an install of what the host has, decision 168); ffmpeg, which OSWorld's image
+# has and a task's check script runs.
+OSWORLD_PKGS=(gimp vlc thunderbird evince xsel sysstat jq zip expect gnome-shell-common passt ffmpeg)
 ((DESKTOP)) && PKGS+=("${DESKTOP_PKGS[@]}")
 ((OSWORLD)) && PKGS+=("${OSWORLD_PKGS[@]}")
 ((WEB)) && PKGS+=(bubblewrap chromium chromium-driver)
@@ -63,6 +64,12 @@ if ((DESKTOP)); then
   fi
 fi
 
+# pysrt, which a task's postconfig installs with `sudo pip install pysrt` on OSWorld's
+# image: the sandbox's sudo answers that from the system Python (decision 204), and
+# Debian's python3-pysrt (1.0.1) cannot open a file on Python 3.11.
+if ((OSWORLD)) && ! /usr/bin/python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("pysrt") is None)'; then
+  $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --disable-pip-version-check pysrt
+fi
 # The `osworld` profile's home: each application started once on this machine.
 ((OSWORLD)) && $SUDO /usr/bin/python3 scripts/osworld-home.py
 if ! command -v cargo >/dev/null; then

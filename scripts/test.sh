@@ -15,6 +15,9 @@ scripts/setup-faces.sh
 # the OSWorld shim's tests run its controllers, getters and metrics, and the a11y tests
 # its agents' own tree filter (mm_agents) on deskgym's XML.
 .venv/bin/pip install -q --disable-pip-version-check --no-deps desktop-env==1.0.2
+# librosa, which one metric of the solution sample calls (compare_audios; the
+# osworld-full extra has it, with easyocr's torch, which no test needs).
+.venv/bin/pip install -q --disable-pip-version-check librosa
 cargo fmt --all --check
 # Modules depend one way (server, env-worker, the Python package).
 python3 scripts/check_layers.py

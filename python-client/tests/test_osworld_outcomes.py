@@ -99,6 +99,48 @@ def test_a_failing_step_is_recorded_while_osworld_goes_on(shim_server: Server, t
         env.close()
 
 
+def test_a_setup_activating_google_chrome_finds_the_browser_window(shim_server: Server,
+                                                                 tmp_path: pathlib.Path) -> None:
+    """27 of OSWorld's tasks open a page and then activate "Google Chrome" in their setup
+    (chrome/1704f00f, run here as the file has it, offline: the page is Chromium's error
+    page). The desktop's Chrome is Debian's Chromium, whose window titles end in
+    "Chromium": the step must still find the browser, or every such task is invalid."""
+    task = json.loads((TASKS / "evaluation_examples" / "examples" / "chrome" /
+                       "1704f00f-79e6-43a7-961b-cedd3724d5fd.json").read_text())
+    assert task["config"][-1] == {"type": "activate_window", "parameters": {"window_name": "Google Chrome"}}
+    env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
+                             screen_size=(1280, 720), require_a11y_tree=False)
+    try:
+        env.reset(task_config=task)
+        steps = env.setup_outcomes
+        assert [(o.type, o.ok) for o in steps] == [(s["type"], True) for s in task["config"]], steps
+    finally:
+        env.close()
+
+
+def test_sudo_pip_installs_what_the_host_python_has_and_names_what_it_lacks(
+        shim_server: Server, tmp_path: pathlib.Path) -> None:
+    """multi_apps/9f3bb592's postconfig runs ``echo {CLIENT_PASSWORD} | sudo -S pip install
+    pysrt`` before its check script imports pysrt: on OSWorld's image root's pip installs
+    it. In the offline sandbox a package the host's Python has answers as pip does for an
+    installed one (the osworld setup installs pysrt), and one it lacks fails naming it."""
+    have = "echo {CLIENT_PASSWORD} | sudo -S pip install pysrt && python -c 'import pysrt'"
+    absent = "echo {CLIENT_PASSWORD} | sudo -S python3 -m pip install deskgym-no-such-dist==1.0"
+    t = variant("sudo-pip", config=lambda c: [
+        c[0], {"type": "execute", "parameters": {"command": have, "shell": True}},
+        {"type": "execute", "parameters": {"command": absent, "shell": True}}])
+    env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
+                             screen_size=(1280, 720), require_a11y_tree=False)
+    try:
+        env.reset(task_config=t)
+        _, ok, lacking = env.setup_outcomes[:3]
+        assert ok.ok and ok.exit_code == 0, ok
+        assert not lacking.ok and lacking.exit_code == 1, lacking
+        assert "not installed on this host's Python: deskgym-no-such-dist" in lacking.stderr, lacking
+    finally:
+        env.close()
+
+
 def test_sudo_apt_installs_what_the_host_has_and_names_what_it_lacks(shim_server: Server,
                                                                      tmp_path: pathlib.Path) -> None:
     """OSWorld's setups run ``sudo apt update`` and ``sudo apt install jq`` (chrome/9656a811)

@@ -200,7 +200,10 @@ pub fn sweep_leftovers() -> usize {
 /// `unzip`...): an install of packages the host has answers as apt does for
 /// installed ones, `update` has nothing to fetch, and anything else fails with apt's
 /// exit code 100 and a message naming the package and where the host installs it
-/// (decision 168).
+/// (decision 168). `sudo pip install` (and `sudo python3 -m pip install`) is answered
+/// the same way from the host's Python: OSWorld's image lets root pip install into the
+/// system, Debian's refuses (PEP 668), so a package the host has answers as pip does
+/// for an installed one, and one it lacks fails naming it (decision 204).
 const SUDO: &str = r#"#!/bin/sh
 # deskgym sandbox sudo: asks for the profile's password, then runs the command.
 apt_answer() {
@@ -236,6 +239,43 @@ apt_answer() {
       return 100 ;;
   esac
 }
+pip_answer() {
+  cmd=""; pkgs=""
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      -r|--requirement|-e|--editable)
+        echo "ERROR: deskgym sandbox: pip $1 is not answered offline; install the packages on the host" >&2
+        return 1 ;;
+      -c|--constraint|-i|--index-url|--extra-index-url|-f|--find-links|-t|--target|--prefix|--root) shift ;;
+      -*) ;;
+      *) if [ -z "$cmd" ]; then cmd="$1"; else pkgs="$pkgs $1"; fi ;;
+    esac
+    shift
+  done
+  if [ "$cmd" != install ]; then
+    echo "ERROR: deskgym sandbox: pip $cmd: the sandbox's system is read-only and offline" >&2
+    return 1
+  fi
+  missing=""
+  for p in $pkgs; do
+    name=$(printf '%s' "$p" | sed 's/[][<>=!~;@ ].*//')
+    # The distribution's metadata, else a module of its name (Debian ships some without).
+    if ver=$(python3 -c 'import importlib.metadata as m, importlib.util as u, sys
+n = sys.argv[1]
+try: print(m.version(n))
+except m.PackageNotFoundError:
+    if u.find_spec(n.lower().replace("-", "_")) is None: sys.exit(1)
+    print("installed")' "$name" 2>/dev/null); then
+      echo "Requirement already satisfied: $name ($ver)"
+    else
+      missing="$missing $name"
+    fi
+  done
+  [ -z "$missing" ] && return 0
+  echo "ERROR: deskgym sandbox: not installed on this host's Python:$missing (the sandbox is offline" \
+    "and its system read-only; the host installs a profile's packages: scripts/setup.sh)" >&2
+  return 1
+}
 stdin_pw=0
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -259,6 +299,9 @@ fi
 [ $# -eq 0 ] && exit 0
 case "${1##*/}" in
   apt|apt-get) shift; apt_answer "$@"; exit $? ;;
+  pip|pip3|pip3.*) shift; pip_answer "$@"; exit $? ;;
+  python|python3|python3.*)
+    if [ "${2:-}" = -m ] && [ "${3:-}" = pip ]; then shift 3; pip_answer "$@"; exit $?; fi ;;
 esac
 exec "$@"
 "#;
