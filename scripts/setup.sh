@@ -32,8 +32,10 @@ DESKTOP_PKGS=(bubblewrap openbox dbus dbus-x11 at-spi2-core pulseaudio gnome-ter
 # (favourite apps); passt brings `pasta`, the per-env network stack of the `network` grant;
 # jq, zip and expect for the tasks whose setup runs `sudo apt install` of them (the sandbox's
 # sudo answers an install of what the host has, decision 168); ffmpeg, which OSWorld's image
-# has and a task's check script runs.
-OSWORLD_PKGS=(gimp vlc thunderbird evince xsel sysstat jq zip expect gnome-shell-common passt ffmpeg)
+# has and a task's check script runs; PyMuPDF and pygame, which tasks `pip install` (offline,
+# pip answers "already satisfied" from the system Python, decision 206).
+OSWORLD_PKGS=(gimp vlc thunderbird evince xsel sysstat jq zip expect gnome-shell-common passt ffmpeg
+      python3-fitz python3-pygame)
 ((DESKTOP)) && PKGS+=("${DESKTOP_PKGS[@]}")
 ((OSWORLD)) && PKGS+=("${OSWORLD_PKGS[@]}")
 ((WEB)) && PKGS+=(bubblewrap chromium chromium-driver)

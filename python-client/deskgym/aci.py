@@ -140,19 +140,21 @@ class Restored:
     hash equals the checkpoint's, else ``"diverged"`` (both hashes given, and
     ``left_at_step``: the 1-based step where the rebuild left the original's path);
     ``replayed_from_step``: where its replay began (0: from a reset; else the step of
-    the parked replica it took)."""
+    the parked replica it took); ``idle_ms``: how long the replay waited for the apps
+    to go idle where the original's agent had paused (decision 203)."""
 
     fidelity: str
     expected_hash: str
     frame_hash: str
     left_at_step: int = 0
     replayed_from_step: int = 0
+    idle_ms: int = 0
 
     @classmethod
     def of(cls, r: pb.RestoreResponse) -> Restored:
         """A Restore reply as the session's ``restore`` returns it."""
         return cls(fidelity_name(r.fidelity), r.expected_hash, r.observation.frame_hash, r.path.left_at_step,
-                   r.path.replayed_from_step)
+                   r.path.replayed_from_step, r.path.idle_ms)
 
 
 class SessionState:

@@ -359,12 +359,15 @@ def rebuilt_info(info: dict[str, Any], fidelity: int, expected_hash: str, path: 
     """``info`` of a restored env or a fork's replica, with how its rebuild went:
     ``fidelity`` (``"exact"`` / ``"diverged"``), the checkpoint's ``expected_hash``,
     ``left_at_step`` (the 1-based step where a diverged rebuild left the original's
-    path; 0: it did not) and ``replayed_from_step`` (where its replay began: 0 from a
-    reset, else the step of the parked replica it started from)."""
+    path; 0: it did not), ``replayed_from_step`` (where its replay began: 0 from a
+    reset, else the step of the parked replica it started from) and ``idle_ms`` (how
+    long the replay waited for the apps to go idle where the original's agent had
+    paused, decision 203)."""
     info["fidelity"] = fidelity_name(fidelity)
     info["expected_hash"] = expected_hash
     info["left_at_step"] = path.left_at_step
     info["replayed_from_step"] = path.replayed_from_step
+    info["idle_ms"] = path.idle_ms
     return info
 
 

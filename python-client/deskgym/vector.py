@@ -388,5 +388,7 @@ def fork(
         # Replicas that came from parked ones, and where each replica's replay began.
         "from_parked": r.from_parked,
         "replayed_from_step": [x.path.replayed_from_step for x in r.replicas],
+        # How long each replay waited for the apps to go idle where the agent had paused.
+        "idle_ms": [x.path.idle_ms for x in r.replicas],
     }
     return env

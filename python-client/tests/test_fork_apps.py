@@ -343,6 +343,13 @@ def test_a_fork_gives_a_loading_app_the_pause_the_original_gave_it(server: Serve
             assert r.fidelity == pb.FIDELITY_EXACT and r.path.left_at_step == 0, r.path
             assert r.path.idle_ms > 0, r.path
             assert page_title(c, r.env_id, "Busy app: ") == "ready"
+        # The Gymnasium face says the same of its replicas.
+        vec = deskgym.fork(cp, 1)
+        try:
+            assert vec.fork_info["fidelity"] == ["exact"], vec.fork_info
+            assert vec.fork_info["idle_ms"][0] > 0, vec.fork_info
+        finally:
+            vec.close()
     finally:
         if fork is not None:
             c.close_pool(fork.pool_id)

@@ -118,6 +118,42 @@ def test_a_setup_activating_google_chrome_finds_the_browser_window(shim_server: 
         env.close()
 
 
+def test_setups_that_open_nautilus_or_pip_install_as_the_user_succeed(shim_server: Server,
+                                                                     tmp_path: pathlib.Path) -> None:
+    """Steps as OSWorld's tasks write them: 12 launch ``nautilus`` on a folder
+    (multi_apps/5990457f's step 4 here), and some ``pip install`` as the user (multi_apps/
+    26150609's step 2: pygame). On OSWorld's image Nautilus opens the folder and pip
+    installs into ~/.local; here pcmanfm opens it, and pip, let past Debian's refusal of
+    the system Python (PEP 668), answers offline from the host's (decision 206)."""
+    examples = TASKS / "evaluation_examples" / "examples" / "multi_apps"
+    nautilus = json.loads((examples / "5990457f-2adb-467b-a4af-5c857c92d762.json").read_text())["config"][3]
+    pip = json.loads((examples / "26150609-0da3-4a7d-8868-0faf9c5f01bb.json").read_text())["config"][1]
+    assert nautilus["parameters"]["command"][0] == "nautilus" and pip["parameters"]["command"][:2] == ["pip", "install"]
+    t = variant("nautilus-pip", config=lambda c: [c[0], nautilus, pip])
+    env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
+                             screen_size=(1280, 720), require_a11y_tree=False)
+    try:
+        env.reset(task_config=t)
+        assert [(o.type, o.ok) for o in env.setup_outcomes] == [
+            ("execute", True), ("launch", True), ("command", True)], env.setup_outcomes
+        assert any(w.wm_class.lower().startswith("pcmanfm") and "Desktop" in w.title
+                   for w in _until_windows(env)), [(w.title, w.wm_class) for w in env.deskgym.windows()]
+    finally:
+        env.close()
+
+
+def _until_windows(env: Any, timeout: float = 30) -> list[Any]:
+    """The desktop's windows once a file manager's is among them (or at ``timeout``)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while True:
+        ws = env.deskgym.windows()
+        if any(w.wm_class.lower().startswith("pcmanfm") for w in ws) or time.monotonic() > deadline:
+            return ws
+        time.sleep(0.3)
+
+
 def test_sudo_pip_installs_what_the_host_python_has_and_names_what_it_lacks(
         shim_server: Server, tmp_path: pathlib.Path) -> None:
     """multi_apps/9f3bb592's postconfig runs ``echo {CLIENT_PASSWORD} | sudo -S pip install
