@@ -42,9 +42,11 @@ SETUP_FAILS = variant("setup-fails", config=lambda c: [c[0], FAILING, c[1]])
 #: OSWorld's `exact_match` called with an option it does not take: the metric raises.
 EVAL_RAISES = variant("evaluator-raises", evaluator={"options": {"no_such_option": True}})
 #: Its postconfig activates a window that is not there (as GIMP's tasks do once the agent
-#: opened an image and the title changed): OSWorld's server answers 200 and scores the task.
+#: opened an image and the title changed): OSWorld's server answers 200 and scores the task;
+#: then lists what the agent was to make, which it did not (thunderbird/9bc3cc16's step).
 POST_WINDOW = variant("post-window", evaluator={"postconfig": [
-    {"type": "activate_window", "parameters": {"window_name": "No Such Window 42"}}]})
+    {"type": "activate_window", "parameters": {"window_name": "No Such Window 42"}},
+    {"type": "command", "parameters": {"command": ["ls", "-R", "/home/user/emails.bak"], "stdout": "emails.bak.ls"}}]})
 #: Scores 1 on a fresh desktop (the folder was not renamed).
 SCORES_ONE = variant("scores-one", evaluator={"expected": {"type": "rule", "rules": {
     "expected": "Directory does not exist.\n"}}})
@@ -154,39 +156,30 @@ def _until_windows(env: Any, timeout: float = 30) -> list[Any]:
         time.sleep(0.3)
 
 
-def test_sudo_pip_installs_what_the_host_python_has_and_names_what_it_lacks(
-        shim_server: Server, tmp_path: pathlib.Path) -> None:
-    """multi_apps/9f3bb592's postconfig runs ``echo {CLIENT_PASSWORD} | sudo -S pip install
-    pysrt`` before its check script imports pysrt: on OSWorld's image root's pip installs
-    it. In the offline sandbox a package the host's Python has answers as pip does for an
-    installed one (the osworld setup installs pysrt), and one it lacks fails naming it."""
-    have = "echo {CLIENT_PASSWORD} | sudo -S pip install pysrt && python -c 'import pysrt'"
-    absent = "echo {CLIENT_PASSWORD} | sudo -S python3 -m pip install deskgym-no-such-dist==1.0"
-    t = variant("sudo-pip", config=lambda c: [
-        c[0], {"type": "execute", "parameters": {"command": have, "shell": True}},
-        {"type": "execute", "parameters": {"command": absent, "shell": True}}])
-    env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
-                             screen_size=(1280, 720), require_a11y_tree=False)
-    try:
-        env.reset(task_config=t)
-        _, ok, lacking = env.setup_outcomes[:3]
-        assert ok.ok and ok.exit_code == 0, ok
-        assert not lacking.ok and lacking.exit_code == 1, lacking
-        assert "not installed on this host's Python: deskgym-no-such-dist" in lacking.stderr, lacking
-    finally:
-        env.close()
+#: A package manager as OSWorld's setups call it through sudo: what installs what the host
+#: has, what asks for what it lacks, the manager's exit code for that, and the message.
+SUDO_INSTALLS = {
+    # chrome/9656a811 runs `sudo apt update` and `sudo apt install jq` before using jq.
+    "apt": ("echo {CLIENT_PASSWORD} | sudo -S apt update -y && echo {CLIENT_PASSWORD} | sudo -S apt install jq -y"
+            " && jq -n 1", "echo {CLIENT_PASSWORD} | sudo -S apt-get install -y deskgym-no-such-package", 100,
+            "not installed on this host: deskgym-no-such-package"),
+    # multi_apps/9f3bb592's postconfig runs `sudo -S pip install pysrt`; its check script imports it.
+    "pip": ("echo {CLIENT_PASSWORD} | sudo -S pip install pysrt && python -c 'import pysrt'",
+            "echo {CLIENT_PASSWORD} | sudo -S python3 -m pip install deskgym-no-such-dist==1.0", 1,
+            "not installed on this host's Python: deskgym-no-such-dist"),
+}
 
 
-def test_sudo_apt_installs_what_the_host_has_and_names_what_it_lacks(shim_server: Server,
-                                                                     tmp_path: pathlib.Path) -> None:
-    """OSWorld's setups run ``sudo apt update`` and ``sudo apt install jq`` (chrome/9656a811)
-    before using the tool: in the offline, read-only sandbox a package the host has installs
-    as apt answers for an installed one, and one it lacks fails with apt's exit code 100 and
-    its name, so the run is invalid for a reason a person can act on."""
-    install = ("echo {CLIENT_PASSWORD} | sudo -S apt update -y && "
-               "echo {CLIENT_PASSWORD} | sudo -S apt install jq -y && jq -n 1")
-    absent = "echo {CLIENT_PASSWORD} | sudo -S apt-get install -y deskgym-no-such-package"
-    t = variant("sudo-apt", config=lambda c: [
+@pytest.mark.parametrize("manager", sorted(SUDO_INSTALLS))
+def test_sudo_installs_what_the_host_has_and_names_what_it_lacks(manager: str, shim_server: Server,
+                                                                 tmp_path: pathlib.Path) -> None:
+    """OSWorld's setups install tools with root's apt or pip (its image has root and a
+    network); in the offline, read-only sandbox a package the host has installs as the
+    manager answers for an installed one, and one it lacks fails with the manager's exit
+    code and its name, so the run is invalid for a reason a person can act on (decisions
+    168, 204)."""
+    install, absent, code, message = SUDO_INSTALLS[manager]
+    t = variant(f"sudo-{manager}", config=lambda c: [
         c[0], {"type": "execute", "parameters": {"command": install, "shell": True}},
         {"type": "execute", "parameters": {"command": absent, "shell": True}}])
     env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
@@ -195,9 +188,9 @@ def test_sudo_apt_installs_what_the_host_has_and_names_what_it_lacks(shim_server
         env.reset(task_config=t)
         _, ok, lacking = env.setup_outcomes[:3]
         assert ok.ok and ok.exit_code == 0, ok
-        assert not lacking.ok and lacking.exit_code == 100, lacking
-        assert "not installed on this host: deskgym-no-such-package" in lacking.stderr, lacking
-        assert "deskgym-no-such-package" in lacking.describe(), lacking.describe()
+        assert not lacking.ok and lacking.exit_code == code, lacking
+        assert message in lacking.stderr, lacking
+        assert message.rsplit(" ", 1)[-1] in lacking.describe(), lacking.describe()
     finally:
         env.close()
 
@@ -235,12 +228,14 @@ def test_check_rows_say_invalid_naming_the_step_and_the_table_counts_them(
     assert raises["status"] == "invalid" and raises["score"] is None, raises
     assert raises["cause"].startswith("evaluate: TypeError") and "no_such_option" in raises["cause"], raises
     assert (infeasible["status"], infeasible["score"]) == ("infeasible", 0.0), infeasible
-    # (c) A postconfig window step that found nothing is kept and said, but not counted.
+    # (c) A postconfig window step that found nothing, and a postconfig command that found
+    # no agent's work, are kept and said, but not counted: the task scores (0).
     window = rows[POST_WINDOW["id"]]
     assert (window["status"], window["score"], window["setup_failed"]) == ("scored", 0.0, []), window
-    assert [s["ok"] for s in window["setup"]] == [True, True, False], window["setup"]
-    assert len(window["setup_excused"]) == 1 and "No Such Window 42" in window["setup_excused"][0], window
-    assert "not counted" in window["setup_excused"][0], window
+    assert [s["ok"] for s in window["setup"]] == [True, True, False, False], window["setup"]
+    assert len(window["setup_excused"]) == 2 and "No Such Window 42" in window["setup_excused"][0], window
+    assert "emails.bak" in window["setup_excused"][1], window
+    assert all("not counted" in e for e in window["setup_excused"]), window
     table = (tmp_path / "results" / "coverage.md").read_text()
     assert "| setup failed | invalid |" in table
     assert "| **all** | 5 | 5 | 4 | 1 | 2 |" in table, table
@@ -337,7 +332,7 @@ def test_a_command_with_until_is_judged_by_its_last_run() -> None:
     exit non-zero are its waiting), so only the last run counts; without `until`, any
     non-zero exit fails the step."""
     from deskgym.osworld.bridge import Call
-    from deskgym.osworld.outcomes import judge
+    from deskgym.osworld.outcomes import invalidates, judge
 
     waiting = [Call("/setup/execute", 200, 1, "not yet"), Call("/setup/execute", 200, 0, "")]
     until = judge("config", 1, "execute", {"command": ["test", "-e", "x"], "until": {"returncode": 0}},
@@ -348,3 +343,13 @@ def test_a_command_with_until_is_judged_by_its_last_run() -> None:
     refused = judge("postconfig", 2, "launch", {"command": ["x"]}, [Call("/setup/launch", 500, error="x: not found")],
                     None, 0.1)
     assert refused.describe() == "postconfig: step 2 (launch): /setup/launch answered 500: x: not found", refused
+    # A postconfig command that ran on what the agent left is excused; one whose program
+    # is missing (127), or that timed out (the desktop answered an error), is not.
+    probe = {"command": ["ls", "-R", "/home/user/emails.bak"], "stdout": "emails.bak.ls"}
+    ran = judge("postconfig", 1, "command", probe, [Call("/setup/execute", 200, 2, "No such file")], None, 0.1)
+    assert not ran.ok and ran.excused and not invalidates(ran), ran
+    missing = judge("postconfig", 1, "command", probe, [Call("/setup/execute", 200, 127, "not found")], None, 0.1)
+    assert not missing.excused and invalidates(missing), missing
+    late = judge("postconfig", 1, "execute", probe, [Call("/setup/execute", 500, error="DEADLINE_EXCEEDED")], None, 120)
+    assert not late.excused and invalidates(late), late
+    assert invalidates(judge("config", 1, "command", probe, [Call("/setup/execute", 200, 2, "")], None, 0.1))

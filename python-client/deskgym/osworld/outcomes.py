@@ -6,14 +6,23 @@ run is ``scored`` (a number), ``invalid`` (with its cause: a failed step, a cras
 evaluator exception, a timeout) or ``infeasible`` (OSWorld's FAIL-only tasks):
 invalid tasks are counted apart, never averaged in as zeros.
 
-A failed step makes its task invalid whatever the step was, with one exception: a
-postconfig ``activate_window`` / ``close_window`` that finds no window. OSWorld's server
-runs ``wmctrl`` for these on Linux and answers 200 whatever it found, and after the agent
-acted a title may rightly have changed (GIMP's window is "GNU Image Manipulation Program"
-only while no image is open), so OSWorld's own image fails the same step just as silently
-and scores the task. Such a step is kept with its reason (``excused``) and listed apart
-(``setup_excused``); every other failure is in the ``setup failed`` column, and the step's
-record says what it ran and what the desktop answered.
+A failed step makes its task invalid whatever the step was, with two exceptions in the
+postconfig, which runs on what the agent left:
+
+- an ``activate_window`` / ``close_window`` that finds no window. OSWorld's server runs
+  ``wmctrl`` for these on Linux and answers 200 whatever it found, and after the agent
+  acted a title may rightly have changed (GIMP's window is "GNU Image Manipulation
+  Program" only while no image is open), so OSWorld's own image fails the same step just
+  as silently and scores the task;
+- a command that ran and exited non-zero (not 126 or 127: a program the desktop lacks
+  stays a failure). Such commands work on the agent's result (``ls -R ~/emails.bak``,
+  ``tar -zcf pdf.tar.gz *.pdf``, ``unzip presenter.zip``): where the agent did not make
+  it they fail, on OSWorld's image too, and the metric scores that. Counting them
+  invalid would leave an agent's failures out of its average (decision 207).
+
+Such a step is kept with its reason (``excused``) and listed apart (``setup_excused``);
+every other failure is in the ``setup failed`` column, and the step's record says what
+it ran and what the desktop answered.
 
 A known-good solution's row (:func:`deskgym.osworld.suite.solution_task`) also holds
 ``no_action`` (the score before solving) and ``passed``; a module that says why its task
@@ -119,13 +128,20 @@ def judge(phase: str, step: int, kind: str, params: dict[str, Any], calls: Seque
             out.ok, out.error = False, "no command reached the desktop"
         elif out.exit_code != 0:
             out.ok = False
-    if not out.ok and exc is None and phase == "postconfig" and kind in ("activate_window", "close_window"):
-        out.excused = WINDOW_STEP_EXCUSE
+    if not out.ok and exc is None and phase == "postconfig":
+        if kind in ("activate_window", "close_window"):
+            out.excused = WINDOW_STEP_EXCUSE
+        elif kind in COMMANDS and not bad and out.exit_code not in (None, *MISSING_PROGRAM):
+            out.excused = COMMAND_STEP_EXCUSE
     return out
 
 
 #: Why a postconfig window step that found no window is not a failure (see the module's doc).
 WINDOW_STEP_EXCUSE = "OSWorld's server answers 200 to a window step whatever wmctrl finds"
+#: Why a postconfig command that exited non-zero is not a failure (see the module's doc).
+COMMAND_STEP_EXCUSE = "a postconfig command works on what the agent left; OSWorld goes on and the metric scores it"
+#: The shell's exit codes for a program that is not there or cannot run: a desktop defect.
+MISSING_PROGRAM = (126, 127)
 
 
 def invalidates(outcome: SetupOutcome | dict[str, Any]) -> bool:

@@ -11,6 +11,8 @@ _WRITER = str(pathlib.Path(__file__).resolve().parents[1] / "libreoffice_writer"
 if _WRITER not in sys.path:
     sys.path.append(_WRITER)
 
-from _office import command, doc_bytes, find, office, pdf_of, save_keep_format, saved_by_office, shot  # noqa: E402
+from _office import (command, doc_bytes, find, office, pdf_of, pick_file, save_keep_format,  # noqa: E402
+                     saved_by_office, shot)
 
-__all__ = ["command", "doc_bytes", "find", "office", "pdf_of", "save_keep_format", "saved_by_office", "shot"]
+__all__ = ["command", "doc_bytes", "find", "office", "pdf_of", "pick_file", "save_keep_format", "saved_by_office",
+           "shot"]

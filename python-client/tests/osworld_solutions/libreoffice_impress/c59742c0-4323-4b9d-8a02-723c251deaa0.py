@@ -16,8 +16,8 @@ import subprocess
 import tempfile
 from typing import Any
 
-from _common import hotkey, press, put_download, typewrite, until, wait_window, window
-from _impress import doc_bytes, office, save_keep_format
+from _common import put_download
+from _impress import doc_bytes, office, pick_file, save_keep_format
 
 NAME = "Mady_and_Mia_Baseball.pptx"
 PATH = f"/home/user/Desktop/{NAME}"
@@ -53,12 +53,5 @@ def solve(env: Any) -> None:
     office(env, NAME)
     env.step("pyautogui.click(153, 30)", pause=2.0)  # the Insert menu
     env.step("pyautogui.click(210, 80)", pause=3.0)  # Audio or Video...
-    wait_window(env, title="Insert Audio or Video", timeout=30, settle=2.0)
-    env.step(hotkey("ctrl", "l"), pause=1.0)  # the location field
-    env.step(typewrite(AUDIO), pause=1.5)
-    for _ in range(3):  # an Enter taken by the field's completion leaves the dialog open
-        env.step(press("enter"), pause=5.0)
-        if not window(env, title="Insert Audio or Video"):
-            break
-    until(lambda: not window(env, title="Insert Audio or Video"), "the audio inserted", timeout=20)
+    pick_file(env, "Insert Audio or Video", AUDIO)
     save_keep_format(env, PATH)

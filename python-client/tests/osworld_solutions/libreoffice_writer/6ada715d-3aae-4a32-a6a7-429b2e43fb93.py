@@ -9,8 +9,8 @@ import io
 import pathlib
 from typing import Any
 
-from _common import hotkey, press, put_cloud, put_download, typewrite, until, wait_window, window
-from _office import command, doc_bytes, office, save_keep_format
+from _common import put_cloud, put_download
+from _office import command, doc_bytes, office, pick_file, save_keep_format
 
 NAME = "Viewing_Your_Class_Schedule_and_Textbooks.docx"
 PATH = f"/home/user/Desktop/{NAME}"
@@ -56,12 +56,5 @@ def files(cache: pathlib.Path, task: dict[str, Any]) -> None:
 def solve(env: Any) -> None:
     office(env, NAME)
     command(env, "Image")  # its first match: Insert / Image
-    wait_window(env, title="Insert Image", timeout=30, settle=2.0)
-    env.step(hotkey("ctrl", "l"), pause=1.0)  # the location field
-    env.step(typewrite("/home/user/Desktop/1.png"), pause=1.5)
-    for _ in range(3):  # an Enter taken by the field's completion leaves the dialog open
-        env.step(press("enter"), pause=5.0)
-        if not window(env, title="Insert Image"):
-            break
-    until(lambda: not window(env, title="Insert Image"), "the image inserted", timeout=20)
+    pick_file(env, "Insert Image", "/home/user/Desktop/1.png")
     save_keep_format(env, PATH)

@@ -14,7 +14,8 @@ from typing import Any
 
 from _common import hotkey, press, typewrite, until, wait_window, window
 
-__all__ = ["command", "doc_bytes", "find", "office", "pdf_of", "save_keep_format", "saved_by_office", "shot"]
+__all__ = ["command", "doc_bytes", "find", "office", "pdf_of", "pick_file", "save_keep_format", "saved_by_office",
+           "shot"]
 
 
 def office(env: Any, name: str, timeout: float = 120) -> Any:
@@ -41,6 +42,20 @@ def find(env: Any, text: str, first: bool = True) -> None:
         env.step(typewrite(text), pause=0.3)
     env.step(press("enter"), pause=0.8)
     env.step(press("escape"), pause=0.8)
+
+
+def pick_file(env: Any, title: str, path: str) -> None:
+    """In the file dialog titled ``title`` (Insert > Image, Insert > Audio or Video...):
+    ``path`` typed into its location field (Ctrl+L), then Enter; returns once the
+    dialog is gone."""
+    wait_window(env, title=title, timeout=30, settle=2.0)
+    env.step(hotkey("ctrl", "l"), pause=1.0)
+    env.step(typewrite(path), pause=1.5)
+    for _ in range(3):  # an Enter taken by the field's completion leaves the dialog open
+        env.step(press("enter"), pause=5.0)
+        if not window(env, title=title):
+            break
+    until(lambda: not window(env, title=title), f"the {title} dialog to close", timeout=20)
 
 
 def _mtime(env: Any, path: str) -> str:
