@@ -156,6 +156,39 @@ def _until_windows(env: Any, timeout: float = 30) -> list[Any]:
         time.sleep(0.3)
 
 
+def test_a_tree_read_leaves_calc_free_for_the_postconfig_that_converts_its_file(
+        shim_server: Server, tmp_path: pathlib.Path) -> None:
+    """libreoffice_calc/4f07fbe9 (as five Calc tasks do) saves with Ctrl+S and then runs
+    ``libreoffice --convert-to csv`` on the open file, which the running Calc answers.
+    An agent that observes the accessibility tree reads it before that; a walk that asked
+    Calc's sheet for all its children (GetChildren: millions of cells) held Calc's main
+    thread for over a minute, and the convert ran past OSWorld's 120 s, every time on
+    a release server. Read as OSWorld's walk does (at most 1,024 children, by index),
+    the postconfig finishes and the task scores."""
+    from deskgym.osworld import standins
+
+    task = json.loads((TASKS / "evaluation_examples" / "examples" / "libreoffice_calc" /
+                       "4f07fbe9-70de-4927-a4d5-bb28bc12c52c.json").read_text())
+    env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
+                             screen_size=(1280, 720), require_a11y_tree=False)
+    try:
+        assert not standins.fill(env.cache_dir_base, task)
+        env.reset(task_config=task)
+        tree = env.deskgym.observe(structured=True)
+        sheets = [e for e in tree if e.role == "table"]
+        assert sheets and len([e for e in tree if e.parent == sheets[0].ref]) <= 1024, len(tree)
+        # The next step's read finds Calc answering, not still listing its cells (the
+        # walk then has none of Calc's elements, and says it did not answer).
+        again = env.deskgym.observe(structured=True)
+        assert any(e.role == "table" for e in again), again.partial_reasons
+        score = env.evaluate()
+        post = [o for o in env.setup_outcomes if o.phase == "postconfig"]
+        assert [(o.type, o.ok) for o in post] == [(s["type"], True) for s in task["evaluator"]["postconfig"]], post
+        assert score == 0.0
+    finally:
+        env.close()
+
+
 #: A package manager as OSWorld's setups call it through sudo: what installs what the host
 #: has, what asks for what it lacks, the manager's exit code for that, and the message.
 SUDO_INSTALLS = {

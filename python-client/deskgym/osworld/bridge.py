@@ -162,6 +162,11 @@ class Bridge:
         return root
 
     def terminal_text(self) -> str | None:
+        """OSWorld's ``/terminal``: the text of the desktop's terminal, None without one.
+        OSWorld's SetupController asks it before every setup and postconfig (to see the
+        server is up), so the tree is read only when a terminal's window is there."""
+        if not any("terminal" in w.wm_class.lower() for w in self.env.windows()):
+            return None
         t = self.env.observe(structured=True)
         terms = [e for e in t if e.role == "terminal"]
         return terms[0].text if terms else None
