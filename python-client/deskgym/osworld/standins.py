@@ -339,6 +339,11 @@ def stand_in(name: str, tag: str = "input") -> bytes | None:
     return make(tag) if make else None
 
 
+def _specs(spec: Any) -> list[dict[str, Any]]:
+    """A getter spec (one, a list, or none) as a list of the dicts in it."""
+    return [s for s in (spec if isinstance(spec, list) else [spec]) if isinstance(s, dict)]
+
+
 def _cloud_files(spec: Any) -> Iterator[tuple[str, str]]:
     for s in spec if isinstance(spec, list) else [spec]:
         if isinstance(s, dict) and s.get("type") == "cloud_file":
@@ -357,17 +362,21 @@ HISTORY_URL = ("https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cach
 def needed(task: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(cache-relative path, file name, "input" or "gold", URL) of every file the task
     fetches: its setup's and postconfig's downloads, its browsing-history template and
-    its evaluator's ``cloud_file`` getters (desktop-env's layout)."""
+    its evaluator's ``cloud_file`` getters (desktop-env's layout). A download that the
+    ``expected`` side reads back from the desktop (a ``vm_file`` of its path: the gold
+    a postconfig fetches) is a gold one."""
     out = []
-    steps = list(task.get("config") or []) + list((task.get("evaluator") or {}).get("postconfig") or [])
+    ev = task.get("evaluator") or {}
+    golds = {s.get("path") for s in _specs(ev.get("expected")) if s.get("type") == "vm_file"}
+    steps = list(task.get("config") or []) + list(ev.get("postconfig") or [])
     for step in steps:
         if step.get("type") == "download":
             for f in step["parameters"]["files"]:
                 name = os.path.basename(f["path"])
-                out.append((f"{uuid.uuid5(uuid.NAMESPACE_URL, f['url'])}_{name}", name, "input", f["url"]))
+                tag = "gold" if f["path"] in golds else "input"
+                out.append((f"{uuid.uuid5(uuid.NAMESPACE_URL, f['url'])}_{name}", name, tag, f["url"]))
         elif step.get("type") == "update_browse_history":
             out.append(("history_new.sqlite", "history_new.sqlite", "input", HISTORY_URL))
-    ev = task.get("evaluator") or {}
     for key in ("result", "expected"):
         for dest, url in _cloud_files(ev.get(key)):
             out.append((dest, dest, "gold" if key == "expected" else "input", url))
