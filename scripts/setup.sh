@@ -33,9 +33,10 @@ DESKTOP_PKGS=(bubblewrap openbox dbus dbus-x11 at-spi2-core pulseaudio gnome-ter
 # jq, zip and expect for the tasks whose setup runs `sudo apt install` of them (the sandbox's
 # sudo answers an install of what the host has, decision 168); ffmpeg, which OSWorld's image
 # has and a task's check script runs; PyMuPDF and pygame, which tasks `pip install` (offline,
-# pip answers "already satisfied" from the system Python, decision 206).
+# pip answers "already satisfied" from the system Python, decision 206); gedit, Ubuntu's text
+# editor, the profile's default for text files.
 OSWORLD_PKGS=(gimp vlc thunderbird evince xsel sysstat jq zip expect gnome-shell-common passt ffmpeg
-      python3-fitz python3-pygame)
+      python3-fitz python3-pygame gedit)
 ((DESKTOP)) && PKGS+=("${DESKTOP_PKGS[@]}")
 ((OSWORLD)) && PKGS+=("${OSWORLD_PKGS[@]}")
 ((WEB)) && PKGS+=(bubblewrap chromium chromium-driver)

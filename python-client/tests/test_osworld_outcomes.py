@@ -144,6 +144,27 @@ def test_setups_that_open_nautilus_or_pip_install_as_the_user_succeed(shim_serve
         env.close()
 
 
+def test_a_text_file_opens_in_gedit_as_on_osworlds_image(shim_server: Server, tmp_path: pathlib.Path) -> None:
+    """multi_apps/d1acdb87 opens restaurants.txt and activates "restaurants.txt
+    (~/Desktop) - gedit", strictly: on OSWorld's image text opens in gedit. Its steps
+    here as the task file has them, on a file of our own."""
+    examples = TASKS / "evaluation_examples" / "examples" / "multi_apps"
+    config = json.loads((examples / "d1acdb87-bb67-4f30-84aa-990e56a09c92.json").read_text())["config"]
+    opened, activated = config[2], config[4]
+    assert opened["type"] == "open" and activated["parameters"]["strict"], config
+    path = opened["parameters"]["path"]
+    write = {"type": "execute", "parameters": {"command": ["sh", "-c", f"echo 'Pizza Place' > {path}"]}}
+    t = variant("gedit", config=lambda c: [c[0], write, opened, activated])
+    env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
+                             screen_size=(1280, 720), require_a11y_tree=False)
+    try:
+        env.reset(task_config=t)
+        assert [(o.type, o.ok) for o in env.setup_outcomes] == [
+            ("execute", True), ("execute", True), ("open", True), ("activate_window", True)], env.setup_outcomes
+    finally:
+        env.close()
+
+
 def _until_windows(env: Any, timeout: float = 30) -> list[Any]:
     """The desktop's windows once a file manager's is among them (or at ``timeout``)."""
     import time
