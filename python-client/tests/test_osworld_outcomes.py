@@ -210,6 +210,26 @@ def test_a_tree_read_leaves_calc_free_for_the_postconfig_that_converts_its_file(
         env.close()
 
 
+def test_the_browsing_history_a_setup_writes_stays_in_chromium(shim_server: Server, tmp_path: pathlib.Path) -> None:
+    """chrome/44ee5668 ("delete YouTube from my history") writes YouTube visits into a
+    History database (``update_browse_history``) and starts Chrome. With no action the
+    visits are there and the task scores 0; a History stand-in Chromium did not take as
+    its own was replaced at its start, and the task scored 1 with nothing done."""
+    from deskgym.osworld import standins
+
+    task = json.loads((TASKS / "evaluation_examples" / "examples" / "chrome" /
+                       "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938.json").read_text())
+    env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
+                             screen_size=(1280, 720), require_a11y_tree=False)
+    try:
+        assert not standins.fill(env.cache_dir_base, task)
+        env.reset(task_config=task)
+        assert all(o.ok for o in env.setup_outcomes), env.setup_outcomes
+        assert env.evaluate() == 0.0
+    finally:
+        env.close()
+
+
 #: A package manager as OSWorld's setups call it through sudo: what installs what the host
 #: has, what asks for what it lacks, the manager's exit code for that, and the message.
 SUDO_INSTALLS = {
