@@ -84,3 +84,21 @@ def test_the_gold_scores_1_against_itself(tmp_path: pathlib.Path) -> None:
         path = tmp_path / name
         path.write_bytes(standins.stand_in(name, "gold") or b"")
         assert float(getattr(metrics, func)(str(path), str(path), **opts)) == 1.0, (name, func)
+
+
+def test_extension_stand_ins_are_extensions_vs_code_installs() -> None:
+    """vs_code/53ad5833 and multi_apps/510f64c8 unzip vscodeEvalExtension.zip and run
+    ``code --install-extension vscodeEvalExtension/eval-0.0.1.vsix``: the stand-in holds
+    an extension package there (a generic zip made that step fail), with the command the
+    metric reads back; a bare .vsix stand-in is an extension too."""
+    import io
+    import zipfile
+
+    outer = zipfile.ZipFile(io.BytesIO(standins.stand_in("vscodeEvalExtension.zip") or b""))
+    inner = zipfile.ZipFile(io.BytesIO(outer.read("vscodeEvalExtension/eval-0.0.1.vsix")))
+    pkg = json.loads(inner.read("extension/package.json"))
+    assert (pkg["name"], pkg["version"], pkg["main"]) == ("eval", "0.0.1", "./extension.js"), pkg
+    assert [c["command"] for c in pkg["contributes"]["commands"]] == ["eval.OpenProject"]
+    assert "extension.vsixmanifest" in inner.namelist() and "eval.OpenProject" in inner.read("extension/extension.js").decode()
+    bare = zipfile.ZipFile(io.BytesIO(standins.stand_in("ms-python.python-2024.1.vsix") or b""))
+    assert json.loads(bare.read("extension/package.json"))["name"] == "ms-python.python"

@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fill", "needed"]
+__all__ = ["fill", "needed", "stand_in", "vsix"]
 
 
 def _image(fmt: str) -> Callable[[str], bytes]:
@@ -288,6 +288,62 @@ def _tar(name: str, tag: str) -> bytes:
     return buf.getvalue()
 
 
+#: OSWorld's eval extension (``vscodeEvalExtension/eval-0.0.1.vsix`` in the tasks'
+#: ``vscodeEvalExtension.zip``), as a stand-in: the command a metric reads back
+#: (``eval.OpenProject`` writes the open folder's name to ``~/OpenProject.txt``).
+EVAL_EXTENSION_JS = """const vscode = require('vscode');
+const fs = require('fs');
+const path = require('path');
+const os = require('os');
+exports.activate = (context) => {
+  context.subscriptions.push(vscode.commands.registerCommand('eval.OpenProject', () => {
+    const folders = vscode.workspace.workspaceFolders || [];
+    fs.writeFileSync(path.join(os.homedir(), 'OpenProject.txt'), folders.length ? folders[0].name : '');
+  }));
+};
+"""
+
+
+def vsix(name: str, version: str = "0.0.1", main_js: str | None = None, commands: tuple[str, ...] = ()) -> bytes:
+    """A VS Code extension package (what ``code --install-extension`` takes): ``name``
+    by no publisher, with ``main_js`` as its code and ``commands`` contributed."""
+    manifest = f"""<?xml version="1.0" encoding="utf-8"?>
+<PackageManifest Version="2.0.0" xmlns="http://schemas.microsoft.com/developer/vsx-schema/2011">
+  <Metadata><Identity Language="en-US" Id="{name}" Version="{version}" Publisher="undefined_publisher"/>
+    <DisplayName>{name}</DisplayName><Description xml:space="preserve">{name}</Description>
+    <Properties><Property Id="Microsoft.VisualStudio.Code.Engine" Value="^1.0.0"/></Properties></Metadata>
+  <Installation><InstallationTarget Id="Microsoft.VisualStudio.Code"/></Installation>
+  <Dependencies/>
+  <Assets><Asset Type="Microsoft.VisualStudio.Code.Manifest" Path="extension/package.json" Addressable="true"/></Assets>
+</PackageManifest>
+"""
+    pkg: dict[str, Any] = {"name": name, "displayName": name, "version": version, "engines": {"vscode": "^1.0.0"}}
+    if main_js is not None:
+        pkg["main"] = "./extension.js"
+    if commands:
+        pkg["activationEvents"] = [f"onCommand:{c}" for c in commands]
+        pkg["contributes"] = {"commands": [{"command": c, "title": c.split(".")[-1]} for c in commands]}
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("extension.vsixmanifest", manifest)
+        z.writestr("[Content_Types].xml", '<?xml version="1.0" encoding="utf-8"?><Types xmlns="http://schemas.'
+                   'openxmlformats.org/package/2006/content-types"><Default Extension=".json" ContentType="application/'
+                   'json"/><Default Extension=".js" ContentType="application/javascript"/><Default Extension=".vsixmanifest"'
+                   ' ContentType="text/xml"/></Types>')
+        z.writestr("extension/package.json", json.dumps(pkg))
+        if main_js is not None:
+            z.writestr("extension/extension.js", main_js)
+    return buf.getvalue()
+
+
+def _eval_extension_zip() -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("vscodeEvalExtension/eval-0.0.1.vsix",
+                   vsix("eval", main_js=EVAL_EXTENSION_JS, commands=("eval.OpenProject",)))
+    return buf.getvalue()
+
+
 def _zip(name: str, tag: str) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
@@ -328,7 +384,12 @@ def stand_in(name: str, tag: str = "input") -> bytes | None:
         return _tar(name, tag)
     if name == "history_new.sqlite":
         return _history()
-    if ext in (".zip", ".vsix", ".whl"):
+    if os.path.basename(name) == "vscodeEvalExtension.zip":
+        return _eval_extension_zip()
+    if ext == ".vsix":
+        stem, _, version = os.path.splitext(os.path.basename(name))[0].rpartition("-")
+        return vsix(stem if stem and version[:1].isdigit() else os.path.splitext(os.path.basename(name))[0])
+    if ext in (".zip", ".whl"):
         return _zip(os.path.splitext(os.path.basename(name))[0], tag)
     if ext in _TEXT:
         # Every text names "stand-in": the gold one says which it is.
