@@ -177,6 +177,18 @@ def _until_windows(env: Any, timeout: float = 30) -> list[Any]:
         time.sleep(0.3)
 
 
+def task_with_stand_ins(server: Server, tmp_path: pathlib.Path, rel: str) -> tuple[dict[str, Any], Any]:
+    """OSWorld's task ``<domain>/<id>`` as its file has it, and a shim env whose cache
+    holds stand-ins for every file the task fetches."""
+    from deskgym.osworld import standins
+
+    task = json.loads((TASKS / "evaluation_examples" / "examples" / f"{rel}.json").read_text())
+    env = osworld.DesktopEnv(address=server.address, cache_dir=str(tmp_path / "cache"),
+                             screen_size=(1280, 720), require_a11y_tree=False)
+    assert not standins.fill(env.cache_dir_base, task)
+    return task, env
+
+
 def test_a_tree_read_leaves_calc_free_for_the_postconfig_that_converts_its_file(
         shim_server: Server, tmp_path: pathlib.Path) -> None:
     """libreoffice_calc/4f07fbe9 (as five Calc tasks do) saves with Ctrl+S and then runs
@@ -186,14 +198,8 @@ def test_a_tree_read_leaves_calc_free_for_the_postconfig_that_converts_its_file(
     thread for over a minute, and the convert ran past OSWorld's 120 s, every time on
     a release server. Read as OSWorld's walk does (at most 1,024 children, by index),
     the postconfig finishes and the task scores."""
-    from deskgym.osworld import standins
-
-    task = json.loads((TASKS / "evaluation_examples" / "examples" / "libreoffice_calc" /
-                       "4f07fbe9-70de-4927-a4d5-bb28bc12c52c.json").read_text())
-    env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
-                             screen_size=(1280, 720), require_a11y_tree=False)
+    task, env = task_with_stand_ins(shim_server, tmp_path, "libreoffice_calc/4f07fbe9-70de-4927-a4d5-bb28bc12c52c")
     try:
-        assert not standins.fill(env.cache_dir_base, task)
         env.reset(task_config=task)
         tree = env.deskgym.observe(structured=True)
         sheets = [e for e in tree if e.role == "table"]
@@ -215,14 +221,8 @@ def test_the_browsing_history_a_setup_writes_stays_in_chromium(shim_server: Serv
     History database (``update_browse_history``) and starts Chrome. With no action the
     visits are there and the task scores 0; a History stand-in Chromium did not take as
     its own was replaced at its start, and the task scored 1 with nothing done."""
-    from deskgym.osworld import standins
-
-    task = json.loads((TASKS / "evaluation_examples" / "examples" / "chrome" /
-                       "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938.json").read_text())
-    env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
-                             screen_size=(1280, 720), require_a11y_tree=False)
+    task, env = task_with_stand_ins(shim_server, tmp_path, "chrome/44ee5668-ecd5-4366-a6ce-c1c9b8d4e938")
     try:
-        assert not standins.fill(env.cache_dir_base, task)
         env.reset(task_config=task)
         assert all(o.ok for o in env.setup_outcomes), env.setup_outcomes
         assert env.evaluate() == 0.0
