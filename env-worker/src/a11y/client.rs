@@ -265,12 +265,13 @@ impl Client {
         let mut attrs: Vec<(String, String)> = attrs.unwrap_or_default().into_iter().collect();
         attrs.sort();
         node.attributes = attrs;
-        let count = count.unwrap_or(0).max(0) as u32;
+        // An element that does not say its count is listed whole, as before.
+        let count = count.ok().and_then(|n| u32::try_from(n).ok());
         let (children, bounds, actions, value, text) = futures_util::join!(
             async {
-                if count == 0 {
+                if count == Some(0) {
                     Vec::new()
-                } else if count <= limits.max_children {
+                } else if count.is_none_or(|n| n <= limits.max_children) {
                     acc.get_children()
                         .await
                         .map(|v| refs(&v))
