@@ -355,6 +355,11 @@ def fidelity_name(f: int) -> str:
     return names.get(f, "unknown")
 
 
+#: The keys :func:`rebuilt_info` adds beside ``fidelity``: how a replay went, not the
+#: task's state (a group comparing replicas' states leaves them out).
+REPLAY_KEYS = ("expected_hash", "left_at_step", "replayed_from_step", "idle_ms")
+
+
 def rebuilt_info(info: dict[str, Any], fidelity: int, expected_hash: str, path: pb.ReplayPath) -> dict[str, Any]:
     """``info`` of a restored env or a fork's replica, with how its rebuild went:
     ``fidelity`` (``"exact"`` / ``"diverged"``), the checkpoint's ``expected_hash``,

@@ -40,7 +40,7 @@ import gymnasium as gym
 
 from deskgym.calls import reset_request
 from deskgym.client import Client, Pool
-from deskgym.env import DeskgymEnv, PoolShare, fidelity_name, obs_setup
+from deskgym.env import REPLAY_KEYS, DeskgymEnv, PoolShare, fidelity_name, obs_setup
 from deskgym.errors import DeskgymError, code_name
 from deskgym.options import PoolOptions
 from deskgym.v1 import deskgym_pb2 as pb
@@ -51,8 +51,8 @@ __all__ = ["ROUTES", "Group", "GroupReport", "ReplicaReport", "judge", "make_gro
 ROUTES = ("auto", "seed", "fork")
 
 #: Info keys that describe how a frame was taken, not the task's state (a forked
-#: replica's ``left_at_step`` and ``replayed_from_step`` say how its replay went).
-_NOT_STATE = ("frame_hash", "settle_quiesced", "settle_policy", "left_at_step", "replayed_from_step")
+#: replica's :data:`deskgym.env.REPLAY_KEYS` say how its replay went).
+_NOT_STATE = ("frame_hash", "settle_quiesced", "settle_policy", *REPLAY_KEYS)
 
 #: How long a still screen an OSWorld replica's frame is taken on (ms): apps draw on
 #: their own time after their setup (the server's checkpoints wait 400 ms, decision 135).

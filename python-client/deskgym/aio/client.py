@@ -58,7 +58,7 @@ from deskgym.calls import (
     unlock_request,
 )
 from deskgym.client import DEFAULT_LEASE_TTL_S
-from deskgym.env import env_observation_space, known_hashes, obs_setup, rebuilt_info, shape
+from deskgym.env import REPLAY_KEYS, env_observation_space, known_hashes, obs_setup, rebuilt_info, shape
 from deskgym.errors import DeskgymError, code_name
 from deskgym.execution import ExecResult, exec_request, exec_result
 from deskgym.frames import FrameCache, decode
@@ -650,7 +650,7 @@ def _fork_verdict(info: dict[str, Any]) -> str:
     """A forked replica's fidelity, taken out of its info with the rest of how its replay
     went (:func:`deskgym.env.rebuilt_info`'s keys): the group's report holds the verdict,
     and what is left is the task's state, comparable with a seeded replica's."""
-    for key in ("expected_hash", "left_at_step", "replayed_from_step"):
+    for key in REPLAY_KEYS:
         info.pop(key, None)
     return str(info.pop("fidelity"))
 
