@@ -215,6 +215,39 @@ def test_the_suite_runner_writes_osworlds_layout_and_resumes(exec_server: Server
     assert "| **all** | 3 | 3 |" in (base.parent / "scores.md").read_text()
 
 
+# Stands in for code-server as it starts: for 3 s it listens without its routes and
+# answers every request "Cannot GET" in a page titled "Error" (express's 404), then
+# serves its health route and the editor.
+STARTING_CODE_SERVER = r"""
+import http.server, time
+t0 = time.monotonic()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        early = time.monotonic() - t0 < 3
+        self.send_response(404 if early else 200)
+        self.send_header("Content-Type", "text/html")
+        self.end_headers()
+        self.wfile.write(b"<title>Error</title>Cannot GET" if early else b"<title>Visual Studio Code</title>")
+http.server.ThreadingHTTPServer(("127.0.0.1", 8999), H).serve_forever()
+"""
+
+
+def test_the_editor_window_waits_for_code_servers_routes(make_env: Any) -> None:
+    """`code` opens its window on the editor only once code-server serves it: code-server
+    listens before its routes are in place, and a window that went to the editor then
+    stayed on "Error" (a clean-clone CI run, and one VS Code task in each sweep)."""
+    env = make_env(require_a11y_tree=False)
+    env.reset(task_config={"id": "fresh", "instruction": "", "config": [], "evaluator": {"func": "infeasible"}})
+    sh = env.deskgym.exec
+    sh(["sh", "-c", 'setsid -f python3 -c "$0" >/dev/null 2>&1 </dev/null', STARTING_CODE_SERVER])
+    until(lambda: sh(["python3", "-c", "import socket; socket.create_connection(('127.0.0.1', 8999), 1)"]).ok,
+          "the stand-in listening", timeout=20)
+    r = sh(["code", "/tmp"], timeout=60)
+    assert r.ok, r
+    until(lambda: "Visual Studio Code" in titles(env), "editor window", timeout=60)
+    assert "Error" not in titles(env)
+
+
 def test_vs_code_settings_through_its_command_palette(make_env: Any) -> None:
     """vs_code/276cc624: `code` opens VS Code (code-server in a window titled "Visual
     Studio Code"); the agent edits the user's settings.json through the command palette,
