@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import pathlib
 import subprocess
 import sys
@@ -101,21 +102,27 @@ def test_a_failing_step_is_recorded_while_osworld_goes_on(shim_server: Server, t
         env.close()
 
 
-def test_a_setup_activating_google_chrome_finds_the_browser_window(shim_server: Server,
-                                                                 tmp_path: pathlib.Path) -> None:
+def test_a_setup_activating_google_chrome_finds_the_browser_window(shim_server: Server, tmp_path: pathlib.Path,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
     """27 of OSWorld's tasks open a page and then activate "Google Chrome" in their setup
     (chrome/1704f00f, run here as the file has it, offline: the page is Chromium's error
     page). The desktop's Chrome is Debian's Chromium, whose window titles end in
-    "Chromium": the step must still find the browser, or every such task is invalid."""
+    "Chromium": the step must still find the browser, or every such task is invalid.
+    Its ``chrome_open_tabs`` connects at OSWorld's first try (it sleeps 5 s after a miss):
+    the step waits for the browser it launched a step before."""
     task = json.loads((TASKS / "evaluation_examples" / "examples" / "chrome" /
                        "1704f00f-79e6-43a7-961b-cedd3724d5fd.json").read_text())
     assert task["config"][-1] == {"type": "activate_window", "parameters": {"window_name": "Google Chrome"}}
     env = osworld.DesktopEnv(address=shim_server.address, cache_dir=str(tmp_path / "cache"),
                              screen_size=(1280, 720), require_a11y_tree=False)
     try:
-        env.reset(task_config=task)
+        with caplog.at_level(logging.INFO, logger="desktopenv.setup"):
+            env.reset(task_config=task)
         steps = env.setup_outcomes
         assert [(o.type, o.ok) for o in steps] == [(s["type"], True) for s in task["config"]], steps
+        said = [r.getMessage() for r in caplog.records if r.name == "desktopenv.setup"]
+        assert any(m.startswith("Opening ['https://www.rentalcars.com/']") for m in said), said
+        assert not [m for m in said if "Failed to connect" in m], said
     finally:
         env.close()
 

@@ -8,9 +8,11 @@ first, so that import costs no torch or librosa.
 
 from __future__ import annotations
 
+import http.client
 import logging
 import os
 import time
+import urllib.request
 import uuid
 from typing import Any
 
@@ -33,6 +35,10 @@ logger = logging.getLogger("deskgym.osworld")
 
 #: What the bridge needs of the env.
 CAPABILITIES = ("exec", "files", "windows", "launch_app", "clipboard")
+
+#: How long a ``chrome_open_tabs`` step waits for the browser's DevTools endpoint before
+#: OSWorld's own tries (15, 5 s apart) begin.
+CHROME_WAIT_S = 30.0
 
 
 class NativeController(PythonController):  # type: ignore[misc]
@@ -98,6 +104,21 @@ class RecordingSetupController(SetupController):  # type: ignore[misc]
             self.outcomes.append(SetupOutcome(self.phase, 0, "connect", self.http_server, False,
                                               error="the desktop's HTTP interface did not answer"))
         return ok
+
+    def _chrome_open_tabs_setup(self, urls_to_open: list[str]) -> Any:
+        # OSWorld's step tries the browser's DevTools once and, when the browser a step
+        # before it launched is not listening yet, sleeps 5 s before trying again: 5 of
+        # the 6-10 s of every such reset here. Waiting for the endpoint first makes its
+        # first try the one that connects; it does what it did, sooner.
+        url = f"http://{self.vm_ip}:{self.chromium_port}/json/version"
+        deadline = time.monotonic() + CHROME_WAIT_S
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(url, timeout=2):
+                    break
+            except (OSError, http.client.HTTPException):
+                time.sleep(0.1)
+        return super()._chrome_open_tabs_setup(urls_to_open)
 
     def _recorded(self, kind: str, method: Any) -> Any:
         def step(*args: Any, **params: Any) -> Any:
