@@ -434,3 +434,32 @@ def test_a_command_with_until_is_judged_by_its_last_run() -> None:
     late = judge("postconfig", 1, "execute", probe, [Call("/setup/execute", 500, error="DEADLINE_EXCEEDED")], None, 120)
     assert not late.excused and invalidates(late), late
     assert invalidates(judge("config", 1, "command", probe, [Call("/setup/execute", 200, 2, "")], None, 0.1))
+
+
+def test_a_job_that_raises_costs_its_row_never_the_worker() -> None:
+    """A sweep's worker goes on after a job raised (a bug of ours: a task's own failure is
+    a row), so the tasks after it still run on all desktops; the run then ends naming the
+    task that has no row (one such worker ended, silently, in a whole-set sweep)."""
+    import queue
+
+    from deskgym.osworld import run
+
+    class Env:
+        closed = 0
+
+        def close(self) -> None:
+            Env.closed += 1
+
+    todo: queue.Queue[tuple[str, dict[str, Any]]] = queue.Queue()
+    for i in range(6):
+        todo.put(("os", {"id": f"t{i}"}))
+    ran: list[str] = []
+
+    def job(_env: Any, _i: int, _domain: str, task: dict[str, Any]) -> None:
+        if task["id"] == "t1":
+            raise TypeError("unhashable type: 'list'")
+        ran.append(task["id"])
+
+    with pytest.raises(SystemExit, match=r"1 tasks have no row .*os/t1: TypeError: unhashable"):
+        run._pool(todo, 1, lambda _i: Env(), job)
+    assert ran == ["t0", "t2", "t3", "t4", "t5"] and Env.closed == 1

@@ -102,3 +102,13 @@ def test_extension_stand_ins_are_extensions_vs_code_installs() -> None:
     assert "extension.vsixmanifest" in inner.namelist() and "eval.OpenProject" in inner.read("extension/extension.js").decode()
     bare = zipfile.ZipFile(io.BytesIO(standins.stand_in("ms-python.python-2024.1.vsix") or b""))
     assert json.loads(bare.read("extension/package.json"))["name"] == "ms-python.python"
+
+
+def test_every_task_files_list_reads() -> None:
+    """``needed`` over the whole task set: each getter shape OSWorld writes (one path, a
+    list with ``multi``) reads; multi_apps 185f29bd's list of paths once raised, and its
+    sweep row was lost with the worker that ran it."""
+    tasks = [json.loads(p.read_text()) for p in EXAMPLES.glob("*/*.json")]
+    assert len(tasks) > 360
+    files = {t["id"]: standins.needed(t) for t in tasks}
+    assert files["185f29bd-5da0-40a6-b69c-ba7f4e0324ef"]

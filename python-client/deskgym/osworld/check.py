@@ -28,11 +28,11 @@ def check_task(env: Any, domain: str, task: dict[str, Any], stand_ins: bool) -> 
     row: dict[str, Any] = {"domain": domain, "id": task["id"], "reset_ok": False, "evaluate_ok": False,
                            "score": None, "feasible": feasible(task), "error": ""}
     t0 = time.monotonic()
-    if stand_ins:
-        missing = standins.fill(env.cache_dir_base, task)
-        if missing:
-            row["no_stand_in"] = missing
     try:
+        if stand_ins:
+            missing = standins.fill(env.cache_dir_base, task)
+            if missing:
+                row["no_stand_in"] = missing
         env.reset(task_config=task)
         row["reset_ok"] = True
         row["reset_seconds"] = round(time.monotonic() - t0, 1)

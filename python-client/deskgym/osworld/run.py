@@ -57,6 +57,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
 import os
 import queue
 import threading
@@ -70,6 +71,8 @@ from deskgym.osworld.outcomes import INVALID, compare, last_rows, load_rows, sco
 from deskgym.osworld.suite import load_solution, outcome, run_task, solution_modules, solution_task
 
 __all__ = ["check_task", "coverage", "load", "main"]
+
+logger = logging.getLogger("deskgym.osworld")
 
 
 def load(test_all: Path, examples: Path, domains: Sequence[str] = (), limit: int = 0) -> list[tuple[str, dict[str, Any]]]:
@@ -114,8 +117,12 @@ class Progress:
 
 def _pool(todo: queue.Queue[tuple[str, dict[str, Any]]], num_envs: int, make_env: Callable[[int], Any],
           job: Callable[[Any, int, str, dict[str, Any]], None]) -> None:
-    """``num_envs`` workers, each with its own env, taking tasks until none are left."""
+    """``num_envs`` workers, each with its own env, taking tasks until none are left. A
+    job that raises (a bug of ours, not a task's failure: those are rows) costs its task's
+    row, never the worker: the run goes on and ends naming each such task (a rerun
+    resumes them)."""
     failures: list[str] = []
+    raised: list[str] = []
 
     def work(i: int) -> None:
         try:
@@ -129,7 +136,11 @@ def _pool(todo: queue.Queue[tuple[str, dict[str, Any]]], num_envs: int, make_env
                     domain, task = todo.get_nowait()
                 except queue.Empty:
                     return
-                job(env, i, domain, task)
+                try:
+                    job(env, i, domain, task)
+                except Exception as e:  # noqa: BLE001 - named at the end; the other tasks go on
+                    logger.exception("%s/%s: no row", domain, task["id"])
+                    raised.append(f"{domain}/{task['id']}: {type(e).__name__}: {e}")
         finally:
             env.close()
 
@@ -141,6 +152,8 @@ def _pool(todo: queue.Queue[tuple[str, dict[str, Any]]], num_envs: int, make_env
     if failures and not todo.empty():
         raise SystemExit(f"{len(failures)} of the desktops could not start, {todo.qsize()} tasks not run: "
                          f"{failures[0]}")
+    if raised:
+        raise SystemExit(f"{len(raised)} tasks have no row (rerun to resume them): " + "; ".join(raised))
 
 
 def _make_agent(spec: str, kwargs: dict[str, Any]) -> Any:

@@ -426,7 +426,12 @@ def needed(task: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     a postconfig fetches) is a gold one."""
     out = []
     ev = task.get("evaluator") or {}
-    golds = {s.get("path") for s in _specs(ev.get("expected")) if s.get("type") == "vm_file"}
+    golds: set[str] = set()
+    for s in _specs(ev.get("expected")):
+        if s.get("type") == "vm_file":
+            # One path, or a list of them (``multi``: multi_apps 185f29bd).
+            path = s.get("path")
+            golds.update(path if isinstance(path, list) else [path])
     steps = list(task.get("config") or []) + list(ev.get("postconfig") or [])
     for step in steps:
         if step.get("type") == "download":
