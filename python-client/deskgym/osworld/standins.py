@@ -431,7 +431,7 @@ def needed(task: dict[str, Any]) -> list[tuple[str, str, str, str]]:
         if s.get("type") == "vm_file":
             # One path, or a list of them (``multi``: multi_apps 185f29bd).
             path = s.get("path")
-            golds.update(path if isinstance(path, list) else [path])
+            golds.update(p for p in (path if isinstance(path, list) else [path]) if isinstance(p, str))
     steps = list(task.get("config") or []) + list(ev.get("postconfig") or [])
     for step in steps:
         if step.get("type") == "download":
