@@ -27,10 +27,13 @@ EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "python-client/tests
 LIVE = {"chrome_open_tabs", "open_tabs", "googledrive", "login"}
 
 
-def tasks(per_domain: int, cache: str) -> list[tuple[str, dict[str, Any]]]:
-    """The first ``per_domain`` offline tasks of each domain, their stand-ins in ``cache``."""
+def tasks(per_domain: int, cache: str, domains: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """The first ``per_domain`` offline tasks of each domain (of ``domains``, default
+    all), their stand-ins in ``cache``."""
     out = []
     for domain, ids in json.loads((EXAMPLES / "test_all.json").read_text()).items():
+        if domains and domain not in domains:
+            continue
         taken = 0
         for tid in ids:
             if taken == per_domain:
@@ -51,13 +54,14 @@ def main() -> None:
     p.add_argument("--per-domain", type=int, default=2)
     p.add_argument("--json", help="write every task's seconds here")
     p.add_argument("--steps", action="store_true", help="print each task's setup steps' seconds as it goes")
+    p.add_argument("--domains", nargs="+", help="only these domains (default: all)")
     a = p.parse_args()
     cache = tempfile.mkdtemp()
     env = osworld.DesktopEnv(address=a.address, cache_dir=cache, screen_size=(1280, 720), require_a11y_tree=False)
     rows: dict[str, list[tuple[str, float, str]]] = {}
     steps: dict[str, list[tuple[str, float]]] = {}
     try:
-        for domain, t in tasks(a.per_domain, cache):
+        for domain, t in tasks(a.per_domain, cache, a.domains):
             env.step("WAIT", pause=0)
             t0 = time.monotonic()
             err = ""
