@@ -112,3 +112,37 @@ def test_every_task_files_list_reads() -> None:
     assert len(tasks) > 360
     files = {t["id"]: standins.needed(t) for t in tasks}
     assert files["185f29bd-5da0-40a6-b69c-ba7f4e0324ef"]
+
+
+def test_a_cache_an_earlier_version_filled_gets_the_new_stand_ins(tmp_path: pathlib.Path) -> None:
+    """A reused cache once kept a History stand-in from before its fix (chrome 44ee5668
+    then scored 1 with no action in one sweep): ``fill`` writes anew what an earlier
+    version wrote and nobody changed, and keeps a file fetched over a stand-in, or one
+    it has no record of."""
+    import hashlib
+
+    task = _task("chrome/44ee5668")
+    assert standins.fill(tmp_path, task) == []
+    folder = tmp_path / task["id"]
+    history = folder / "history_new.sqlite"
+    fresh = history.read_bytes()
+    manifest = json.loads((folder / standins.MANIFEST).read_text())
+    assert manifest == {"history_new.sqlite": [standins.VERSION, hashlib.sha256(fresh).hexdigest()]}
+
+    def written_by_an_earlier_version(data: bytes) -> None:
+        history.write_bytes(data)
+        (folder / standins.MANIFEST).write_text(json.dumps(
+            {"history_new.sqlite": [standins.VERSION - 1, hashlib.sha256(data).hexdigest()]}))
+
+    written_by_an_earlier_version(b"an old stand-in")
+    standins.fill(tmp_path, task)
+    assert history.read_bytes() == fresh
+    # The real file fetched over an old stand-in stays.
+    written_by_an_earlier_version(b"an old stand-in")
+    history.write_bytes(b"the real file")
+    standins.fill(tmp_path, task)
+    assert history.read_bytes() == b"the real file"
+    # So does a file the folder has no record of.
+    (folder / standins.MANIFEST).unlink()
+    standins.fill(tmp_path, task)
+    assert history.read_bytes() == b"the real file"

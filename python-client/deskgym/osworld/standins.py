@@ -16,6 +16,7 @@ at ``<cache>/<task id>/<dest>``.
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -29,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["fill", "needed", "stand_in", "vsix"]
+__all__ = ["MANIFEST", "VERSION", "fill", "needed", "stand_in", "vsix"]
 
 
 def _image(fmt: str) -> Callable[[str], bytes]:
@@ -447,18 +448,36 @@ def needed(task: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     return out
 
 
+#: The stand-ins' version: raise it when a stand-in changes (what a file holds, or whether
+#: it is a gold one), so a cache an earlier version filled gets the new ones.
+VERSION = 2
+
+#: In each task's cache folder: ``{file: [version, sha256]}`` of the stand-ins written there.
+MANIFEST = ".deskgym-standins.json"
+
+
 def fill(cache_dir: str | Path, task: dict[str, Any]) -> list[str]:
-    """Writes stand-ins for the task's files that are not in the cache yet; returns the
-    names of those it has no stand-in for."""
-    missing = []
+    """Writes stand-ins for the task's files that are not in the cache yet, and anew
+    those an earlier :data:`VERSION` wrote and nothing changed since (a file fetched
+    over one, or one written before the folder had a manifest, stays); returns the names
+    of those it has no stand-in for."""
+    folder = Path(cache_dir) / task["id"]
+    manifest = folder / MANIFEST
+    made: dict[str, list[Any]] = json.loads(manifest.read_text()) if manifest.exists() else {}
+    missing, wrote = [], False
     for rel, name, tag, _url in needed(task):
-        path = Path(cache_dir) / task["id"] / rel
+        path = folder / rel
         if path.exists():
-            continue
+            version, digest = made.get(rel, (VERSION, None))
+            if version >= VERSION or hashlib.sha256(path.read_bytes()).hexdigest() != digest:
+                continue
         data = stand_in(name, tag)
         if data is None:
             missing.append(name)
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(data)
+        made[rel], wrote = [VERSION, hashlib.sha256(data).hexdigest()], True
+    if wrote:
+        manifest.write_text(json.dumps(made, indent=1, sort_keys=True))
     return missing
