@@ -463,7 +463,10 @@ def fill(cache_dir: str | Path, task: dict[str, Any]) -> list[str]:
     of those it has no stand-in for."""
     folder = Path(cache_dir) / task["id"]
     manifest = folder / MANIFEST
-    made: dict[str, list[Any]] = json.loads(manifest.read_text()) if manifest.exists() else {}
+    try:
+        made: dict[str, list[Any]] = json.loads(manifest.read_text())
+    except (OSError, ValueError):
+        made = {}  # none yet (or unreadable): what is there stays, as before manifests
     missing, wrote = [], False
     for rel, name, tag, _url in needed(task):
         path = folder / rel
@@ -479,5 +482,8 @@ def fill(cache_dir: str | Path, task: dict[str, Any]) -> list[str]:
         path.write_bytes(data)
         made[rel], wrote = [VERSION, hashlib.sha256(data).hexdigest()], True
     if wrote:
-        manifest.write_text(json.dumps(made, indent=1, sort_keys=True))
+        # Whole or not at all: a manifest cut short would forget what it recorded.
+        part = manifest.with_name(manifest.name + ".part")
+        part.write_text(json.dumps(made, indent=1, sort_keys=True))
+        part.replace(manifest)
     return missing
