@@ -6,6 +6,8 @@ runs as it does between two tasks of a sweep.
     source scripts/start-server.sh && start_server target/release/deskgym-server --allow-capabilities exec,files
     .venv/bin/python benches/osworld_reset.py --address "$DESKGYM_ADDRESS" --per-domain 2
 
+``--domains vs_code --per-domain 6`` measures one domain.
+
 To compare two builds (or a host with and without the built ``osworld`` home,
 ``scripts/osworld-home.py``), run it against each server in turn on the same host.
 """
