@@ -200,6 +200,12 @@ async fn unlocked_powers_hold_for_one_env_until_released_and_egress_reaches_its_
         format!("http://10.0.2.2:{allowed_port}/"),
         allowed.clone(),
     ] {
+        // The proxy's port is the env's own loopback's, the host's server's port the
+        // host's: the two can be the same number (a clean-clone run met it), and then
+        // the env's loopback at that port is the proxy, which answers, as it should.
+        if url.starts_with("http://127.0.0.1:") && proxy.ends_with(&format!(":{allowed_port}")) {
+            continue;
+        }
         let got = out(&run(&mut c, sh(&a, &fetch(&url, None))).await);
         assert!(got.starts_with("ERR"), "directly {url}: {got}");
     }
