@@ -388,8 +388,9 @@ def stand_in(name: str, tag: str = "input") -> bytes | None:
     if os.path.basename(name) == "vscodeEvalExtension.zip":
         return _eval_extension_zip()
     if ext == ".vsix":
-        stem, _, version = os.path.splitext(os.path.basename(name))[0].rpartition("-")
-        return vsix(stem if stem and version[:1].isdigit() else os.path.splitext(os.path.basename(name))[0])
+        base = os.path.splitext(os.path.basename(name))[0]
+        stem, _, version = base.rpartition("-")
+        return vsix(stem if stem and version[:1].isdigit() else base)
     if ext in (".zip", ".whl"):
         return _zip(os.path.splitext(os.path.basename(name))[0], tag)
     if ext in _TEXT:
