@@ -1,5 +1,6 @@
 """Forks of real applications with timers running (issue 44): after typing into
-LibreOffice Writer, Calc (formulas) and Impress (a title) and into a Chromium page with a JS timer and a CSS animation, every
+LibreOffice Writer, Calc (formulas) and Impress (a title, also one key a step as the
+benchmark types it) and into a Chromium page with a JS timer and a CSS animation, every
 replica shows the original's frame and holds the original's document text / DOM value,
 and says it stayed on the original's path (``ReplayPath.left_at_step`` 0). On a page
 that stamps typed lines with the time, the replicas hold the original's stamps because
@@ -212,6 +213,35 @@ def test_an_impress_fork_after_typing_a_title_holds_the_originals_text(server: S
     # typing speed, so left on).
     assert titles[0].strip() == typed.capitalize(), titles[0]
     assert titles[1:] == [titles[0]] * (len(envs) - 1)
+
+
+def test_an_impress_fork_typed_one_key_a_step_holds_the_originals_frame(server: Server) -> None:
+    """``fork_depth.py``'s Impress flow, as a policy acts: the title placeholder clicked
+    once the window stood still, a second's look, then a line typed one key a step.
+    Impress updates its sidebar and status bar on timers that wait for typing to pause;
+    the status bar's text position stays stale after a pause (so the profile hides it)
+    and the sidebar is drawn ~0.5 s after it (so a checkpoint's frame waits for 1 s of
+    still screen): decision 210. Every replica shows the original's frame and copies
+    its title."""
+    c = deskgym.Client(server.address)
+    pool = c.create_pool("blank", 1, screen=FORK_DEPTH.SCREEN, profile="desktop", max_steps=10**6,
+                         capabilities=["launch_app", "windows", "clipboard"])
+    fork = None
+    try:
+        e = pool.env_ids[0]
+        c.reset(e, seed=3)
+        FORK_DEPTH.open_app(c, e, "impress")
+        for a in FORK_DEPTH.history("impress", 12):  # the click, a wait, then "point 0 of"
+            step(c, e, a)
+        fork = fork_exactly(c, e)
+        titles = copied(c, [e] + [r.env_id for r in fork.replicas], ["ctrl+a"])
+    finally:
+        if fork is not None:
+            c.close_pool(fork.pool_id)
+        c.close_pool(pool.pool_id)
+        c.close()
+    assert titles[0].strip() == "Point 0 of", titles[0]
+    assert titles[1:] == [titles[0]] * (len(titles) - 1)
 
 
 def open_page(c: deskgym.Client, pool: Any, page: str, title: str, at: tuple[int, int]) -> str:

@@ -206,7 +206,7 @@ def test_a_fork_of_a_page_with_a_timer_holds_the_originals_text(mw: Server) -> N
         for ch in "ls\nls\n":
             a = {"verb": "key", "keys": "Return"} if ch == "\n" else {"verb": "type_text", "text": ch}
             c.step(e, to_proto(a), encoding="png")
-        fork = fork_exactly(c, e, still=False)  # the original's caret blinks on
+        fork = fork_exactly(c, e, still=False, clock=True)  # the original's caret blinks on
 
         def text(env: str) -> list[str]:
             """The page's text, without the caret: read later than the fork's frames, it

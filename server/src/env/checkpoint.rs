@@ -166,7 +166,9 @@ pub(crate) struct Rebuilt {
 /// for it) before a checkpoint's frame or a rebuild's is taken: apps draw on their own
 /// time after a step's settle (a terminal echoes a key after the `damage` quiet
 /// window), so both frames are of the settled screen, not of one moment after a step.
-const STILL: (u32, u32) = (400, 2000);
+/// A second: LibreOffice Impress draws its sidebar's state ~0.5 s after its status
+/// bar's, both on timers after the last key (decision 210).
+const STILL: (u32, u32) = (1000, 4000);
 
 /// Approximate heap bytes of an action log.
 fn log_bytes(actions: &[Action]) -> u64 {
