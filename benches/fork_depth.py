@@ -207,9 +207,9 @@ def history(profile: str, depth: int) -> list[dict]:
         "desktop": [],
         "office": [],
         "calc": [{"verb": "click", "x": 100, "y": 240}],
-        # Impress scrambles keys typed right after the click that starts editing the
-        # title (the original itself typed "Pnoit" for "point" in 1 of 3 runs), a race
-        # in the app that no replay reproduces: an agent looks before it types.
+        # A second's look after the click that starts editing the title, as an agent
+        # looks before it types: keys at once after it race Impress's start of editing
+        # (decision 210).
         "impress": [{"verb": "click", "x": 640, "y": 260}, {"verb": "wait", "ms": 1000}],
         "browser": [{"verb": "click", "x": 300, "y": 200}],
         "stamps": [{"verb": "click", "x": 300, "y": 80}],
