@@ -17,9 +17,9 @@ decision 190).
 - ``calc``: LibreOffice Calc, one key a step typing a column of formulas that depend on
   the cell above (``=A<n>+<n>`` and Enter: each Enter recalculates).
 - ``impress``: LibreOffice Impress (a blank presentation: the desktop profile shows no
-  template dialog, decision 202), the title placeholder clicked, a second's wait (keys
-  typed at once after the click race Impress's start of editing, decision 210), then
-  prose typed into it.
+  template dialog, decision 202), the slide's text placeholder clicked, a second's wait
+  (keys typed at once after the click race Impress's start of editing, decision 210),
+  then lines of prose typed into it.
 - ``browser``: the desktop profile's Chromium on a page in the home (profile
   ``desktop-fork-page``: start the server with ``--profiles`` of the file
   ``--write-profile`` writes) with a JS timer (a 400 ms debounce that shows "saved" once typing pauses), a
@@ -207,10 +207,11 @@ def history(profile: str, depth: int) -> list[dict]:
         "desktop": [],
         "office": [],
         "calc": [{"verb": "click", "x": 100, "y": 240}],
-        # A second's look after the click that starts editing the title, as an agent
-        # looks before it types: keys at once after it race Impress's start of editing
-        # (decision 210).
-        "impress": [{"verb": "click", "x": 640, "y": 260}, {"verb": "wait", "ms": 1000}],
+        # The slide's text box (its lines are the talk's points; a line break in the
+        # title grows the title's box, whose outline a replica draws elsewhere:
+        # decision 210), then a second's look, as an agent looks before it types: keys
+        # at once after the click race Impress's start of editing.
+        "impress": [{"verb": "click", "x": 640, "y": 430}, {"verb": "wait", "ms": 1000}],
         "browser": [{"verb": "click", "x": 300, "y": 200}],
         "stamps": [{"verb": "click", "x": 300, "y": 80}],
     }[profile]

@@ -215,14 +215,15 @@ def test_an_impress_fork_after_typing_a_title_holds_the_originals_text(server: S
 
 
 def test_an_impress_fork_typed_one_key_a_step_holds_the_originals_frame(server: Server) -> None:
-    """``fork_depth.py``'s Impress flow, as a policy acts: the title placeholder clicked
-    once the window stood still, a second's look, then a line typed one key a step.
+    """``fork_depth.py``'s Impress flow, as a policy acts: the slide's text placeholder
+    clicked once the window stood still, a second's look, then a line typed one key a
+    step.
     Impress updates its sidebar and status bar on timers that wait for typing to pause;
     the status bar's text position stays stale after a pause (so the profile hides it)
     and the sidebar is drawn ~0.5 s after it (so a checkpoint's frame waits for 1 s of
     still screen); a capital at a sentence's start moved the caret back while keys were
     coming, in the original too ("Pnoit"), so the profile has none: decision 210.
-    Every replica shows the original's frame and copies its title, as typed."""
+    Every replica shows the original's frame and copies its text, as typed."""
     c = deskgym.Client(server.address)
     pool = c.create_pool("blank", 1, screen=FORK_DEPTH.SCREEN, profile="desktop", max_steps=10**6,
                          capabilities=["launch_app", "windows", "clipboard"])
@@ -234,14 +235,14 @@ def test_an_impress_fork_typed_one_key_a_step_holds_the_originals_frame(server: 
         for a in FORK_DEPTH.history("impress", 12):  # the click, a wait, then "point 0 of"
             step(c, e, a)
         fork = fork_exactly(c, e)
-        titles = copied(c, [e] + [r.env_id for r in fork.replicas], ["ctrl+a"])
+        texts = copied(c, [e] + [r.env_id for r in fork.replicas], ["ctrl+a"])
     finally:
         if fork is not None:
             c.close_pool(fork.pool_id)
         c.close_pool(pool.pool_id)
         c.close()
-    assert titles[0].strip() == "point 0 of", titles[0]
-    assert titles[1:] == [titles[0]] * (len(titles) - 1)
+    assert texts[0].strip() == "point 0 of", texts[0]
+    assert texts[1:] == [texts[0]] * (len(texts) - 1)
 
 
 def open_page(c: deskgym.Client, pool: Any, page: str, title: str, at: tuple[int, int]) -> str:
