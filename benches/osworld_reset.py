@@ -6,7 +6,8 @@ runs as it does between two tasks of a sweep.
     source scripts/start-server.sh && start_server target/release/deskgym-server --allow-capabilities exec,files
     .venv/bin/python benches/osworld_reset.py --address "$DESKGYM_ADDRESS" --per-domain 2
 
-``--domains vs_code --per-domain 6`` measures one domain.
+``--domains vs_code --per-domain 6`` measures one domain; ``--domains chrome --open-tabs``
+the Chrome tasks that open tabs, which are left out otherwise (their pages are live).
 
 To compare two builds (or a host with and without the built ``osworld`` home,
 ``scripts/osworld-home.py``), run it against each server in turn on the same host.
@@ -29,9 +30,12 @@ EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "python-client/tests
 LIVE = {"chrome_open_tabs", "open_tabs", "googledrive", "login"}
 
 
-def tasks(per_domain: int, cache: str, domains: list[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
+def tasks(per_domain: int, cache: str, domains: list[str] | None = None,
+          open_tabs: bool = False) -> list[tuple[str, dict[str, Any]]]:
     """The first ``per_domain`` offline tasks of each domain (of ``domains``, default
-    all), their stand-ins in ``cache``."""
+    all), their stand-ins in ``cache``; with ``open_tabs``, only tasks that open Chrome
+    tabs (their live pages do not load here)."""
+    live = LIVE - {"chrome_open_tabs"} if open_tabs else LIVE
     out = []
     for domain, ids in json.loads((EXAMPLES / "test_all.json").read_text()).items():
         if domains and domain not in domains:
@@ -41,7 +45,8 @@ def tasks(per_domain: int, cache: str, domains: list[str] | None = None) -> list
             if taken == per_domain:
                 break
             t = json.loads((EXAMPLES / "examples" / domain / f"{tid}.json").read_text())
-            if t.get("proxy") or any(s["type"] in LIVE for s in t.get("config", [])):
+            types = [s["type"] for s in t.get("config", [])]
+            if t.get("proxy") or any(k in live for k in types) or (open_tabs and "chrome_open_tabs" not in types):
                 continue
             if standins.fill(cache, t):
                 continue  # a download with no stand-in
@@ -57,13 +62,16 @@ def main() -> None:
     p.add_argument("--json", help="write every task's seconds here")
     p.add_argument("--steps", action="store_true", help="print each task's setup steps' seconds as it goes")
     p.add_argument("--domains", nargs="+", help="only these domains (default: all)")
+    p.add_argument("--open-tabs", action="store_true",
+                   help="only tasks that open Chrome tabs: Chromium's start and the tabs' opening "
+                        "(their live pages do not load here)")
     a = p.parse_args()
     cache = tempfile.mkdtemp()
     env = osworld.DesktopEnv(address=a.address, cache_dir=cache, screen_size=(1280, 720), require_a11y_tree=False)
     rows: dict[str, list[tuple[str, float, str]]] = {}
     steps: dict[str, list[tuple[str, float]]] = {}
     try:
-        for domain, t in tasks(a.per_domain, cache, a.domains):
+        for domain, t in tasks(a.per_domain, cache, a.domains, a.open_tabs):
             env.step("WAIT", pause=0)
             t0 = time.monotonic()
             err = ""
