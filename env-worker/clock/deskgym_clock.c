@@ -2,19 +2,28 @@
  * The desktop clock a replay sets (decision 201): preloaded (LD_PRELOAD) into every
  * program of a sandbox whose profile asks for it.
  *
- * The worker keeps two offsets in nanoseconds in a 16-byte file it updates in place
- * (`DESKGYM_CLOCK_FILE`, mapped shared, read with one atomic load per clock read):
- * one for the wall clocks (CLOCK_REALTIME and kin: may be negative, a replay starts on
- * the original's date) and one for the clocks that count up from boot
- * (CLOCK_MONOTONIC, BOOTTIME: never negative, never moved back, so no process sees
- * them go backwards). A read costs a vDSO read plus one load; no lock, no file read,
- * no allocation, so it is safe from signal handlers and from inside an allocator
- * (Chromium's PartitionAlloc reads the clock under its lock).
+ * The worker keeps a 32-byte record in a file it updates in place
+ * (`DESKGYM_CLOCK_FILE`, mapped shared): two offsets in nanoseconds, one for the wall
+ * clocks (CLOCK_REALTIME and kin: may be negative, a replay starts on the original's
+ * date) and one for the clocks that count up from boot (CLOCK_MONOTONIC, BOOTTIME),
+ * and a hold: the host's CLOCK_MONOTONIC instant at which every desktop clock stops
+ * until the worker moves it (0: none). A replay holds the clocks at the time the
+ * original's next action came, so an app whose timer waits for a pause in the input
+ * (LibreOffice updates its toolbars 200 ms after the last key) sees the original's
+ * pauses however slowly the replay runs (decision 211). The worker writes the record
+ * under a sequence count (odd while it writes), so a read never mixes two versions
+ * and no desktop clock goes back. A read costs a vDSO read and two loads (a second
+ * vDSO read while held); no lock, no file read, no allocation, so it is safe from
+ * signal handlers and from inside an allocator (Chromium's PartitionAlloc reads the
+ * clock under its lock).
  *
  * Waits with an absolute deadline (condition variables, semaphores, timed locks,
  * clock_nanosleep, timerfds) get the deadline back in the kernel's time, so a
- * program that computes "now + 16 ms" on the desktop's clock waits 16 ms. Relative
- * timeouts (poll, epoll, nanosleep) need nothing.
+ * program that computes "now + 16 ms" on the desktop's clock waits 16 ms; a deadline
+ * past a hold waits at least what it still has to go, and at least 1 ms, in the
+ * kernel's time (a held clock would otherwise find it passed and spin). Relative
+ * timeouts (poll, epoll, nanosleep) need nothing: what a program computes from a
+ * held clock is never shorter than what is left.
  *
  * This file must stay free of anything that allocates or locks on the clock path.
  */
@@ -35,10 +44,12 @@
 #define EXPORT __attribute__((visibility("default")))
 #define NSEC 1000000000LL
 
-/* The file's layout: two little-endian int64 nanosecond offsets. */
+/* The file's layout: native-endian 64-bit words, as `src/clock.rs` writes them. */
 struct offsets {
+  uint64_t seq; /* odd while the worker writes the rest */
   int64_t wall;
   int64_t mono;
+  int64_t hold; /* host CLOCK_MONOTONIC ns the desktop clocks stop at; 0: none */
 };
 
 static const struct offsets zero;
@@ -65,23 +76,43 @@ static const struct offsets *offsets(void) {
   return m;
 }
 
-/* The offset of `clk`'s family; 0 for CPU-time and unknown clocks. */
-static int64_t offset_of(clockid_t clk) {
-  const struct offsets *o = offsets();
+/* Whether `clk` counts from boot (1), is a wall clock (0), or is neither (-1: CPU time
+ * and unknown clocks, which the desktop's clock leaves alone). */
+static int family(clockid_t clk) {
   switch (clk) {
   case CLOCK_REALTIME:
   case CLOCK_REALTIME_COARSE:
   case CLOCK_REALTIME_ALARM:
   case CLOCK_TAI:
-    return __atomic_load_n(&o->wall, __ATOMIC_RELAXED);
+    return 0;
   case CLOCK_MONOTONIC:
   case CLOCK_MONOTONIC_RAW:
   case CLOCK_MONOTONIC_COARSE:
   case CLOCK_BOOTTIME:
   case CLOCK_BOOTTIME_ALARM:
-    return __atomic_load_n(&o->mono, __ATOMIC_RELAXED);
+    return 1;
   default:
-    return 0;
+    return -1;
+  }
+}
+
+/* One consistent reading of the record: `clk`'s offset and the hold. */
+static void snapshot(clockid_t clk, int64_t *offset, int64_t *hold) {
+  const struct offsets *o = offsets();
+  int f = family(clk);
+  for (;;) {
+    uint64_t seq = __atomic_load_n(&o->seq, __ATOMIC_ACQUIRE);
+    if (seq & 1) continue;
+    int64_t off = f == 0 ? __atomic_load_n(&o->wall, __ATOMIC_RELAXED)
+                  : f == 1 ? __atomic_load_n(&o->mono, __ATOMIC_RELAXED)
+                           : 0;
+    int64_t h = __atomic_load_n(&o->hold, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&o->seq, __ATOMIC_RELAXED) == seq) {
+      *offset = off;
+      *hold = f < 0 ? 0 : h;
+      return;
+    }
   }
 }
 
@@ -92,12 +123,44 @@ static void shift(struct timespec *t, int64_t by) {
   t->tv_nsec = ns % NSEC;
 }
 
-/* `abs` on `clk`'s desktop clock, as the kernel's time (NULL stays NULL). */
+static int64_t ns_of(const struct timespec *t) {
+  return (int64_t)t->tv_sec * NSEC + t->tv_nsec;
+}
+
+static int host_time(clockid_t clk, struct timespec *tp);
+
+/* How far the desktop's clocks stand behind their offsets now: the time since the
+ * hold, if there is one and it has passed. */
+static int64_t held_for(int64_t hold) {
+  struct timespec m;
+  if (!hold || host_time(CLOCK_MONOTONIC, &m) != 0) return 0;
+  int64_t d = ns_of(&m) - hold;
+  return d > 0 ? d : 0;
+}
+
+/* `abs` on `clk`'s desktop clock, as the kernel's time (NULL stays NULL). Past a
+ * hold, at least what the deadline still has to go from the held time, and 1 ms. */
 static const struct timespec *real_deadline(clockid_t clk, const struct timespec *abs,
                                             struct timespec *buf) {
   if (!abs) return NULL;
+  int64_t off, hold;
+  snapshot(clk, &off, &hold);
   *buf = *abs;
-  shift(buf, -offset_of(clk));
+  shift(buf, -off);
+  int64_t held = held_for(hold);
+  if (held) {
+    struct timespec now;
+    if (host_time(clk, &now) == 0) {
+      int64_t left = ns_of(abs) - (ns_of(&now) + off - held);
+      if (left > 0) {
+        int64_t at = ns_of(&now) + (left > 1000000 ? left : 1000000);
+        if (at > ns_of(buf)) {
+          buf->tv_sec = at / NSEC;
+          buf->tv_nsec = at % NSEC;
+        }
+      }
+    }
+  }
   return buf;
 }
 
@@ -160,7 +223,11 @@ static int host_time(clockid_t clk, struct timespec *tp) {
 
 EXPORT int clock_gettime(clockid_t clk, struct timespec *tp) {
   int r = host_time(clk, tp);
-  if (r == 0) shift(tp, offset_of(clk));
+  if (r == 0) {
+    int64_t off, hold;
+    snapshot(clk, &off, &hold);
+    shift(tp, off - held_for(hold));
+  }
   return r;
 }
 
@@ -285,7 +352,8 @@ EXPORT int timerfd_settime(int fd, int flags, const struct itimerspec *v,
   if ((flags & TFD_TIMER_ABSTIME) && v && fd >= 0 && fd < TIMERFDS &&
       (v->it_value.tv_sec || v->it_value.tv_nsec)) {
     b = *v;
-    shift(&b.it_value, -offset_of(__atomic_load_n(&timerfd_clock[fd], __ATOMIC_RELAXED)));
+    real_deadline(__atomic_load_n(&timerfd_clock[fd], __ATOMIC_RELAXED), &v->it_value,
+                  &b.it_value);
     if (!b.it_value.tv_sec && !b.it_value.tv_nsec) b.it_value.tv_nsec = 1;
     v = &b;
   }

@@ -151,11 +151,15 @@ pub enum Action {
 }
 
 impl Action {
-    /// Whether a replay may send `actions[i]` without a settle: it and the next action
-    /// both [replay unsettled](Self::replays_unsettled) (a run's last key waits for
-    /// the run).
+    /// Whether a replay may send `actions[i]` without a settle: it, the action before
+    /// and the action after all [replay unsettled](Self::replays_unsettled). A run's
+    /// last key waits for the run, and its first key waits for the app to take it: the
+    /// first key after a click may start an edit mode (Impress's text box, Calc's
+    /// cell), and keys sent while the app enters it land out of order.
     pub fn in_unsettled_run(actions: &[Action], i: usize) -> bool {
-        actions.get(i).is_some_and(Action::replays_unsettled)
+        i > 0
+            && actions[i - 1].replays_unsettled()
+            && actions.get(i).is_some_and(Action::replays_unsettled)
             && actions.get(i + 1).is_some_and(Action::replays_unsettled)
     }
 
@@ -250,5 +254,22 @@ mod tests {
         ] {
             assert!(!a.replays_unsettled(), "{a:?}");
         }
+    }
+
+    #[test]
+    fn a_run_sends_only_its_middle_keys_unsettled() {
+        let key = |k: &str| Action::Key(k.into());
+        let click = Action::Click {
+            at: Point { x: 1, y: 1 },
+            button: Button::Left,
+            count: 1,
+        };
+        let actions = [click, key("a"), key("b"), key("c"), key("d"), key("Return")];
+        let unsettled: Vec<bool> = (0..actions.len())
+            .map(|i| Action::in_unsettled_run(&actions, i))
+            .collect();
+        assert_eq!(unsettled, [false, false, true, true, false, false]);
+        assert!(!Action::in_unsettled_run(&[key("a"), key("b")], 0));
+        assert!(!Action::in_unsettled_run(&[key("a"), key("b")], 1));
     }
 }

@@ -5,21 +5,24 @@
 //! Every program of a sandbox whose profile asks for it runs with
 //! `libdeskgym-clock.so` preloaded (`env-worker/clock/deskgym_clock.c`, built by
 //! `build.rs` and carried inside this crate). It maps a 16-byte file of ours, shown
-//! read-only in the sandbox ([`INSIDE`]), that holds two offsets in nanoseconds: one
+//! read-only in the sandbox ([`INSIDE`]), that holds two offsets in nanoseconds, one
 //! for the wall clocks (`CLOCK_REALTIME`, `gettimeofday`, `time`) and one for the
-//! clocks counting from boot (`CLOCK_MONOTONIC`, `CLOCK_BOOTTIME`). The worker maps
-//! the same file and stores each offset with one atomic write, so every process and
-//! thread of the desktop (Chromium's many) reads the same clock the moment it changes,
-//! with no lock and no file read (libfaketime's per-call file read hung Chromium's
-//! start 6 times in 25). Waits with an absolute deadline get the deadline back in the
-//! host's time.
+//! clocks counting from boot (`CLOCK_MONOTONIC`, `CLOCK_BOOTTIME`), and a hold: the
+//! host's monotonic instant at which every desktop clock stops until it moves. The
+//! worker maps the same file and writes it under a sequence count, so every process
+//! and thread of the desktop (Chromium's many) reads the same clock the moment it
+//! changes, with no lock and no file read (libfaketime's per-call file read hung
+//! Chromium's start 6 times in 25). Waits with an absolute deadline get the deadline
+//! back in the host's time.
 //!
 //! A replay uses it to show apps the original's clock at every action: the wall clock
-//! is set back to the original's time when the replica's session starts, and both are
+//! is set back to the original's time when the replica's session starts, both are
 //! moved forward to the time the original recorded before each action
-//! ([`crate::Seen::clock_ms`]). The boot clocks only ever move forward (a program that
-//! runs across a reset never sees them go back); the wall clock never moves back while
-//! the apps of an episode run.
+//! ([`crate::Seen::clock_ms`]), and held at the time of the next one until it goes
+//! (decision 211): between two actions the apps see at most the time the original's
+//! apps saw, however long the replay waits. The clocks a program reads only ever move
+//! forward (one that runs across a reset never sees the boot clocks go back); the
+//! wall clock never moves back while the apps of an episode run.
 
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -34,11 +37,17 @@ const SHIM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/libdeskgym-clock.s
 const SHIM_FILE: &str = "libdeskgym-clock.so";
 /// Where the clock's directory shows inside the sandbox.
 pub(crate) const INSIDE: &str = "/run/deskgym-clock";
-/// The offsets file's name in that directory: two native-endian `i64` nanoseconds,
-/// wall then boot, as `struct offsets` in the preload reads them.
+/// The offsets file's name in that directory: four native-endian 64-bit words, as
+/// `struct offsets` in the preload reads them: the sequence count, the wall and boot
+/// offsets (ns), the hold (the host's `CLOCK_MONOTONIC` ns; 0: none).
 const FILE: &str = "offsets";
 /// Its size.
-const FILE_LEN: usize = 16;
+const FILE_LEN: usize = 32;
+/// The words' places in it.
+const SEQ: usize = 0;
+const WALL: usize = 1;
+const BOOT: usize = 2;
+const HOLD: usize = 3;
 
 /// The environment a sandbox's programs get for the clock (added to the profile's).
 pub(crate) fn env() -> Vec<(String, String)> {
@@ -48,11 +57,22 @@ pub(crate) fn env() -> Vec<(String, String)> {
     ]
 }
 
-/// The host's time, in milliseconds since the Unix epoch.
-fn host_ms() -> i64 {
+/// The host's time, in nanoseconds since the Unix epoch.
+fn host_ns() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+        .map_or(0, |d| d.as_nanos() as i64)
+}
+
+/// The host's `CLOCK_MONOTONIC`, in nanoseconds (what the preload's hold is in).
+fn host_mono_ns() -> i64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out-pointer; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec * 1_000_000_000 + t.tv_nsec
 }
 
 /// The offsets file, mapped shared: what the worker stores there, every program of the
@@ -93,11 +113,24 @@ impl Offsets {
         Ok(Self { ptr })
     }
 
-    /// The offset at `i` (0: wall, 1: boot).
+    /// The word at `i` ([`SEQ`], [`WALL`], [`BOOT`], [`HOLD`]).
     fn slot(&self, i: usize) -> &AtomicI64 {
         // SAFETY: the mapping is FILE_LEN bytes, page-aligned, and lives as long as
-        // self; i < 2 keeps the 8-byte slot inside it and aligned.
-        unsafe { &*self.ptr.cast::<AtomicI64>().add(i.min(1)) }
+        // self; i < 4 keeps the 8-byte slot inside it and aligned.
+        unsafe { &*self.ptr.cast::<AtomicI64>().add(i.min(HOLD)) }
+    }
+
+    /// Stores the offsets and the hold as one version: the preload retries a read that
+    /// overlapped (the count is odd while this writes), so a program never sees an
+    /// offset of one version with the hold of another.
+    fn write(&self, wall_ns: i64, boot_ns: i64, hold_ns: i64) {
+        let seq = self.slot(SEQ);
+        seq.fetch_add(1, Ordering::AcqRel);
+        std::sync::atomic::fence(Ordering::Release);
+        self.slot(WALL).store(wall_ns, Ordering::Relaxed);
+        self.slot(BOOT).store(boot_ns, Ordering::Relaxed);
+        self.slot(HOLD).store(hold_ns, Ordering::Relaxed);
+        seq.fetch_add(1, Ordering::Release);
     }
 }
 
@@ -109,11 +142,16 @@ impl Drop for Offsets {
 }
 
 /// One desktop's clock: its host directory (the server's; the sandbox reads it) and
-/// the offsets written there.
+/// the record written there.
 pub(crate) struct DesktopClock {
     dir: PathBuf,
     offsets: Offsets,
-    offset_ms: i64,
+    /// The wall clocks' offset, ns.
+    wall_ns: i64,
+    /// The boot clocks' offset, ns.
+    boot_ns: i64,
+    /// The host's `CLOCK_MONOTONIC` ns at which the clocks stop (0: they run).
+    hold_ns: i64,
     /// What the next session start sets the clock to (ms since the epoch; `None`: the
     /// host's time).
     start_at: Option<u64>,
@@ -123,7 +161,8 @@ impl std::fmt::Debug for DesktopClock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DesktopClock")
             .field("dir", &self.dir)
-            .field("offset_ms", &self.offset_ms)
+            .field("wall_ns", &self.wall_ns)
+            .field("hold_ns", &self.hold_ns)
             .finish_non_exhaustive()
     }
 }
@@ -145,7 +184,9 @@ impl DesktopClock {
         Ok(Self {
             dir: dir.to_path_buf(),
             offsets,
-            offset_ms: 0,
+            wall_ns: 0,
+            boot_ns: 0,
+            hold_ns: 0,
             start_at: None,
         })
     }
@@ -155,9 +196,35 @@ impl DesktopClock {
         &self.dir
     }
 
+    /// How long the clocks have stood still at the hold so far, ns.
+    fn held_ns(&self) -> i64 {
+        if self.hold_ns == 0 {
+            return 0;
+        }
+        (host_mono_ns() - self.hold_ns).max(0)
+    }
+
+    /// What the desktop's programs read now on the wall clock, ns since the epoch.
+    fn now_ns(&self) -> i64 {
+        host_ns() + self.wall_ns - self.held_ns()
+    }
+
     /// What the desktop's programs read now on the wall clock, in ms since the epoch.
     pub(crate) fn now_ms(&self) -> u64 {
-        (host_ms() + self.offset_ms).max(0) as u64
+        (self.now_ns() / 1_000_000).max(0) as u64
+    }
+
+    /// Folds the time held so far into the offsets and lets the clocks run from where
+    /// they stand (not written: the caller writes the new version whole).
+    fn run_on(&mut self) {
+        let held = self.held_ns();
+        self.wall_ns -= held;
+        self.boot_ns -= held;
+        self.hold_ns = 0;
+    }
+
+    fn flush(&self) {
+        self.offsets.write(self.wall_ns, self.boot_ns, self.hold_ns);
     }
 
     /// The next session start sets the clock to read `at_ms` (`None`: the host's time).
@@ -166,37 +233,47 @@ impl DesktopClock {
     }
 
     /// Sets the wall clock for an episode about to start, to the pending start (taken:
-    /// one start only), else the host's time. Its apps start after this; programs
-    /// already running (a fresh session's window manager and buses, which a reset
-    /// keeps) see the wall clock jump, never the boot clocks.
+    /// one start only), else the host's time, and lets the clocks run. Its apps start
+    /// after this; programs already running (a fresh session's window manager and
+    /// buses, which a reset keeps) see the wall clock jump, never the boot clocks.
     pub(crate) fn on_start(&mut self) -> Result<()> {
-        let offset = self.start_at.take().map_or(0, |at| at as i64 - host_ms());
-        self.set_wall(offset);
+        self.run_on();
+        self.wall_ns = self
+            .start_at
+            .take()
+            .map_or(0, |at| (at as i64).saturating_mul(1_000_000) - host_ns());
+        self.flush();
         Ok(())
     }
 
-    /// Moves the clocks forward so the wall clock reads `at_ms` now. False, and
-    /// nothing changes, when it already reads later (a clock apps run on never goes
-    /// back).
+    /// Moves the clocks forward so the wall clock reads `at_ms` now, and lets them run
+    /// from there (a hold ends). False, and only the hold ends, when it already reads
+    /// later (a clock apps run on never goes back).
     pub(crate) fn advance_to(&mut self, at_ms: u64) -> Result<bool> {
-        let offset = at_ms as i64 - host_ms();
-        if offset < self.offset_ms {
-            return Ok(false);
+        self.run_on();
+        let later = at_ms >= self.now_ms();
+        if later {
+            // Both families by the same amount: a program never sees the wall clock
+            // move against the boot clocks.
+            let forward = ((at_ms as i64).saturating_mul(1_000_000) - self.now_ns()).max(0);
+            self.wall_ns += forward;
+            self.boot_ns += forward;
         }
-        if offset > self.offset_ms {
-            let forward = (offset - self.offset_ms).saturating_mul(1_000_000);
-            // The boot clocks first: a program never sees the wall clock ahead of them.
-            self.offsets.slot(1).fetch_add(forward, Ordering::Release);
-            self.set_wall(offset);
-        }
-        Ok(true)
+        self.flush();
+        Ok(later)
     }
 
-    fn set_wall(&mut self, offset_ms: i64) {
-        self.offsets
-            .slot(0)
-            .store(offset_ms.saturating_mul(1_000_000), Ordering::Release);
-        self.offset_ms = offset_ms;
+    /// Holds the clocks when the wall clock reaches `until_ms` (at once where it
+    /// already reads later), until the next [`Self::advance_to`] or hold; `None` lets
+    /// them run on from where they stand.
+    pub(crate) fn hold_at(&mut self, until_ms: Option<u64>) {
+        self.run_on();
+        if let Some(until) = until_ms {
+            let left = ((until as i64).saturating_mul(1_000_000) - self.now_ns()).max(0);
+            // Never 0: that is "no hold".
+            self.hold_ns = (host_mono_ns() + left).max(1);
+        }
+        self.flush();
     }
 }
 
@@ -210,12 +287,13 @@ impl Drop for DesktopClock {
 mod tests {
     use super::*;
 
-    /// What the preload reads: the two offsets, in nanoseconds.
+    /// What the preload reads: the wall and boot offsets, in nanoseconds.
     fn read(dir: &Path) -> (i64, i64) {
         let b = std::fs::read(dir.join(FILE)).unwrap();
         assert_eq!(b.len(), FILE_LEN);
-        let at = |i: usize| i64::from_ne_bytes(b[i..i + 8].try_into().unwrap());
-        (at(0), at(8))
+        let at = |i: usize| i64::from_ne_bytes(b[i * 8..i * 8 + 8].try_into().unwrap());
+        assert_eq!(at(SEQ) % 2, 0, "a write left half done");
+        (at(WALL), at(BOOT))
     }
 
     /// A program under the preload (Python: `time.time` reads `clock_gettime`, and
@@ -297,5 +375,71 @@ mod tests {
         assert_eq!(read(&dir), (0, boot2));
         drop(c);
         assert!(!dir.exists());
+    }
+
+    /// A held clock stops where asked for a program under the preload (its sleeps and
+    /// timed waits still end), and runs on from there, without a jump, once let go.
+    #[test]
+    fn a_held_clock_stops_at_the_hold_and_runs_on_from_it_without_a_jump() {
+        use std::io::{BufRead, Write};
+        let dir = std::env::temp_dir().join(format!("deskgym-clock-hold-{}", std::process::id()));
+        let mut c = DesktopClock::create(&dir).unwrap();
+        c.hold_at(Some(c.now_ms() + 200));
+        // Readings of the boot and wall clocks: at once, after 0.6 s asleep and a
+        // 0.3 s timed wait (an absolute deadline past the hold), then once told the
+        // hold moved, and 0.3 s after that.
+        let script = "import sys, threading, time\n\
+                      r = lambda: print(time.monotonic(), time.time(), flush=True)\n\
+                      r(); time.sleep(0.6); threading.Event().wait(0.3); r()\n\
+                      sys.stdin.readline(); r(); time.sleep(0.3); r()";
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .env("LD_PRELOAD", dir.join(SHIM_FILE))
+            .env("DESKGYM_CLOCK_FILE", dir.join(FILE))
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut reading = || -> (f64, f64) {
+            let line = lines.next().unwrap().unwrap();
+            let mut it = line.split_whitespace().map(|v| v.parse::<f64>().unwrap());
+            (it.next().unwrap(), it.next().unwrap())
+        };
+        let started = std::time::Instant::now();
+        let (m0, w0) = reading();
+        let (m1, w1) = reading();
+        assert!(started.elapsed() >= std::time::Duration::from_millis(850));
+        assert!(
+            m1 - m0 <= 0.21,
+            "the boot clock ran past the hold: {}",
+            m1 - m0
+        );
+        assert!(
+            w1 - w0 <= 0.21,
+            "the wall clock ran past the hold: {}",
+            w1 - w0
+        );
+        c.hold_at(None);
+        writeln!(child.stdin.as_mut().unwrap()).unwrap();
+        let (m2, w2) = reading();
+        let (m3, _) = reading();
+        assert!(
+            (0.0..0.2).contains(&(m2 - m1)),
+            "let go, the boot clock jumped by the time held: {}",
+            m2 - m1
+        );
+        assert!((0.0..0.2).contains(&(w2 - w1)), "{}", w2 - w1);
+        assert!(m3 - m2 >= 0.29, "the clock runs again: {}", m3 - m2);
+        assert!(child.wait().unwrap().success());
+        // And forward: a hold ends where the clock is moved on.
+        let now = c.now_ms();
+        c.hold_at(Some(now));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(c.now_ms() - now < 10, "held");
+        assert!(c.advance_to(now + 1_000).unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(c.now_ms() >= now + 1_040, "runs from the new time");
+        drop(c);
     }
 }

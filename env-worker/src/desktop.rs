@@ -139,6 +139,102 @@ impl LocalDesktop {
         self.session()?.sandbox()?.launch(argv)
     }
 
+    /// [`Desktop::replay`]'s actions, each paced as its doc says.
+    fn replay_paced(
+        &mut self,
+        actions: &[Action],
+        seen: &[Seen],
+        fast: bool,
+        out: Outcome,
+    ) -> Result<Replayed> {
+        let mut r = Replayed::new(out);
+        let steer = self.runner.session_ref().is_some();
+        let mut misses = 0;
+        // The original's time up to this action (keys sent unsettled in a run took
+        // their own settles in the original), and when the replay began.
+        let mut original_ms: u64 = 0;
+        let began = Instant::now();
+        for (i, a) in actions.iter().enumerate() {
+            original_ms += seen.get(i).map_or(0, |s| u64::from(s.ms));
+            let unsettled = fast && Action::in_unsettled_run(actions, i);
+            // The apps see the original's clock at each settled action. Not before a
+            // key sent unsettled: the app reads the clock when it takes the key, which
+            // may be after the next keys moved it on; the run's last key sets it.
+            let at = seen.get(i).map_or(0, |s| s.clock_ms);
+            if at != 0 && steer && r.idle_waited < IDLE_BUDGET {
+                let pause = paused_before(seen, i, self.clock_ms());
+                r.idle_waited += self.give_idle_time(pause, IDLE_BUDGET - r.idle_waited);
+            }
+            // The action runs on a running clock (an app may need time to pass to
+            // take it: Chromium answers a page's check once it has drawn a frame).
+            if at != 0 && !unsettled && !self.advance_clock(at)? {
+                r.clock_late += 1;
+            }
+            if unsettled {
+                self.check_alive()?;
+                let cx = ctx(&mut self.x, &self.xvfb, &self.config);
+                if let Some(done) = self.runner.act_only(cx, a) {
+                    done?;
+                    r.unsettled += 1;
+                    continue;
+                }
+            }
+            r.outcome = self.step(a)?;
+            // Then, until the next action goes, the apps see at most the time the
+            // original's saw before it came (decision 211): a timer that waits for a
+            // pause in the input fires where the original's did, however long this
+            // replay waits for a frame.
+            let next = seen.get(i + 1).map_or(0, |s| s.clock_ms);
+            if at != 0 && next != 0 && i + 1 < actions.len() {
+                self.hold_clock(Some(next));
+            }
+            // The frame this action left, or one of the next few: a settle that ended
+            // early (a terminal echoing keys after the quiet window) recorded states a
+            // step or more late. (After the last action the caller compares the frame
+            // itself.)
+            let want: Vec<u128> = seen[i.min(seen.len())..(i + PACE_AHEAD).min(seen.len())]
+                .iter()
+                .map(|s| s.hash)
+                .collect();
+            let bound = pace_bound(original_ms, began.elapsed());
+            if steer && want.first().is_some_and(|h| *h != 0) && i + 1 < actions.len() {
+                let t = Instant::now();
+                let matched = self.wait_for_frame(&want, bound)?;
+                r.waited += t.elapsed();
+                r.checked += 1;
+                tracing::debug!(
+                    step = i,
+                    ?a,
+                    matched,
+                    fast,
+                    bound_ms = bound.as_millis() as u64,
+                    waited_ms = t.elapsed().as_millis() as u64,
+                    "replay paced"
+                );
+                if matched {
+                    misses = 0;
+                    r.last_on_path = Some(i);
+                } else {
+                    misses += 1;
+                    r.missed += 1;
+                    if fast && misses == PACE_MISSES {
+                        r.stopped = true;
+                        return Ok(r);
+                    }
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    /// Holds the desktop's clock when it reaches `until_ms`, or lets it run on
+    /// (`None`); nothing where it has none.
+    fn hold_clock(&mut self, until_ms: Option<u64>) {
+        if let Some(c) = self.runner.session().and_then(Session::clock) {
+            c.hold_at(until_ms);
+        }
+    }
+
     /// Waits (at most `bound`) until the screen's hash is one of `want` (0: none);
     /// false when it was not. The screen is compared again after each burst of
     /// drawing. A still screen does not end the wait: an app that is starting draws
@@ -261,10 +357,10 @@ impl Desktop for LocalDesktop {
 
     /// With `fast`, a key in a run of keys ([`Action::replays_unsettled`]) is sent
     /// without waiting for the screen (nor, in a scripted task, its check): the run's
-    /// last one waits for it all. Keys reach the focused window in order either way;
-    /// an app that reads input timing, or one slower than in the original, can still
-    /// differ, so the caller compares the final frame and replays without `fast` when
-    /// it differs.
+    /// first one waits for the app to take it and its last one for it all. Keys reach
+    /// the focused window in order either way; an app that reads input timing, or one
+    /// slower than in the original, can still differ, so the caller compares the final
+    /// frame and replays without `fast` when it differs.
     ///
     /// In a sandboxed session, after each settled action whose frame the original
     /// showed (`seen[i].hash`, 0: unknown) the replay waits until the screen shows that
@@ -276,6 +372,12 @@ impl Desktop for LocalDesktop {
     /// replays settled); a settled one goes on waiting at each step, so it costs at
     /// most [`PACE_TIMES`] the original run (a miss alone is often a passing state the
     /// original caught, such as a splash screen's progress).
+    ///
+    /// Where the desktop has a clock, it reads the original's time as each settled
+    /// action goes (where the replay is not already later), runs while the action
+    /// does, then stands still once it reads the next action's time until that goes
+    /// ([`crate::clock::DesktopClock::hold_at`], decision 211); after the last, it
+    /// runs on.
     fn replay(
         &mut self,
         actions: &[Action],
@@ -283,74 +385,10 @@ impl Desktop for LocalDesktop {
         fast: bool,
         out: Outcome,
     ) -> Result<Replayed> {
-        let mut r = Replayed::new(out);
-        let steer = self.runner.session_ref().is_some();
-        let mut misses = 0;
-        // The original's time up to this action (keys sent unsettled in a run took
-        // their own settles in the original), and when the replay began.
-        let mut original_ms: u64 = 0;
-        let began = Instant::now();
-        for (i, a) in actions.iter().enumerate() {
-            original_ms += seen.get(i).map_or(0, |s| u64::from(s.ms));
-            let unsettled = fast && Action::in_unsettled_run(actions, i);
-            // The apps see the original's clock at each settled action. Not before a
-            // key sent unsettled: the app reads the clock when it takes the key, which
-            // may be after the next keys moved it on; the run's last key sets it.
-            let at = seen.get(i).map_or(0, |s| s.clock_ms);
-            if at != 0 && steer && r.idle_waited < IDLE_BUDGET {
-                let pause = paused_before(seen, i, self.clock_ms());
-                r.idle_waited += self.give_idle_time(pause, IDLE_BUDGET - r.idle_waited);
-            }
-            if at != 0 && !unsettled && !self.advance_clock(at)? {
-                r.clock_late += 1;
-            }
-            if unsettled {
-                self.check_alive()?;
-                let cx = ctx(&mut self.x, &self.xvfb, &self.config);
-                if let Some(done) = self.runner.act_only(cx, a) {
-                    done?;
-                    r.unsettled += 1;
-                    continue;
-                }
-            }
-            r.outcome = self.step(a)?;
-            // The frame this action left, or one of the next few: a settle that ended
-            // early (a terminal echoing keys after the quiet window) recorded states a
-            // step or more late. (After the last action the caller compares the frame
-            // itself.)
-            let want: Vec<u128> = seen[i.min(seen.len())..(i + PACE_AHEAD).min(seen.len())]
-                .iter()
-                .map(|s| s.hash)
-                .collect();
-            let bound = pace_bound(original_ms, began.elapsed());
-            if steer && want.first().is_some_and(|h| *h != 0) && i + 1 < actions.len() {
-                let t = Instant::now();
-                let matched = self.wait_for_frame(&want, bound)?;
-                r.waited += t.elapsed();
-                r.checked += 1;
-                tracing::debug!(
-                    step = i,
-                    ?a,
-                    matched,
-                    fast,
-                    bound_ms = bound.as_millis() as u64,
-                    waited_ms = t.elapsed().as_millis() as u64,
-                    "replay paced"
-                );
-                if matched {
-                    misses = 0;
-                    r.last_on_path = Some(i);
-                } else {
-                    misses += 1;
-                    r.missed += 1;
-                    if fast && misses == PACE_MISSES {
-                        r.stopped = true;
-                        return Ok(r);
-                    }
-                }
-            }
-        }
-        Ok(r)
+        let replayed = self.replay_paced(actions, seen, fast, out);
+        // The clock runs on from where it stands, held or not: the replica is live.
+        self.hold_clock(None);
+        replayed
     }
 
     /// The accessibility tree: AT-SPI in a sandboxed session, the page's elements in

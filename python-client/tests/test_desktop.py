@@ -454,7 +454,7 @@ def test_a_fork_after_typing_into_a_terminal_is_exact_and_sends_typed_keys_witho
     tmp_path: pathlib.Path,
 ) -> None:
     """A rebuild replays a run of typed keys without waiting for the screen between them
-    (only the run's last key waits): the replicas still show exactly the checkpoint's
+    (only the run's first and last keys wait): the replicas still show exactly the checkpoint's
     terminal, and the server's counters say the keys went unsettled, not replayed twice."""
     import urllib.request
 
@@ -482,7 +482,8 @@ def test_a_fork_after_typing_into_a_terminal_is_exact_and_sends_typed_keys_witho
         for cmd in ("echo one-two", "printf '%s\\n' three", "ls -d /tm"):
             for ch in cmd:
                 c.step(e, deskgym.to_proto({"verb": "type_text", "text": ch}))
-            typed += len(cmd)  # a run: the command's keys and a BackSpace, which waits
+            # A run: the command's keys and a BackSpace; its first and last keys wait.
+            typed += len(cmd) - 1
             c.step(e, deskgym.to_proto({"verb": "key", "keys": "BackSpace"}))
             c.step(e, deskgym.to_proto({"verb": "key", "keys": "Return"}))
         last = c.step(e, deskgym.to_proto({"verb": "noop"}), encoding="png")
@@ -492,7 +493,7 @@ def test_a_fork_after_typing_into_a_terminal_is_exact_and_sends_typed_keys_witho
         after = counters()
         assert [r.fidelity for r in fork.replicas] == [pb.FIDELITY_EXACT] * 2, fork.expected_hash
         assert all(r.observation.frame_hash == last.observation.frame_hash for r in fork.replicas)
-        # Per replica: every key of each run but its last.
+        # Per replica: every key of each run but its first and last.
         assert after[0] - before[0] == 2 * typed, (before, after)
         assert after[1] == before[1], "no replica was replayed a second time"
         time.sleep(1.5)  # past the lease: the client renews the new pool
