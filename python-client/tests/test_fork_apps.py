@@ -225,7 +225,7 @@ def test_an_impress_fork_typed_one_key_a_step_holds_the_originals_frame(server: 
     coming, in the original too ("Pnoit"), so the profile has none: decision 210.
     Every replica shows the original's frame and copies its text, as typed. (Whether
     the fast replay landed, so the replica was replayed once, is the benchmark's
-    figure, not this test's: it did in 5 runs of this test of 7 here, decision 211.)"""
+    figure, not this test's: it can miss, decision 211.)"""
     c = deskgym.Client(server.address)
     pool = c.create_pool("blank", 1, screen=FORK_DEPTH.SCREEN, profile="desktop", max_steps=10**6,
                          capabilities=["launch_app", "windows", "clipboard"])
