@@ -4,7 +4,7 @@
 //!
 //! Every program of a sandbox whose profile asks for it runs with
 //! `libdeskgym-clock.so` preloaded (`env-worker/clock/deskgym_clock.c`, built by
-//! `build.rs` and carried inside this crate). It maps a 16-byte file of ours, shown
+//! `build.rs` and carried inside this crate). It maps a 32-byte file of ours, shown
 //! read-only in the sandbox ([`INSIDE`]), that holds two offsets in nanoseconds, one
 //! for the wall clocks (`CLOCK_REALTIME`, `gettimeofday`, `time`) and one for the
 //! clocks counting from boot (`CLOCK_MONOTONIC`, `CLOCK_BOOTTIME`), and a hold: the
