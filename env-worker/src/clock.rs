@@ -420,16 +420,20 @@ mod tests {
             "the wall clock ran past the hold: {}",
             w1 - w0
         );
+        // Let go, the clocks run on from the hold: by at most the host's time from
+        // here to the reading (however loaded the host), never by the time held.
+        let released = std::time::Instant::now();
         c.hold_at(None);
         writeln!(child.stdin.as_mut().unwrap()).unwrap();
         let (m2, w2) = reading();
+        let ran = released.elapsed().as_secs_f64() + 0.001;
         let (m3, _) = reading();
         assert!(
-            (0.0..0.2).contains(&(m2 - m1)),
-            "let go, the boot clock jumped by the time held: {}",
+            (0.0..ran).contains(&(m2 - m1)),
+            "let go, the boot clock jumped by the time held: {} (host: {ran})",
             m2 - m1
         );
-        assert!((0.0..0.2).contains(&(w2 - w1)), "{}", w2 - w1);
+        assert!((0.0..ran).contains(&(w2 - w1)), "{} (host: {ran})", w2 - w1);
         assert!(m3 - m2 >= 0.29, "the clock runs again: {}", m3 - m2);
         assert!(child.wait().unwrap().success());
         // And forward: a hold ends where the clock is moved on.

@@ -31,6 +31,14 @@ const PACE_AHEAD: usize = 4;
 /// left the original's path: the caller replays settled).
 const PACE_MISSES: u32 = 3;
 
+/// The least time a key's screen stays unchanged before a replay stops waiting for
+/// the original's frame (decision 212): an app answers a key at once, so a screen
+/// still for this long after one will not turn into the frame the original caught
+/// mid-draw, while the cumulative [`pace_bound`] could be seconds.
+const STILL_FLOOR: Duration = Duration::from_millis(1000);
+/// How often a wait that a still screen may end looks at the screen again.
+const STILL_POLL: Duration = Duration::from_millis(200);
+
 /// The shortest pause of the original's agent before an action that a replay gives
 /// the apps as idle time ([`LocalDesktop::give_idle_time`]).
 const IDLE_GAP: Duration = Duration::from_millis(300);
@@ -66,6 +74,43 @@ fn pace_bound(original_ms: u64, spent: Duration) -> Duration {
     Duration::from_millis(original_ms.saturating_mul(u64::from(PACE_TIMES)))
         .saturating_sub(spent)
         .max(PACE_FLOOR)
+}
+
+/// How long an unchanged screen after action `a` ends a replay's wait for the
+/// original's frame: keys only ([`Action::answered_by_drawing`]), after [`PACE_TIMES`]
+/// the original's own step time (`step_ms`: a command that ran that long before it
+/// printed) and at least [`STILL_FLOOR`]. None for the rest: after a click an app
+/// that is starting draws nothing for a while, then its window.
+fn still_after(a: &Action, step_ms: u32) -> Option<Duration> {
+    a.answered_by_drawing().then(|| {
+        STILL_FLOOR.max(Duration::from_millis(
+            u64::from(step_ms).saturating_mul(u64::from(PACE_TIMES)),
+        ))
+    })
+}
+
+/// Whether the screen has shown the same pixels for a while.
+#[derive(Debug)]
+struct Still {
+    after: Duration,
+    last: Option<(u128, Instant)>,
+}
+
+impl Still {
+    fn new(after: Duration) -> Self {
+        Self { after, last: None }
+    }
+
+    /// Whether `hash`, seen at `now`, is the screen every look since `after` ago saw.
+    fn still(&mut self, hash: u128, now: Instant) -> bool {
+        match self.last {
+            Some((h, since)) if h == hash => now.saturating_duration_since(since) >= self.after,
+            _ => {
+                self.last = Some((hash, now));
+                false
+            }
+        }
+    }
 }
 
 /// Starts [`LocalDesktop`]s.
@@ -199,7 +244,8 @@ impl LocalDesktop {
             let bound = pace_bound(original_ms, began.elapsed());
             if steer && want.first().is_some_and(|h| *h != 0) && i + 1 < actions.len() {
                 let t = Instant::now();
-                let matched = self.wait_for_frame(&want, bound)?;
+                let still = still_after(a, seen[i].ms);
+                let matched = self.wait_for_frame(&want, bound, still)?;
                 r.waited += t.elapsed();
                 r.checked += 1;
                 tracing::debug!(
@@ -237,23 +283,35 @@ impl LocalDesktop {
 
     /// Waits (at most `bound`) until the screen's hash is one of `want` (0: none);
     /// false when it was not. The screen is compared again after each burst of
-    /// drawing. A still screen does not end the wait: an app that is starting draws
-    /// nothing for a while, then its window (LibreOffice after its splash).
-    fn wait_for_frame(&mut self, want: &[u128], bound: Duration) -> Result<bool> {
+    /// drawing. A screen unchanged for `still` ends the wait too ([`still_after`]);
+    /// without it a still screen does not: an app that is starting draws nothing for
+    /// a while, then its window (LibreOffice after its splash).
+    fn wait_for_frame(
+        &mut self,
+        want: &[u128],
+        bound: Duration,
+        still: Option<Duration>,
+    ) -> Result<bool> {
         let start = Instant::now();
+        let mut seen = still.map(Still::new);
         loop {
             let hash = self.x.capture()?.hash;
             if hash != 0 && want.contains(&hash) {
                 return Ok(true);
             }
             let left = bound.saturating_sub(start.elapsed());
-            if left.is_zero() {
+            if left.is_zero() || seen.as_mut().is_some_and(|s| s.still(hash, Instant::now())) {
                 return Ok(false);
             }
+            let max = if seen.is_some() {
+                left.min(STILL_POLL)
+            } else {
+                left
+            };
             self.x.settle(crate::Settle {
                 policy: crate::SettlePolicy::Damage,
                 settle_ms: 20,
-                settle_max_ms: left.as_millis().max(20) as u32,
+                settle_max_ms: max.as_millis().max(20) as u32,
             })?;
         }
     }
@@ -538,5 +596,29 @@ mod tests {
         // An original without a clock before: no pause known.
         let s = [seen(0, 200), seen(11_700, 50)];
         assert_eq!(paused_before(&s, 1, None), Duration::ZERO);
+    }
+
+    #[test]
+    fn a_key_s_wait_ends_on_a_screen_still_for_twice_its_step_and_a_click_s_never() {
+        let ms = Duration::from_millis;
+        let key = Action::Key("a".into());
+        assert_eq!(still_after(&key, 40), Some(STILL_FLOOR));
+        assert_eq!(still_after(&key, 3_000), Some(ms(6_000)), "a slow command");
+        let click = Action::Click {
+            at: crate::action::Point { x: 1, y: 1 },
+            button: crate::action::Button::Left,
+            count: 1,
+        };
+        assert_eq!(still_after(&click, 40), None, "an app may be starting");
+        assert_eq!(still_after(&Action::Key("Shift".into()), 40), None);
+
+        let t0 = Instant::now();
+        let mut s = Still::new(ms(1_000));
+        assert!(!s.still(7, t0), "the first look starts the count");
+        assert!(!s.still(7, t0 + ms(900)));
+        // The screen changed: the count starts again from there.
+        assert!(!s.still(8, t0 + ms(950)));
+        assert!(!s.still(8, t0 + ms(1_900)));
+        assert!(s.still(8, t0 + ms(1_950)));
     }
 }
