@@ -128,6 +128,10 @@ pub trait Desktop: Send + std::fmt::Debug {
     fn advance_clock(&mut self, _at_ms: u64) -> Result<bool> {
         Ok(false)
     }
+    /// Holds the desktop's clock when it reads `until_ms` (at once where it already
+    /// reads later) until the next [`Self::advance_clock`] or replay moves it on;
+    /// `None` lets it run on from where it stands. Nothing where it has no clock.
+    fn hold_clock(&mut self, _until_ms: Option<u64>) {}
     /// Captures the screen.
     fn capture(&mut self) -> Result<Frame>;
     /// Waits, without acting, until the screen has been quiet for `quiet_ms` (at most

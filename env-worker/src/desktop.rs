@@ -206,6 +206,12 @@ impl LocalDesktop {
             // key sent unsettled: the app reads the clock when it takes the key, which
             // may be after the next keys moved it on; the run's last key sets it.
             let at = seen.get(i).map_or(0, |s| s.clock_ms);
+            // Before the first action the clock runs to its time and stands there, as
+            // it does between the others: a parked replica's stood at its checkpoint
+            // while it waited for this replay (decision 213).
+            if i == 0 && at != 0 && steer {
+                self.hold_clock(Some(at));
+            }
             if at != 0 && steer && r.idle_waited < IDLE_BUDGET {
                 let pause = paused_before(seen, i, self.clock_ms());
                 r.idle_waited += self.give_idle_time(pause, IDLE_BUDGET - r.idle_waited);
@@ -271,14 +277,6 @@ impl LocalDesktop {
             }
         }
         Ok(r)
-    }
-
-    /// Holds the desktop's clock when it reaches `until_ms`, or lets it run on
-    /// (`None`); nothing where it has none.
-    fn hold_clock(&mut self, until_ms: Option<u64>) {
-        if let Some(c) = self.runner.session().and_then(Session::clock) {
-            c.hold_at(until_ms);
-        }
     }
 
     /// Waits (at most `bound`) until the screen's hash is one of `want` (0: none);
@@ -484,6 +482,12 @@ impl Desktop for LocalDesktop {
         match self.runner.session().and_then(Session::clock) {
             Some(c) => c.advance_to(at_ms),
             None => Ok(false),
+        }
+    }
+
+    fn hold_clock(&mut self, until_ms: Option<u64>) {
+        if let Some(c) = self.runner.session().and_then(Session::clock) {
+            c.hold_at(until_ms);
         }
     }
 

@@ -200,12 +200,16 @@ class CheckpointInfo:
     #: fork or restore of it takes them and replays nothing), and those still being built.
     parked: int
     parking: int
+    #: Where the latest parked replica's replay began: the parent's step count when it
+    #: was advanced from the parent's parked replica (only the steps between), 0 when
+    #: it was rebuilt from a reset.
+    parked_from_step: int
 
     @staticmethod
-    def fields_of(c: pb.Checkpoint) -> tuple[str, str, str, str, int, int, str, int, int, str, str, int, int]:
+    def fields_of(c: pb.Checkpoint) -> tuple[str, str, str, str, int, int, str, int, int, str, str, int, int, int]:
         return (c.checkpoint_id, c.pool_id, c.env_id, c.task, c.seed, c.step_index, c.frame_hash,
                 c.screen.width, c.screen.height, snapshot_kind(c.snapshot_kind),
-                c.chain.parent_checkpoint_id, c.chain.parked, c.chain.parking)
+                c.chain.parent_checkpoint_id, c.chain.parked, c.chain.parking, c.chain.parked_from_step)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import pathlib
 import shutil
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -138,6 +139,18 @@ def fork_exactly(c: deskgym.Client, e: str, n: int = 2, still: bool = True, cloc
         assert r.observation.frame_hash == cp.frame_hash
         assert r.path.left_at_step == 0 and r.path.checked_steps > 0, r.path
     return fork
+
+
+def parked(client: deskgym.Client, cp: deskgym.Checkpoint, wait_s: float = 60) -> deskgym.Checkpoint:
+    """The checkpoint as listed once its replicas are parked (the server builds them in
+    the background after Save returns)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        now = next(c for c in client.list_checkpoints(cp.pool_id) if c.checkpoint_id == cp.checkpoint_id)
+        if now.parking == 0:
+            return now
+        assert time.monotonic() < deadline, now
+        time.sleep(0.05)
 
 
 def miniwob_env(task: str, **kwargs: Any) -> Any:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
 import deskgym
 
-from conftest import find
+from conftest import find, parked
 
 SMALL = (320, 240)
 
@@ -59,18 +57,6 @@ def test_fork_replicas_are_exact_and_download_each_frame_once(address: str) -> N
             vec.close()
     finally:
         env.close()
-
-
-def parked(client: deskgym.Client, cp: deskgym.Checkpoint) -> deskgym.Checkpoint:
-    """The checkpoint as listed once its replicas are parked (the server builds them in
-    the background after Save returns)."""
-    deadline = time.monotonic() + 60
-    while True:
-        now = next(c for c in client.list_checkpoints(cp.pool_id) if c.checkpoint_id == cp.checkpoint_id)
-        if now.parking == 0:
-            return now
-        assert time.monotonic() < deadline, now
-        time.sleep(0.05)
 
 
 @pytest.mark.spec("aci:5.checkpoints")

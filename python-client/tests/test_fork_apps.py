@@ -22,7 +22,7 @@ import pytest
 import deskgym
 from deskgym.v1 import deskgym_pb2 as pb
 
-from conftest import REPO, Server, fork_exactly
+from conftest import REPO, Server, fork_exactly, parked
 
 pytestmark = pytest.mark.real
 
@@ -247,6 +247,12 @@ def test_an_impress_fork_typed_one_key_a_step_holds_the_originals_frame(server: 
     assert texts[1:] == [texts[0]] * (len(texts) - 1)
 
 
+def app_pool(c: deskgym.Client, profile: str) -> Any:
+    """A pool of one ``profile`` desktop whose agent may launch apps and list windows."""
+    return c.create_pool("blank", 1, screen=SCREEN, profile=profile, max_steps=10**6,
+                         capabilities=["launch_app", "windows"])
+
+
 def open_page(c: deskgym.Client, pool: Any, page: str, title: str, at: tuple[int, int]) -> str:
     """Resets the pool's env and opens ``page`` of the home in its Chromium (the tab's
     title says it is up); returns the env id."""
@@ -287,8 +293,7 @@ def test_a_fork_shows_the_originals_clock_to_a_page_that_stamps_its_input(server
     what the clock is for."""
     c = deskgym.Client(server.address)
     profile = "desktop-fork-page" + ("-clock" if clock else "-no-clock")
-    pool = c.create_pool("blank", 1, screen=SCREEN, profile=profile, max_steps=10**6,
-                         capabilities=["launch_app", "windows"])
+    pool = app_pool(c, profile)
     fork = None
     try:
         e = open_page(c, pool, "stamp-page.html", "stamp page", (300, 160))
@@ -324,12 +329,46 @@ def test_a_fork_shows_the_originals_clock_to_a_page_that_stamps_its_input(server
         c.close()
 
 
+def test_a_replica_parked_at_a_checkpoint_keeps_its_clock_there_until_the_next_steps(server: Server) -> None:
+    """A replica parked at a checkpoint waits for the original's next save, however
+    long; the original's next line came right after the save. Its clock stands at the
+    save meanwhile (decision 213), so the advance stamps that line with the original's
+    second, the replica stays parked, and the fork takes it, exact, with the original's
+    stamps. (With its clock running while it waited, the advance stamped the line
+    seconds late and left the path: the replica was rebuilt from a reset.)"""
+    c = deskgym.Client(server.address)
+    pool = app_pool(c, "desktop-fork-page-clock")
+    fork = None
+    try:
+        e = open_page(c, pool, "stamp-page.html", "stamp page", (300, 160))
+        stamped_lines(c, e, ["one"])
+        first = c.save(e, park=1)
+        stamped_lines(c, e, ["two"])
+        assert parked(c, first, wait_s=120).parked == 1
+        time.sleep(3)  # parked at the first save, longer than the original's pause there
+        second = parked(c, c.save(e, park=1), wait_s=120)
+        # Advanced from the first checkpoint's replica by the steps between, not
+        # rebuilt from a reset after the advance left the path.
+        assert (second.parent_checkpoint_id, second.parked, second.parked_from_step) == (
+            first.checkpoint_id, 1, first.step_index), second
+        fork = c.fork(second, 1, encoding="png")
+        assert fork.from_parked == 1
+        (r,) = fork.replicas
+        assert r.fidelity == pb.FIDELITY_EXACT, r.path
+        want = page_title(c, e, "stamps=")
+        assert len(want.split(",")) == 2 and page_title(c, r.env_id, "stamps=") == want
+    finally:
+        if fork is not None:
+            c.close_pool(fork.pool_id)
+        c.close_pool(pool.pool_id)
+        c.close()
+
+
 def test_a_browser_fork_after_typing_holds_the_originals_dom_value(server: Server) -> None:
     """The desktop profile's Chromium on a page whose input runs through a JS timer and
     a CSS animation: the replicas show the original's frame and the page's value."""
     c = deskgym.Client(server.address)
-    pool = c.create_pool("blank", 1, screen=SCREEN, profile="desktop-fork-page", max_steps=10**6,
-                         capabilities=["launch_app", "windows"])
+    pool = app_pool(c, "desktop-fork-page")
     fork = None
     try:
         e = open_page(c, pool, "fork-page.html", "fork page", (300, 270))
@@ -354,8 +393,7 @@ def test_a_fork_gives_a_loading_app_the_pause_the_original_gave_it(server: Serve
     loading) it matches at once, so without the pause the app would drop them. Each
     replica let the app go idle first (``idle_ms``, decision 203) and holds the text."""
     c = deskgym.Client(server.address)
-    pool = c.create_pool("blank", 1, screen=SCREEN, profile="desktop-busy-app", max_steps=10**6,
-                         capabilities=["launch_app", "windows"])
+    pool = app_pool(c, "desktop-busy-app")
     fork = None
     try:
         e = pool.env_ids[0]

@@ -67,6 +67,15 @@ impl Checkpoint {
             && (Arc::ptr_eq(mine, theirs) || mine[..theirs.len()] == theirs[..])
     }
 
+    /// Stops `d`'s clock where this checkpoint was saved until a replay moves it on
+    /// (decision 213): a replica parked here waits for the original's next steps,
+    /// which came right after the save, however long it waits.
+    pub(crate) fn hold_clock_at_save(&self, d: &mut Box<dyn Desktop>) {
+        if self.clock_ms != 0 {
+            d.hold_clock(Some(self.clock_ms));
+        }
+    }
+
     /// Blocking: brings `d` to this checkpoint's state and takes its last frame. From
     /// `from` (a parked replica: the state after this checkpoint's first `from.step`
     /// actions) only the actions after it are replayed; else, or when that replay does

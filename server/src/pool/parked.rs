@@ -247,6 +247,7 @@ impl PoolManager {
                         }
                     };
                     let from_step = *first.get_or_insert(r.from_step as u32);
+                    cp.hold_clock_at_save(&mut d);
                     let replica = ParkedReplica {
                         cp_id: cp.id.clone(),
                         steps: cp.actions_len(),
