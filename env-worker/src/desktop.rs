@@ -291,17 +291,21 @@ impl LocalDesktop {
         still: Option<Duration>,
     ) -> Result<bool> {
         let start = Instant::now();
-        let mut seen = still.map(Still::new);
+        let mut screen = still.map(Still::new);
         loop {
             let hash = self.x.capture()?.hash;
             if hash != 0 && want.contains(&hash) {
                 return Ok(true);
             }
             let left = bound.saturating_sub(start.elapsed());
-            if left.is_zero() || seen.as_mut().is_some_and(|s| s.still(hash, Instant::now())) {
+            if left.is_zero()
+                || screen
+                    .as_mut()
+                    .is_some_and(|s| s.still(hash, Instant::now()))
+            {
                 return Ok(false);
             }
-            let max = if seen.is_some() {
+            let max = if screen.is_some() {
                 left.min(STILL_POLL)
             } else {
                 left
