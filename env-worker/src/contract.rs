@@ -32,6 +32,27 @@ use crate::windows::WindowInfo;
 /// Where a streamed exec's output goes, as it comes: (from stdout, else stderr; bytes).
 pub type Sink<'a> = &'a mut dyn FnMut(bool, &[u8]);
 
+/// How [`Desktop::replay`] sends a checkpoint's actions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// Every action is a step, waited for.
+    Settled,
+    /// Keys in a run go without a settle; the replay stops once it has left the
+    /// original's path (the caller starts again from a reset, settled).
+    Fast,
+    /// As [`Pace::Fast`], but to the last action whatever it met on the way: for a
+    /// parked replica's few actions since its checkpoint, where the final frame tells
+    /// and starting again from a reset costs the whole episode (decision 214).
+    FastToEnd,
+}
+
+impl Pace {
+    /// Whether keys in a run go without a settle.
+    pub fn is_fast(self) -> bool {
+        self != Pace::Settled
+    }
+}
+
 /// What the original run showed after one action: a replay steers by it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Seen {
@@ -97,15 +118,15 @@ pub trait Desktop: Send + std::fmt::Debug {
     fn reset(&mut self, seed: u64) -> Result<Outcome>;
     /// Performs one action and waits for the screen to be final.
     fn step(&mut self, action: &Action) -> Result<Outcome>;
-    /// Replays `actions` after a reset whose outcome is `out`. With `fast`, keys in a
-    /// run go without a settle. `seen` (what each action left in the original) is what
+    /// Replays `actions` after a reset whose outcome is `out`, as `pace` says. `seen`
+    /// (what each action left in the original) is what
     /// the replay waits for, bounded by the original's own step time, after each
     /// settled action. By default every action is a step and nothing is waited for.
     fn replay(
         &mut self,
         actions: &[Action],
         _seen: &[Seen],
-        _fast: bool,
+        _pace: Pace,
         out: Outcome,
     ) -> Result<Replayed> {
         let mut outcome = out;

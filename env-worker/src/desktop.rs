@@ -9,7 +9,7 @@ use crate::Point;
 use crate::a11y::{Limits, Live, Tree};
 use crate::action::Action;
 use crate::agent::{ExecSpec, Executed, FileChunk, Listing};
-use crate::contract::{Backend, Desktop, Replayed, Seen, Sink};
+use crate::contract::{Backend, Desktop, Pace, Replayed, Seen, Sink};
 use crate::error::{DesktopError, Result};
 use crate::families::{self, DesktopConfig};
 use crate::frame::Frame;
@@ -87,6 +87,13 @@ fn still_after(a: &Action, step_ms: u32) -> Option<Duration> {
             u64::from(step_ms).saturating_mul(u64::from(PACE_TIMES)),
         ))
     })
+}
+
+/// Whether a replay at `pace` stops after `misses` waits in a row that found another
+/// screen: a [`Pace::Fast`] one after [`PACE_MISSES`] (its caller replays settled from
+/// a reset); the others never.
+fn gives_up(pace: Pace, misses: u32) -> bool {
+    pace == Pace::Fast && misses >= PACE_MISSES
 }
 
 /// Whether the screen has shown the same pixels for a while.
@@ -189,9 +196,10 @@ impl LocalDesktop {
         &mut self,
         actions: &[Action],
         seen: &[Seen],
-        fast: bool,
+        pace: Pace,
         out: Outcome,
     ) -> Result<Replayed> {
+        let fast = pace.is_fast();
         let mut r = Replayed::new(out);
         let steer = self.runner.session_ref().is_some();
         let mut misses = 0;
@@ -269,7 +277,7 @@ impl LocalDesktop {
                 } else {
                     misses += 1;
                     r.missed += 1;
-                    if fast && misses == PACE_MISSES {
+                    if gives_up(pace, misses) {
                         r.stopped = true;
                         return Ok(r);
                     }
@@ -415,12 +423,12 @@ impl Desktop for LocalDesktop {
             .step(ctx(&mut self.x, &self.xvfb, &self.config), action)
     }
 
-    /// With `fast`, a key in a run of keys ([`Action::replays_unsettled`]) is sent
+    /// With a fast `pace`, a key in a run of keys ([`Action::replays_unsettled`]) is sent
     /// without waiting for the screen (nor, in a scripted task, its check): the run's
     /// first one waits for the app to take it and its last one for it all. Keys reach
     /// the focused window in order either way; an app that reads input timing, or one
     /// slower than in the original, can still differ, so the caller compares the final
-    /// frame and replays without `fast` when it differs.
+    /// frame and replays settled when it differs.
     ///
     /// In a sandboxed session, after each settled action whose frame the original
     /// showed (`seen[i].hash`, 0: unknown) the replay waits until the screen shows that
@@ -428,8 +436,8 @@ impl Desktop for LocalDesktop {
     /// time up to that action ([`pace_bound`]): apps start
     /// and answer at their own speed, and an agent acted on what it saw, so keys sent
     /// to a terminal still opening are lost in a replay but were not in the original.
-    /// After [`PACE_MISSES`] misses in a row a fast replay stops (`stopped`: the caller
-    /// replays settled); a settled one goes on waiting at each step, so it costs at
+    /// After [`PACE_MISSES`] misses in a row a [`Pace::Fast`] replay stops (`stopped`:
+    /// the caller replays settled); the others go on waiting at each step, so one costs at
     /// most [`PACE_TIMES`] the original run (a miss alone is often a passing state the
     /// original caught, such as a splash screen's progress).
     ///
@@ -442,10 +450,10 @@ impl Desktop for LocalDesktop {
         &mut self,
         actions: &[Action],
         seen: &[Seen],
-        fast: bool,
+        pace: Pace,
         out: Outcome,
     ) -> Result<Replayed> {
-        let replayed = self.replay_paced(actions, seen, fast, out);
+        let replayed = self.replay_paced(actions, seen, pace, out);
         // The clock runs on from where it stands, held or not: the replica is live.
         self.hold_clock(None);
         replayed
@@ -604,6 +612,17 @@ mod tests {
         // An original without a clock before: no pause known.
         let s = [seen(0, 200), seen(11_700, 50)];
         assert_eq!(paused_before(&s, 1, None), Duration::ZERO);
+    }
+
+    #[test]
+    fn only_a_fast_replay_gives_up_after_misses_in_a_row() {
+        assert!(!gives_up(Pace::Fast, PACE_MISSES - 1));
+        assert!(gives_up(Pace::Fast, PACE_MISSES));
+        for pace in [Pace::FastToEnd, Pace::Settled] {
+            assert!(!gives_up(pace, PACE_MISSES));
+            assert!(!gives_up(pace, 100));
+        }
+        assert!(Pace::FastToEnd.is_fast() && Pace::Fast.is_fast() && !Pace::Settled.is_fast());
     }
 
     #[test]

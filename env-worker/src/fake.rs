@@ -126,9 +126,10 @@ impl Desktop for FakeDesktop {
         &mut self,
         actions: &[Action],
         _seen: &[crate::contract::Seen],
-        fast: bool,
+        pace: crate::contract::Pace,
         mut out: Outcome,
     ) -> Result<Replayed> {
+        let fast = pace.is_fast();
         if !fast {
             self.settled_replays.fetch_add(1, Ordering::AcqRel);
         }

@@ -67,7 +67,7 @@ pub use agent::{
 /// The sandbox agent's wire, as the server (and the hostile-tenant tests) speak it.
 pub use agent::{Reply as AgentReply, Request as AgentRequest};
 pub use clipboard::MAX_CLIPBOARD_BYTES;
-pub use contract::{Backend, Desktop, Replayed, Seen, Sink};
+pub use contract::{Backend, Desktop, Pace, Replayed, Seen, Sink};
 pub use desktop::{LocalBackend, LocalDesktop};
 pub use error::{DesktopError, ElementFailure, FileErrorKind, Result, quote};
 /// The task app's program (binary `deskgym-task-app`).

@@ -2,6 +2,7 @@
 //! replay on a fresh desktop.
 
 use super::*;
+use deskgym_worker::Pace;
 
 /// A saved state: what is needed to rebuild it by replay.
 #[derive(Debug)]
@@ -78,9 +79,10 @@ impl Checkpoint {
 
     /// Blocking: brings `d` to this checkpoint's state and takes its last frame. From
     /// `from` (a parked replica: the state after this checkpoint's first `from.step`
-    /// actions) only the actions after it are replayed; else, or when that replay does
-    /// not end on the checkpoint's frame, the desktop is reset and every action replayed
-    /// (keys in a run first unsettled, then again settled where that differed, as
+    /// actions) only the actions after it are replayed, fast and to the end
+    /// ([`Pace::FastToEnd`]); else, or when that replay does not end on the
+    /// checkpoint's frame, the desktop is reset and every action replayed (keys in a
+    /// run first unsettled, then again settled where that differed, as
     /// [`Env::restore`] does). `on_reset` is told of each reset (a sandbox's agent
     /// socket moves).
     pub(crate) fn rebuild(
@@ -105,17 +107,38 @@ impl Checkpoint {
             }
         };
         let rest = seen.get(step..).unwrap_or_default();
-        let fast = d.replay(&actions[step..], rest, true, out)?;
+        // A parked replica's few actions go to the end: frames missed on the way are
+        // often ones the original caught mid-draw, and its final frame tells, where
+        // stopping would cost a replay of the whole episode (decision 214).
+        let pace = if step > 0 {
+            Pace::FastToEnd
+        } else {
+            Pace::Fast
+        };
+        let fast = d.replay(&actions[step..], rest, pace, out)?;
         let mut frame = None;
         if !fast.stopped {
             at_save_time(d, self)?;
             frame = Some(final_frame(d, want, sandboxed)?);
         }
-        // A parked replica that ended elsewhere is rebuilt from a reset: a fresh replay
-        // may still land where the original did.
+        // A parked replica that ended elsewhere is rebuilt as a fresh one is, from a
+        // reset (fast first: a fresh replay may still land where the original did).
+        if step > 0 && frame.as_ref().is_some_and(|f| f.hash != want) {
+            tracing::debug!(
+                unsettled = fast.unsettled,
+                missed = fast.missed,
+                from_step = step,
+                "a parked replica's replay differed; rebuilding it from a reset"
+            );
+            let (waited, idle) = (fast.waited, fast.idle_waited);
+            let mut fresh = self.rebuild(d, sandboxed, None, on_reset)?;
+            fresh.replayed.waited += waited;
+            fresh.replayed.idle_waited += idle;
+            return Ok(fresh);
+        }
         let again = frame
             .as_ref()
-            .is_none_or(|f| f.hash != want && (fast.unsettled > 0 || sandboxed || step > 0));
+            .is_none_or(|f| f.hash != want && (fast.unsettled > 0 || sandboxed));
         crate::metrics::METRICS.replay(fast.unsettled, again);
         let mut replayed = fast;
         replayed.last_on_path = replayed.last_on_path.map(|i| i + step);
@@ -131,7 +154,7 @@ impl Checkpoint {
             let first = d.reset(self.episode.seed)?;
             on_reset(&**d);
             let (waited, idle) = (replayed.waited, replayed.idle_waited);
-            replayed = d.replay(actions, seen, false, first)?;
+            replayed = d.replay(actions, seen, Pace::Settled, first)?;
             replayed.waited += waited;
             replayed.idle_waited += idle;
             at_save_time(d, self)?;
