@@ -1,22 +1,17 @@
 """Have Chrome delete browsing data when it closes: open chrome://settings/content/siteData
 and choose "Delete data sites have saved to your device when you close all windows" with a
 click, as a user does; Chrome writes the content setting to its Preferences, which the
-metric reads after a restart (the solve still does that, for a Chrome that lets it count).
+metric reads after a restart.
 
-Unsolvable here: the getter scores 1 when `profile.default_content_setting_values` merely
-exists, and Chromium 156 writes `default_content_setting_values.has_migrated_local_network_access`
-into every profile it opens (its local-network-access migration; Chrome on OSWorld's image
-predates it). The key lives inside the dict the getter tests, so no home state keeps the
-dict absent once the browser has started: the no-action score is 1 whatever the home holds."""
+The getter scores 1 when `profile.default_content_setting_values` merely exists; the
+profile's Chrome runs without local-network-access checks, whose one-time migration
+(Chromium 156) writes a key into that dict in every profile it opens, so the dict exists
+only once a default is set, as with OSWorld's older Chrome (decision 215)."""
 from __future__ import annotations
 
 from typing import Any
 
 from _apps import click_named, open_url
-
-UNSOLVABLE = ("scores 1 with no action: Chromium 156 writes profile.default_content_setting_values."
-              "has_migrated_local_network_access into every profile it opens, and the getter only tests that "
-              "default_content_setting_values exists (OSWorld's older Chrome writes no such key)")
 
 CHOICE = "Delete data sites have saved to your device when you close all windows"
 
