@@ -60,7 +60,7 @@ fn the_bundled_catalog_loads_with_tasks_and_desktop() {
 }
 
 #[test]
-fn every_bundled_chromium_draws_the_same_frame_for_the_same_state() {
+fn every_bundled_chromium_runs_without_smooth_scrolling_or_partial_swap() {
     // A launch is an app's argv (`"chromium", ...`) or a seed script's command
     // (`chromium --...`, continued over lines ending in `\`).
     let lines: Vec<&str> = BUNDLED.lines().collect();
