@@ -13,9 +13,13 @@ SETS=("${3:-}" "${4:---ui-disable-partial-swap}")
 PY="${PYTHON:-.venv/bin/python}"
 dir="$(mktemp -d)"; trap 'rm -rf "$dir"' EXIT
 "$PY" -c 'import sys; sys.path.insert(0, "benches"); import fork_depth; print(fork_depth.PAGE)' > "$dir/page.html"
-# Chromium refuses to run as root without --no-sandbox (which shows an infobar that
-# --test-type hides); the profile's own flags otherwise (server/profiles/catalog.toml).
-ROOT_FLAGS=(); [ "$(id -u)" = 0 ] && ROOT_FLAGS=(--no-sandbox --test-type)
+# The desktop profile's own Chromium flags (server/profiles/catalog.toml) without the one
+# under test, so each set adds only its own; as root, Chromium runs only with
+# --no-sandbox (whose infobar --test-type hides).
+mapfile -t BASE_FLAGS < <("$PY" -c 'import tomllib
+argv = tomllib.load(open("server/profiles/catalog.toml", "rb"))["profiles"]["desktop"]["apps"]["chromium"]
+print("\n".join(a for a in argv[1:] if a != "--ui-disable-partial-swap"))')
+[ "$(id -u)" = 0 ] && BASE_FLAGS+=(--no-sandbox --test-type)
 
 one() {  # one OUT FLAGS...: a fresh display, home and browser; KEYS keys; the frame
   local out=$1; shift
@@ -27,9 +31,7 @@ one() {  # one OUT FLAGS...: a fresh display, home and browser; KEYS keys; the f
   local d; read -r -u "$fd" d; exec {fd}>&-
   export DISPLAY=":$d"
   HOME="$home" openbox >/dev/null 2>&1 & local op=$!
-  HOME="$home" chromium --user-data-dir="$home/c" "${ROOT_FLAGS[@]}" --force-renderer-accessibility \
-    --disable-smooth-scrolling --no-first-run --no-default-browser-check --disable-background-networking \
-    --disable-component-update --disable-sync --password-store=basic "$@" "file://$dir/page.html" >/dev/null 2>&1 &
+  HOME="$home" chromium --user-data-dir="$home/c" "${BASE_FLAGS[@]}" "$@" "file://$dir/page.html" >/dev/null 2>&1 &
   local cp=$!
   for _ in $(seq 120); do xdotool search --name "fork page" >/dev/null 2>&1 && break; sleep 0.5; done
   sleep 2
@@ -66,8 +68,8 @@ for s in 0 1; do
   echo "flags [${SETS[s]}]: $(python3 - "$dir"/s$s-r*.ppm <<'EOF'
 import sys
 def pixels(p):
-    w, _h = map(int, open(p, "rb").read().split(b"\n", 3)[1].split())
-    return w, open(p, "rb").read().split(b"\n", 3)[3]
+    _magic, size, _max, data = open(p, "rb").read().split(b"\n", 3)
+    return int(size.split()[0]), data
 w, first = pixels(sys.argv[1])
 same = thumb = other = 0
 for p in sys.argv[2:]:
