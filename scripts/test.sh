@@ -2,6 +2,10 @@
 # Every test, Rust and Python, against real Xvfb and a real server. `.ci/run` calls this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's start, in seconds since this script began: a CI log then says where a slow
+# run's time went (set-up, builds or a test tier), not just its total.
+phase() { echo "== [+${SECONDS}s] $*"; }
+phase setup
 # (`--osworld` brings the desktop and web profiles' too: Chromium, chromium-driver, the miniwob
 # package.) The tests also need the SB3 extra (torch, ~2 min to install the first time) and the
 # static checkers; the main job's setup stays without them.
@@ -18,6 +22,7 @@ scripts/setup-faces.sh
 # librosa, which one metric of the solution sample calls (compare_audios; the
 # osworld-full extra has it, with easyocr's torch, which no test needs).
 .venv/bin/pip install -q --disable-pip-version-check librosa
+phase checks
 cargo fmt --all --check
 # Modules depend one way (server, env-worker, the Python package).
 python3 scripts/check_layers.py
@@ -25,10 +30,16 @@ python3 scripts/check_layers.py --check-layout docs/layout.md
 cargo clippy --workspace --all-targets --quiet -- -D warnings
 # Binaries first: the tests spawn deskgym-task-app, deskgym-sandbox-agent and
 # deskgym-server.
+phase build
 cargo build --workspace --bins
+phase rust-tests
 cargo test --workspace
 (cd python-client && ../.venv/bin/python -m mypy deskgym)
+phase fast-tier
 # The fast tier first (in-memory desktops, no X; ~30 s): client and pool logic fails fast.
 DESKGYM_TEST_BACKEND=fake DESKGYM_SERVER="$PWD/target/debug/deskgym-server" .venv/bin/python -m pytest -q -p no:cacheprovider python-client/tests
-DESKGYM_SERVER="$PWD/target/debug/deskgym-server" .venv/bin/python -m pytest -q python-client/tests
+phase real-tier
+# The 30 slowest tests, so a run that grew shows which.
+DESKGYM_SERVER="$PWD/target/debug/deskgym-server" .venv/bin/python -m pytest -q --durations=30 python-client/tests
+phase done
 echo "all tests passed"
