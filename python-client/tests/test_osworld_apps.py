@@ -277,25 +277,32 @@ def test_vs_code_settings_through_its_command_palette(make_env: Any) -> None:
 
 
 def test_the_cache_is_filled_by_the_harness_and_offline_runs_never_reach_out(
-        make_env: Any, tmp_path: pathlib.Path) -> None:
-    """``cache fetch`` puts every file a task fetches (setup download, cloud files) where
-    desktop-env looks, from a server of this machine; ``check`` then misses none; an
-    offline reset with a file missing fails at once naming the task, URL and path."""
+        make_env: Any, tmp_path: pathlib.Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``cache fetch`` puts every file a task fetches (setup download, cloud files, an
+    extension installed from the marketplace by id: the file its record names) where
+    desktop-env looks, from a server of this machine standing in for the web and Open
+    VSX; ``check`` then misses none; offline, the setup installs the extension from the
+    cache; an offline reset with a file missing fails at once naming the task, URL and
+    path."""
     import http.server
     import threading
 
-    from deskgym.osworld import cache
+    from deskgym.osworld import cache, standins
 
     served = tmp_path / "served"
-    served.mkdir()
+    (served / "api" / "pub" / "ext").mkdir(parents=True)
     (served / "in.txt").write_text("input\n")
     (served / "gold.txt").write_text("gold\n")
     httpd = http.server.ThreadingHTTPServer(
         ("127.0.0.1", 0), lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(served)))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     base = f"http://127.0.0.1:{httpd.server_address[1]}"
+    monkeypatch.setattr(standins, "MARKETPLACE", base + "/api/{publisher}/{name}/latest")
+    (served / "api" / "pub" / "ext" / "latest").write_text(json.dumps({"files": {"download": f"{base}/pub.ext-1.2.0.vsix"}}))
+    (served / "pub.ext-1.2.0.vsix").write_bytes(standins.vsix("ext", version="1.2.0", publisher="pub"))
     t = {"id": "cache-test", "instruction": "x", "config": [
-        {"type": "download", "parameters": {"files": [{"url": f"{base}/in.txt", "path": "/home/user/in.txt"}]}}],
+        {"type": "download", "parameters": {"files": [{"url": f"{base}/in.txt", "path": "/home/user/in.txt"}]}},
+        {"type": "command", "parameters": {"command": ["code", "--install-extension", "pub.ext"]}}],
         "evaluator": {"func": "compare_text_file", "result": {"type": "vm_file", "path": "/home/user/in.txt",
                                                                "dest": "in.txt"},
                       "expected": {"type": "cloud_file", "path": f"{base}/gold.txt", "dest": "gold.txt"}}}
@@ -316,6 +323,8 @@ def test_the_cache_is_filled_by_the_harness_and_offline_runs_never_reach_out(
     env = make_env(require_a11y_tree=False, offline=True, cache_dir=str(tmp_path / "cache"))
     env.reset(task_config=t)
     assert env.deskgym.exec(["cat", "/home/user/in.txt"]).stdout == "input\n"
+    assert not [o for o in env.setup_outcomes if not o.ok], env.setup_outcomes
+    assert "pub.ext@1.2.0" in env.deskgym.exec(["code", "--list-extensions", "--show-versions"]).stdout
     # A file gone: the reset fails before any step, naming task, URL and path.
     (tmp_path / "cache" / "cache-test" / "gold.txt").unlink()
     with pytest.raises(Exception) as e:

@@ -104,6 +104,34 @@ def test_extension_stand_ins_are_extensions_vs_code_installs() -> None:
     assert json.loads(bare.read("extension/package.json"))["name"] == "ms-python.python"
 
 
+def test_a_marketplace_install_is_a_cached_extension_of_that_id(tmp_path: pathlib.Path) -> None:
+    """vs_code/e2b5e914's setup runs ``code --install-extension ms-python.python``, which
+    an offline desktop cannot fetch: the task's files list that extension (so an offline
+    run asks for it, ``cache fetch`` gets it from Open VSX and ``fill`` stands in for it),
+    and the stand-in is an extension of that publisher and name, as ``code
+    --list-extensions`` would name the real one. A path to a ``.vsix``, another ``code``
+    command or a shell line is not a marketplace install."""
+    import io
+    import zipfile
+
+    task = _task("vs_code/e2b5e914")
+    [(rel, name, tag, url)] = standins.needed(task)
+    assert (name, tag, url) == ("ms-python.python.vsix", "input", "https://open-vsx.org/api/ms-python/python/latest")
+    assert rel == f"{uuid.uuid5(uuid.NAMESPACE_URL, url)}_{name}"
+    assert standins.fill(tmp_path, task) == []
+    vsix = zipfile.ZipFile(io.BytesIO((tmp_path / task["id"] / rel).read_bytes()))
+    pkg = json.loads(vsix.read("extension/package.json"))
+    assert (pkg["publisher"], pkg["name"]) == ("ms-python", "python"), pkg
+    assert 'Id="python"' in vsix.read("extension.vsixmanifest").decode()
+    assert 'Publisher="ms-python"' in vsix.read("extension.vsixmanifest").decode()
+    assert standins.marketplace_install(["code", "--install-extension", "ms-python.python"]) == (2, "ms-python.python", url)
+    for other in (["code", "--install-extension", "vscodeEvalExtension/eval-0.0.1.vsix"],
+                  ["code", "--install-extension", "eval.vsix"], ["code", "--list-extensions"],
+                  ["code", "--install-extension"], ["codium", "--install-extension", "a.b"],
+                  "code --install-extension ms-python.python"):
+        assert standins.marketplace_install(other) is None, other
+
+
 def test_every_task_files_list_reads() -> None:
     """``needed`` over the whole task set: each getter shape OSWorld writes (one path, a
     list with ``multi``) reads; multi_apps 185f29bd's list of paths once raised, and its

@@ -1,6 +1,7 @@
 """The files OSWorld's tasks fetch, in one cache the harness fills and the desktops never
-reach for: every setup and postconfig ``download``, the browsing-history template and
-every ``cloud_file`` a metric compares with, at desktop-env's own paths
+reach for: every setup and postconfig ``download``, each VS Code extension a setup
+installs from the marketplace by id (its ``.vsix``, from Open VSX), the browsing-history
+template and every ``cloud_file`` a metric compares with, at desktop-env's own paths
 (``<dir>/<task id>/<uuid5(url)>_<name>`` for downloads, ``<dir>/<task id>/<dest>`` for
 cloud files), so ``DesktopEnv(cache_dir=...)`` and ``run --cache-dir`` find them.
 
@@ -27,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from deskgym.osworld.standins import needed
+from deskgym.osworld import standins
 
 __all__ = ["fetch", "main", "missing"]
 
@@ -41,16 +42,25 @@ def _tasks(test_all: Path, examples: Path) -> Iterator[dict[str, Any]]:
 def missing(cache_dir: str | Path, task: dict[str, Any]) -> list[tuple[str, Path]]:
     """(URL, path) of each file the task fetches that is not in the cache."""
     base = Path(cache_dir) / task["id"]
-    return [(url, base / rel) for rel, _name, _tag, url in needed(task) if not (base / rel).exists()]
+    return [(url, base / rel) for rel, _name, _tag, url in standins.needed(task) if not (base / rel).exists()]
 
 
 def _download(url: str, path: Path, timeout: float) -> str | None:
     import requests
 
+    src = url
+    if url.startswith(standins.MARKETPLACE.split("{")[0]):
+        # A marketplace record: the latest version's .vsix is the file it names.
+        try:
+            with requests.get(url, timeout=timeout) as r:
+                r.raise_for_status()
+                src = r.json()["files"]["download"]
+        except Exception as e:  # noqa: BLE001 - reported per file; the others go on
+            return f"{url}: {type(e).__name__}: {e}"
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".part-")
     try:
-        with os.fdopen(fd, "wb") as out, requests.get(url, stream=True, timeout=timeout) as r:
+        with os.fdopen(fd, "wb") as out, requests.get(src, stream=True, timeout=timeout) as r:
             r.raise_for_status()
             for chunk in r.iter_content(1 << 16):
                 out.write(chunk)

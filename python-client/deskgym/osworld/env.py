@@ -22,6 +22,7 @@ from deskgym.osworld import _lazy
 from deskgym.osworld.actions import Sleep, translate
 from deskgym.osworld.bridge import Bridge
 from deskgym.osworld.outcomes import SetupOutcome, judge
+from deskgym.osworld.standins import marketplace_install
 
 _lazy.install()
 
@@ -119,6 +120,19 @@ class RecordingSetupController(SetupController):  # type: ignore[misc]
             except (OSError, http.client.HTTPException):
                 time.sleep(0.1)
         return super()._chrome_open_tabs_setup(urls_to_open)
+
+    def _command_setup(self, command: Any, **kwargs: Any) -> Any:
+        # ``code --install-extension publisher.name`` fetches from the marketplace, which an
+        # offline desktop cannot reach: when the task's cache holds the extension (fetched
+        # there by ``deskgym.osworld.cache``, or a stand-in), the step installs that file.
+        found = marketplace_install(command)
+        if found is not None:
+            i, ext_id, url = found
+            if os.path.exists(os.path.join(self.cache_dir, f"{uuid.uuid5(uuid.NAMESPACE_URL, url)}_{ext_id}.vsix")):
+                dest = f"/tmp/{ext_id}.vsix"
+                self._download_setup([{"url": url, "path": dest}])
+                command = [*command[:i], dest, *command[i + 1:]]
+        return super()._command_setup(command, **kwargs)
 
     def _recorded(self, kind: str, method: Any) -> Any:
         def step(*args: Any, **params: Any) -> Any:

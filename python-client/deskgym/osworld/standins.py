@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MANIFEST", "VERSION", "fill", "needed", "stand_in", "vsix"]
+__all__ = ["MANIFEST", "MARKETPLACE", "VERSION", "fill", "marketplace_install", "needed", "stand_in", "vsix"]
 
 
 def _image(fmt: str) -> Callable[[str], bytes]:
@@ -305,12 +305,14 @@ exports.activate = (context) => {
 """
 
 
-def vsix(name: str, version: str = "0.0.1", main_js: str | None = None, commands: tuple[str, ...] = ()) -> bytes:
+def vsix(name: str, version: str = "0.0.1", main_js: str | None = None, commands: tuple[str, ...] = (),
+         publisher: str = "undefined_publisher") -> bytes:
     """A VS Code extension package (what ``code --install-extension`` takes): ``name``
-    by no publisher, with ``main_js`` as its code and ``commands`` contributed."""
+    by ``publisher`` (none by default), with ``main_js`` as its code and ``commands``
+    contributed."""
     manifest = f"""<?xml version="1.0" encoding="utf-8"?>
 <PackageManifest Version="2.0.0" xmlns="http://schemas.microsoft.com/developer/vsx-schema/2011">
-  <Metadata><Identity Language="en-US" Id="{name}" Version="{version}" Publisher="undefined_publisher"/>
+  <Metadata><Identity Language="en-US" Id="{name}" Version="{version}" Publisher="{publisher}"/>
     <DisplayName>{name}</DisplayName><Description xml:space="preserve">{name}</Description>
     <Properties><Property Id="Microsoft.VisualStudio.Code.Engine" Value="^1.0.0"/></Properties></Metadata>
   <Installation><InstallationTarget Id="Microsoft.VisualStudio.Code"/></Installation>
@@ -319,6 +321,8 @@ def vsix(name: str, version: str = "0.0.1", main_js: str | None = None, commands
 </PackageManifest>
 """
     pkg: dict[str, Any] = {"name": name, "displayName": name, "version": version, "engines": {"vscode": "^1.0.0"}}
+    if publisher != "undefined_publisher":
+        pkg["publisher"] = publisher
     if main_js is not None:
         pkg["main"] = "./extension.js"
     if commands:
@@ -390,7 +394,14 @@ def stand_in(name: str, tag: str = "input") -> bytes | None:
     if ext == ".vsix":
         base = os.path.splitext(os.path.basename(name))[0]
         stem, _, version = base.rpartition("-")
-        return vsix(stem if stem and version[:1].isdigit() else base)
+        if stem and version[:1].isdigit():
+            return vsix(stem)
+        # A marketplace extension's id (``publisher.name``): the stand-in has that
+        # identity, so ``code --list-extensions`` names it as the real one would be.
+        publisher, dot, ext_name = base.partition(".")
+        if dot and publisher and ext_name and "." not in ext_name:
+            return vsix(ext_name, publisher=publisher)
+        return vsix(base)
     if ext in (".zip", ".whl"):
         return _zip(os.path.splitext(os.path.basename(name))[0], tag)
     if ext in _TEXT:
@@ -420,10 +431,34 @@ HISTORY_URL = ("https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cach
                "44ee5668-ecd5-4366-a6ce-c1c9b8d4e938/history_empty.sqlite?download=true")
 
 
+#: Where a marketplace extension is cached from: Open VSX's record of its latest version
+#: (code-server's marketplace; ``files.download`` in the record names the ``.vsix``, which
+#: :mod:`deskgym.osworld.cache` follows). OSWorld's image installs from Microsoft's.
+MARKETPLACE = "https://open-vsx.org/api/{publisher}/{name}/latest"
+
+
+def marketplace_install(command: Any) -> tuple[int, str, str] | None:
+    """For a setup command that installs a VS Code extension from the marketplace by id
+    (``code --install-extension publisher.name``, as an argv list), (the id's index in
+    the command, the id, the URL its ``.vsix`` is cached under); ``None`` for any other
+    command (a ``.vsix`` path, a shell line)."""
+    if not isinstance(command, list) or not command or os.path.basename(str(command[0])) != "code":
+        return None
+    for i, arg in enumerate(command[:-1]):
+        ext = str(command[i + 1])
+        publisher, dot, name = ext.partition(".")
+        if (arg == "--install-extension" and dot and publisher and name and "." not in name
+                and "/" not in ext and not ext.startswith("-") and not ext.lower().endswith(".vsix")):
+            return i + 1, ext, MARKETPLACE.format(publisher=publisher, name=name)
+    return None
+
+
 def needed(task: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     """(cache-relative path, file name, "input" or "gold", URL) of every file the task
-    fetches: its setup's and postconfig's downloads, its browsing-history template and
-    its evaluator's ``cloud_file`` getters (desktop-env's layout). A download that the
+    fetches: its setup's and postconfig's downloads, the extensions it installs from the
+    marketplace (as a download of ``<id>.vsix`` from :data:`MARKETPLACE`), its
+    browsing-history template and its evaluator's ``cloud_file`` getters (desktop-env's
+    layout). A download that the
     ``expected`` side reads back from the desktop (a ``vm_file`` of its path: the gold
     a postconfig fetches) is a gold one."""
     out = []
@@ -441,6 +476,10 @@ def needed(task: dict[str, Any]) -> list[tuple[str, str, str, str]]:
                 name = os.path.basename(f["path"])
                 tag = "gold" if f["path"] in golds else "input"
                 out.append((f"{uuid.uuid5(uuid.NAMESPACE_URL, f['url'])}_{name}", name, tag, f["url"]))
+        elif step.get("type") in ("command", "execute") and (
+                found := marketplace_install((step.get("parameters") or {}).get("command"))):
+            _, ext_id, url = found
+            out.append((f"{uuid.uuid5(uuid.NAMESPACE_URL, url)}_{ext_id}.vsix", f"{ext_id}.vsix", "input", url))
         elif step.get("type") == "update_browse_history":
             out.append(("history_new.sqlite", "history_new.sqlite", "input", HISTORY_URL))
     for key in ("result", "expected"):
