@@ -81,7 +81,8 @@ pub use limits::{memory_bound, raise_open_files, remove_cgroups};
 pub use owner::release as release_owner_lock;
 pub use runner::{AppState, Outcome};
 pub use sandbox::{
-    AgentPeer, SandboxConfig, SandboxLimits, sandboxes_root, sweep_leftovers, which,
+    AgentPeer, MAX_SYSTEM_FILES, SandboxConfig, SandboxLimits, SystemFile, refuse_system_path,
+    sandboxes_root, sweep_leftovers, system_dir_on_host, which,
 };
 pub use settle::{Settle, SettlePolicy, SettleReport};
 pub use windows::WindowInfo;

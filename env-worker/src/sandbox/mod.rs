@@ -32,10 +32,12 @@ mod calls;
 mod network;
 mod peer;
 mod policy;
+mod system_files;
 
 pub use peer::AgentPeer;
 use peer::{bound_socket, parent_of, peer_cred, pid_namespace};
 use policy::{HostView, Places};
+pub use system_files::{MAX_SYSTEM_FILES, SystemFile, refuse_system_path, system_dir_on_host};
 
 /// Name of the agent binary.
 pub(crate) const AGENT_BINARY: &str = "deskgym-sandbox-agent";
@@ -105,6 +107,9 @@ pub struct SandboxConfig {
     /// Whether the sandbox's programs run on a clock the server sets (our preload,
     /// decisions 199, 201): a replay then shows apps the original's time at every action.
     pub clock: bool,
+    /// Files shown at system paths, read-only, each in its directory beside the host's
+    /// entries (at most [`MAX_SYSTEM_FILES`]; a profile's `system_files`).
+    pub system_files: Vec<SystemFile>,
 }
 
 /// A running sandbox.
@@ -211,6 +216,10 @@ const SUDO: &str = include_str!("sudo.sh");
 /// Chromium's own sandbox cannot start: the env's sandbox is the boundary.
 /// `--test-type` keeps the "unsupported flag" bar off the screen, as under ChromeDriver.
 const CHROMIUM_FLAGS: &str = "export CHROMIUM_FLAGS=\"$CHROMIUM_FLAGS --no-sandbox --test-type\"\n";
+/// Where Debian's Chromium reads its flags from, when the host has it.
+const CHROMIUM_D: &str = "/etc/chromium.d";
+/// deskgym's flags file there.
+const CHROMIUM_FLAGS_FILE: &str = "/etc/chromium.d/zz-deskgym";
 
 /// The system trees a sandbox sees, read-only (with `/bin`, `/lib`... as the host has
 /// them: links into `/usr` on a merged-/usr system). Nothing else of the host shows:
@@ -407,17 +416,17 @@ fn host_uids(display: u32) -> (Option<u32>, u32) {
 /// to bwrap in a memfd.
 struct ControlFile {
     /// Where it shows inside the sandbox.
-    inside: &'static str,
-    /// Its mode there.
-    mode: &'static str,
+    inside: String,
+    /// Its mode there (octal digits).
+    mode: String,
     bytes: Vec<u8>,
 }
 
 impl ControlFile {
-    fn new(inside: &'static str, mode: &'static str, bytes: impl Into<Vec<u8>>) -> Self {
+    fn new(inside: impl Into<String>, mode: impl Into<String>, bytes: impl Into<Vec<u8>>) -> Self {
         Self {
-            inside,
-            mode,
+            inside: inside.into(),
+            mode: mode.into(),
             bytes: bytes.into(),
         }
     }
@@ -425,8 +434,8 @@ impl ControlFile {
 
 /// The sandbox's control files, in the order of their descriptors: the session spec
 /// the agent starts, the password and the `sudo` that checks it, the display's cookie,
-/// `passwd` and `group` naming `user`, and Chromium's flags where the host has
-/// `/etc/chromium.d`.
+/// `passwd` and `group` naming `user`, Chromium's flags where the host has
+/// `/etc/chromium.d`, and last the config's system files.
 fn control_files(display: u32, cfg: &SandboxConfig) -> Result<Vec<ControlFile>> {
     let session = SessionSpec {
         session: cfg.session.clone(),
@@ -454,13 +463,17 @@ fn control_files(display: u32, cfg: &SandboxConfig) -> Result<Vec<ControlFile>> 
             b"root:x:0:\nuser:x:1000:\nnogroup:x:65534:\n",
         ),
     ];
-    if Path::new("/etc/chromium.d").is_dir() {
+    if Path::new(CHROMIUM_D).is_dir() {
         files.push(ControlFile::new(
-            "/etc/chromium.d/zz-deskgym",
+            CHROMIUM_FLAGS_FILE,
             "0644",
             CHROMIUM_FLAGS,
         ));
     }
+    files.extend(cfg.system_files.iter().map(|f| {
+        let inside = f.path.to_string_lossy();
+        ControlFile::new(inside, format!("{:04o}", f.mode), f.content.as_bytes())
+    }));
     Ok(files)
 }
 
@@ -475,7 +488,10 @@ fn bwrap_command(
 ) -> Result<Command> {
     let x_socket = format!("/tmp/.X11-unix/X{display}");
     let host = HostView::read(cfg)?;
-    let data: Vec<(&str, &str)> = files.iter().map(|f| (f.inside, f.mode)).collect();
+    let data: Vec<(&str, &str)> = files
+        .iter()
+        .map(|f| (f.inside.as_str(), f.mode.as_str()))
+        .collect();
     let places = Places {
         x_socket: &x_socket,
         agent,
@@ -518,8 +534,13 @@ impl Sandbox {
         let cleanup = RemoveOnDrop(Some(dir.clone()));
         let (host_uid, uid) = host_uids(display);
         let files = control_files(display, cfg)?;
-        // (At most 15 with the socket: the child moves them in a fixed-size array.)
-        debug_assert!(files.len() < 16);
+        // At most 15 with the socket: the child moves them in a fixed-size array.
+        if files.len() >= 16 {
+            return Err(DesktopError::App(format!(
+                "a sandbox takes at most {MAX_SYSTEM_FILES} system files ({} given)",
+                cfg.system_files.len()
+            )));
+        }
         let data_fds = files
             .iter()
             .map(|f| memfile(&f.bytes))

@@ -2,20 +2,32 @@
 //! sandbox's config and a reading of the host ([`HostView`]), so the whole policy can be
 //! read in one place and pinned by a snapshot test.
 
+use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::{
-    CTL, DATA_FD_BASE, HOSTNAME, RUN_SIZE, SYSTEM, SYSTEM_VAR, SandboxConfig, TEMPLATE, XAUTHORITY,
+    CHROMIUM_D, CHROMIUM_FLAGS_FILE, CTL, DATA_FD_BASE, HOSTNAME, RUN_SIZE, SYSTEM, SYSTEM_VAR,
+    SandboxConfig, TEMPLATE, XAUTHORITY,
 };
 
-/// How a system path shows on the host.
+/// How a host path shows inside.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum Shown {
     /// A symlink (recreated as one inside).
     Link(PathBuf),
-    /// A directory (bound read-only).
-    Dir,
+    /// A directory or file (bound read-only).
+    Bound,
+}
+
+/// A system directory that files of deskgym's join (`/etc/chromium.d`, the config's
+/// system files' directories): a tmpfs in its place, the host's entries on it again.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Layered {
+    /// The directory.
+    pub(crate) dir: PathBuf,
+    /// The host's entries there, by name, less those deskgym's files replace.
+    pub(crate) entries: Vec<(PathBuf, Shown)>,
 }
 
 /// The host facts the policy depends on, read once per sandbox.
@@ -23,8 +35,8 @@ pub(crate) enum Shown {
 pub(crate) struct HostView {
     /// The system paths that exist, and how.
     pub(crate) system: Vec<(PathBuf, Shown)>,
-    /// `/etc/chromium.d`'s files, when the directory exists.
-    pub(crate) chromium_d: Option<Vec<PathBuf>>,
+    /// The directories files of deskgym's join, a parent before its children.
+    pub(crate) layered: Vec<Layered>,
     /// The config's hidden paths that exist inside the view: (path, is a directory).
     pub(crate) hidden: Vec<(PathBuf, bool)>,
 }
@@ -37,22 +49,21 @@ impl HostView {
             let path = Path::new(p);
             match std::fs::read_link(path) {
                 Ok(target) => system.push((path.to_path_buf(), Shown::Link(target))),
-                Err(_) if path.is_dir() => system.push((path.to_path_buf(), Shown::Dir)),
+                Err(_) if path.is_dir() => system.push((path.to_path_buf(), Shown::Bound)),
                 Err(_) => {}
             }
         }
-        let dir = Path::new("/etc/chromium.d");
-        let chromium_d = if dir.is_dir() {
-            let mut files: Vec<PathBuf> = std::fs::read_dir(dir)?
-                .flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-                .map(|e| e.path())
-                .collect();
-            files.sort();
-            Some(files)
-        } else {
-            None
-        };
+        // deskgym's files in system directories: Chromium's flags where the host reads
+        // them, and the config's system files.
+        let mut added: Vec<&Path> = cfg.system_files.iter().map(|f| f.path.as_path()).collect();
+        if Path::new(CHROMIUM_D).is_dir() {
+            added.push(Path::new(CHROMIUM_FLAGS_FILE));
+        }
+        let dirs: BTreeSet<&Path> = added.iter().filter_map(|p| p.parent()).collect();
+        let layered = dirs
+            .into_iter()
+            .map(|dir| Layered::read(dir, &added))
+            .collect::<std::io::Result<_>>()?;
         let shown = |p: &Path| SYSTEM.iter().chain(SYSTEM_VAR).any(|s| p.starts_with(s));
         let hidden = cfg
             .hide
@@ -62,8 +73,35 @@ impl HostView {
             .collect();
         Ok(Self {
             system,
-            chromium_d,
+            layered,
             hidden,
+        })
+    }
+}
+
+impl Layered {
+    /// Reads `dir`'s entries on the host, less the `added` files that replace them:
+    /// links as links, directories and files to bind (anything else is left out).
+    fn read(dir: &Path, added: &[&Path]) -> std::io::Result<Self> {
+        let on =
+            |e: std::io::Error| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display()));
+        let mut entries = Vec::new();
+        for e in std::fs::read_dir(dir).map_err(on)? {
+            let e = e.map_err(on)?;
+            let (p, t) = (e.path(), e.file_type().map_err(on)?);
+            if added.contains(&p.as_path()) {
+                continue;
+            }
+            if t.is_symlink() {
+                entries.push((p.clone(), Shown::Link(std::fs::read_link(&p).map_err(on)?)));
+            } else if t.is_dir() || t.is_file() {
+                entries.push((p, Shown::Bound));
+            }
+        }
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            entries,
         })
     }
 }
@@ -87,8 +125,9 @@ pub(crate) fn bwrap_args(cfg: &SandboxConfig, host: &HostView, at: &Places<'_>) 
     let mut a: Vec<OsString> = Vec::new();
     namespaces(&mut a);
     system_mounts(&mut a, host, &disk);
+    layered(&mut a, host);
     masks(&mut a, host);
-    host_binds(&mut a, cfg, host);
+    host_binds(&mut a, cfg);
     user_places(&mut a, at, &disk);
     environment(&mut a, cfg);
     control_mounts(&mut a, at);
@@ -139,12 +178,7 @@ fn namespaces(a: &mut Vec<OsString>) {
 /// The system trees read-only (links recreated as links), the kernel's file systems,
 /// and the system's writable places, each a sized tmpfs.
 fn system_mounts(a: &mut Vec<OsString>, host: &HostView, disk: &str) {
-    for (p, how) in &host.system {
-        match how {
-            Shown::Link(target) => a.extend(["--symlink".into(), path(target), path(p)]),
-            Shown::Dir => a.extend(["--ro-bind".into(), path(p), path(p)]),
-        }
-    }
+    as_on_host(a, &host.system);
     // Every writable mount is a tmpfs with a size (else half the host's memory each);
     // the rest is made read-only at the end.
     a.push_strs(&[
@@ -163,6 +197,26 @@ fn system_mounts(a: &mut Vec<OsString>, host: &HostView, disk: &str) {
     a.push_strs(&["--dir", "/root"]);
 }
 
+/// Host paths as they are: links recreated, the rest bound read-only.
+fn as_on_host(a: &mut Vec<OsString>, paths: &[(PathBuf, Shown)]) {
+    for (p, how) in paths {
+        match how {
+            Shown::Link(target) => a.extend(["--symlink".into(), path(target), path(p)]),
+            Shown::Bound => a.extend(["--ro-bind".into(), path(p), path(p)]),
+        }
+    }
+}
+
+/// The directories deskgym's files join: each a tmpfs with the host's entries on it
+/// again (the files themselves come with the control files; bwrap 0.8 has no overlay
+/// mounts). Before the masks, so a hidden path re-bound here is masked all the same.
+fn layered(a: &mut Vec<OsString>, host: &HostView) {
+    for l in &host.layered {
+        a.extend(["--tmpfs".into(), path(&l.dir)]);
+        as_on_host(a, &l.entries);
+    }
+}
+
 /// The config's hidden paths, masked where the system trees would show them: a
 /// directory under an empty tmpfs, a file under `/dev/null`.
 fn masks(a: &mut Vec<OsString>, host: &HostView) {
@@ -175,16 +229,8 @@ fn masks(a: &mut Vec<OsString>, host: &HostView) {
     }
 }
 
-/// What else of the host shows, read-only: `/etc/chromium.d`'s files (on a tmpfs, so
-/// deskgym's own flags file can join them), the config's shares and its home template.
-fn host_binds(a: &mut Vec<OsString>, cfg: &SandboxConfig, host: &HostView) {
-    if let Some(files) = &host.chromium_d {
-        // The host's files, and deskgym's beside them (a control file).
-        a.extend(["--tmpfs".into(), "/etc/chromium.d".into()]);
-        for f in files {
-            a.extend(["--ro-bind".into(), path(f), path(f)]);
-        }
-    }
+/// What else of the host shows, read-only: the config's shares and its home template.
+fn host_binds(a: &mut Vec<OsString>, cfg: &SandboxConfig) {
     for (host_dir, inside) in &cfg.shares {
         a.extend(["--ro-bind".into(), path(host_dir), inside.into()]);
     }
@@ -244,7 +290,8 @@ fn environment(a: &mut Vec<OsString>, cfg: &SandboxConfig) {
 }
 
 /// The control files, each from its descriptor (numbered from [`DATA_FD_BASE`] in
-/// order) with its mode, on a tmpfs of their own at [`CTL`].
+/// order) with its mode: those at [`CTL`] on a tmpfs of their own, the others in the
+/// system tree (`/etc/passwd` over the host's) or a layered directory.
 fn control_mounts(a: &mut Vec<OsString>, at: &Places<'_>) {
     // A mount of its own, so it can be made read-only once filled.
     a.push_strs(&["--perms", "0755", "--tmpfs", CTL]);
@@ -255,13 +302,13 @@ fn control_mounts(a: &mut Vec<OsString>, at: &Places<'_>) {
 }
 
 /// Last, everything but the sized mounts made read-only: the control files' mount,
-/// `/etc/chromium.d` (where deskgym's flags file joined the host's), `/dev` and `/`.
+/// the layered directories (where deskgym's files joined the host's), `/dev` and `/`.
 fn seal(a: &mut Vec<OsString>, host: &HostView) {
     // Nothing can be added beside the control files either, nor anywhere but the sized
     // mounts.
     a.push_strs(&["--remount-ro", CTL]);
-    if host.chromium_d.is_some() {
-        a.push_strs(&["--remount-ro", "/etc/chromium.d"]);
+    for l in &host.layered {
+        a.extend(["--remount-ro".into(), path(&l.dir)]);
     }
     a.push_strs(&["--remount-ro", "/dev", "--remount-ro", "/"]);
 }
@@ -269,7 +316,7 @@ fn seal(a: &mut Vec<OsString>, host: &HostView) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::SandboxLimits;
+    use crate::sandbox::{SandboxLimits, SystemFile};
 
     /// The whole policy for a fixed config and host, one argument group a line: a change
     /// to what a sandbox sees shows up here, in review.
@@ -277,26 +324,54 @@ mod tests {
     fn the_policy_snapshot() {
         let cfg = SandboxConfig {
             env: vec![("LANG".into(), "C.UTF-8".into())],
-            hide: vec!["/usr/share/secret".into()],
+            hide: vec![
+                "/usr/share/secret".into(),
+                "/usr/share/applications/token".into(),
+            ],
             home_template: Some("/srv/homes/osworld".into()),
             shares: vec![("/srv/miniwob/html".into(), "/opt/wob".into())],
             limits: SandboxLimits {
                 disk_mb: 64,
                 ..SandboxLimits::default()
             },
+            system_files: vec![SystemFile {
+                path: "/usr/share/applications/google-chrome.desktop".into(),
+                mode: 0o644,
+                content: "[Desktop Entry]\n".into(),
+            }],
             ..SandboxConfig::default()
         };
+        // A system file's directory: its host entries bound again (a link as a link,
+        // a folder and files read-only), the file from its descriptor, then read-only;
+        // a hidden path there is masked after it is bound again.
+        let apps = |n: &str| PathBuf::from(format!("/usr/share/applications/{n}"));
         let host = HostView {
             system: vec![
                 ("/bin".into(), Shown::Link("usr/bin".into())),
-                ("/usr".into(), Shown::Dir),
+                ("/usr".into(), Shown::Bound),
             ],
-            chromium_d: Some(vec!["/etc/chromium.d/default-flags".into()]),
-            hidden: vec![("/usr/share/secret".into(), true)],
+            layered: vec![
+                Layered {
+                    dir: "/etc/chromium.d".into(),
+                    entries: vec![("/etc/chromium.d/default-flags".into(), Shown::Bound)],
+                },
+                Layered {
+                    dir: "/usr/share/applications".into(),
+                    entries: vec![
+                        (apps("chromium.desktop"), Shown::Bound),
+                        (apps("screensavers"), Shown::Bound),
+                        (apps("token"), Shown::Bound),
+                        (apps("www.desktop"), Shown::Link("chromium.desktop".into())),
+                    ],
+                },
+            ],
+            hidden: vec![("/usr/share/secret".into(), true), (apps("token"), false)],
         };
         let data = [
             ("/run/deskgym/session.json", "0644"),
             ("/etc/passwd", "0644"),
+            ("/etc/chromium.d/zz-deskgym", "0644"),
+            ("/usr/share/applications/google-chrome.desktop", "0644"),
         ];
         let at = Places {
             x_socket: "/tmp/.X11-unix/X7",
@@ -344,9 +419,15 @@ mod tests {
 --size 67108864
 --tmpfs /var/tmp
 --dir /root
---tmpfs /usr/share/secret
 --tmpfs /etc/chromium.d
 --ro-bind /etc/chromium.d/default-flags /etc/chromium.d/default-flags
+--tmpfs /usr/share/applications
+--ro-bind /usr/share/applications/chromium.desktop /usr/share/applications/chromium.desktop
+--ro-bind /usr/share/applications/screensavers /usr/share/applications/screensavers
+--ro-bind /usr/share/applications/token /usr/share/applications/token
+--symlink chromium.desktop /usr/share/applications/www.desktop
+--tmpfs /usr/share/secret
+--ro-bind /dev/null /usr/share/applications/token
 --ro-bind /srv/miniwob/html /opt/wob
 --ro-bind /srv/homes/osworld /run/deskgym-template
 --perms 0700
@@ -376,8 +457,13 @@ mod tests {
 --ro-bind-data 10 /run/deskgym/session.json
 --perms 0644
 --ro-bind-data 11 /etc/passwd
+--perms 0644
+--ro-bind-data 12 /etc/chromium.d/zz-deskgym
+--perms 0644
+--ro-bind-data 13 /usr/share/applications/google-chrome.desktop
 --remount-ro /run/deskgym
 --remount-ro /etc/chromium.d
+--remount-ro /usr/share/applications
 --remount-ro /dev
 --remount-ro /
 ";

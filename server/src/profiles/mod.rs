@@ -3,16 +3,18 @@
 //! The bundled catalog (`server/profiles/catalog.toml`) is compiled in; `--profiles
 //! FILE` adds profiles or replaces bundled ones by name. A profile names its session
 //! programs, launchable applications (argv, never a shell line), seed files for the
-//! home, environment, network policy, the user's password, and the Debian package of
-//! every program it needs; a host missing one cannot run it.
+//! home, files shown at system paths (`system_files`), environment, network policy, the
+//! user's password, and the Debian package of every program it needs; a host missing
+//! one cannot run it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use deskgym_worker::SessionProgram;
 use deskgym_worker::which;
+use deskgym_worker::{MAX_SYSTEM_FILES, SystemFile, refuse_system_path, system_dir_on_host};
 use deskgym_worker::{SandboxConfig, SandboxLimits, SettlePolicy};
 use serde::Deserialize;
 
@@ -53,6 +55,22 @@ struct SeedFile {
     keep_base: bool,
 }
 
+/// A file shown at a system path in every sandbox of a profile, read-only, beside the
+/// host's entries of its directory (decision 218): what a task copies from the system
+/// of OSWorld's image that this host's system lacks.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SystemFileDef {
+    /// Absolute, inside a system tree (`/usr`, `/etc`...), in a directory of this host
+    /// with at most 256 entries (each is bound again at every sandbox start).
+    path: String,
+    /// The file's text.
+    content: String,
+    /// Permission bits.
+    #[serde(default = "default_mode")]
+    mode: u32,
+}
+
 fn default_mode() -> u32 {
     0o644
 }
@@ -84,6 +102,9 @@ struct ProfileDef {
     requires: BTreeMap<String, String>,
     #[serde(default)]
     files: Vec<SeedFile>,
+    /// Files at system paths (a profile's entry replaces its base's at the same path).
+    #[serde(default)]
+    system_files: Vec<SystemFileDef>,
     /// Directories created in every new home (relative paths).
     #[serde(default)]
     dirs: Vec<String>,
@@ -323,7 +344,8 @@ fn inside_home(path: &str) -> bool {
 
 /// Resolves `extends = "base"`: the base's fields, then the profile's own on top (its
 /// tables `env`, `apps`, `requires` merge key by key; its lists `session`, `files`,
-/// `dirs` come after the base's; anything else replaces). Bases may extend in turn.
+/// `dirs`, `system_files` come after the base's; anything else replaces). Bases may
+/// extend in turn.
 fn extend(
     mut tables: BTreeMap<String, toml::Table>,
 ) -> Result<BTreeMap<String, toml::Table>, String> {
@@ -368,9 +390,14 @@ fn parse(
 ) -> Result<BTreeMap<String, ProfileDef>, String> {
     let mut defs = BTreeMap::new();
     for (name, t) in tables {
-        let def: ProfileDef = toml::Value::Table(t)
+        let mut def: ProfileDef = toml::Value::Table(t)
             .try_into()
             .map_err(|e| format!("{what}: profile {name}: {e}"))?;
+        // The merged list holds the base's files first: the last at a path wins.
+        let mut seen = BTreeSet::new();
+        def.system_files.reverse();
+        def.system_files.retain(|f| seen.insert(f.path.clone()));
+        def.system_files.reverse();
         defs.insert(name, def);
     }
     for (name, def) in &defs {
@@ -391,11 +418,27 @@ fn parse(
             && (!def.session.is_empty()
                 || !def.apps.is_empty()
                 || !def.files.is_empty()
+                || !def.system_files.is_empty()
                 || def.home_base.is_some())
         {
             return Err(format!(
-                "{what}: profile {name}: session, apps, files and home_base need `sandbox = true`"
+                "{what}: profile {name}: session, apps, files, system_files and home_base need \
+                 `sandbox = true`"
             ));
+        }
+        if def.system_files.len() > MAX_SYSTEM_FILES {
+            return Err(format!(
+                "{what}: profile {name}: {} system files; at most {MAX_SYSTEM_FILES}",
+                def.system_files.len()
+            ));
+        }
+        for f in &def.system_files {
+            if let Some(why) = refuse_system_path(&f.path, f.mode) {
+                return Err(format!(
+                    "{what}: profile {name}: system file {:?} {why}",
+                    f.path
+                ));
+            }
         }
         if let Some(b) = &def.home_base
             && !b.dir.is_absolute()
@@ -459,6 +502,7 @@ fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, Strin
     missing.sort();
     missing.dedup();
     let sandbox = if def.sandbox {
+        let system_files = system_files(name, &def.system_files)?;
         let dir = templates.join(name);
         if missing.is_empty() {
             let base = def.home_base.as_ref().and_then(|b| {
@@ -490,6 +534,7 @@ fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, Strin
             limits: SandboxLimits::default(),
             shares: Vec::new(),
             clock: def.clock,
+            system_files,
         })
     } else {
         None
@@ -509,6 +554,31 @@ fn build(name: &str, def: ProfileDef, templates: &Path) -> Result<Profile, Strin
         network: def.network,
         sandbox,
     })
+}
+
+/// A profile's system files as this host can show them: one whose directory the host
+/// lacks is left out (the profile runs without it, as without a home base); one whose
+/// directory is a link, too big to bind again, or a directory itself is refused.
+fn system_files(name: &str, defs: &[SystemFileDef]) -> Result<Vec<SystemFile>, String> {
+    let mut out = Vec::new();
+    for f in defs {
+        let path = PathBuf::from(&f.path);
+        match system_dir_on_host(&path) {
+            Ok(true) => out.push(SystemFile {
+                path,
+                mode: f.mode,
+                content: f.content.clone(),
+            }),
+            Ok(false) => tracing::warn!(
+                profile = name,
+                "system file {}: its directory is not on this host; the profile's sandboxes \
+                 go without it",
+                f.path
+            ),
+            Err(why) => return Err(format!("profile {name}: system file {:?} {why}", f.path)),
+        }
+    }
+    Ok(out)
 }
 
 fn write_template(

@@ -234,6 +234,51 @@ fn bad_catalogs_are_refused_with_a_reason() {
             "absolute path",
         ),
         ("[profiles.c]\ndescription='x'\nbogus=1", "unknown field"),
+        // System files: plain absolute paths in the system trees, on a sandbox, in a
+        // directory small enough to bind again, at most eight.
+        (
+            "[profiles.e]\ndescription='x'\nsystem_files=[{path='/usr/share/x', content=''}]",
+            "need `sandbox = true`",
+        ),
+        (
+            "[profiles.e]\ndescription='x'\nsandbox=true\nsystem_files=[{path='usr/share/x', content=''}]",
+            "must be an absolute path",
+        ),
+        (
+            "[profiles.e]\ndescription='x'\nsandbox=true\nsystem_files=[{path='/usr/share/../../home/user/x', content=''}]",
+            "no `.`, `..`",
+        ),
+        (
+            "[profiles.e]\ndescription='x'\nsandbox=true\nsystem_files=[{path='/opt/x', content=''}]",
+            "inside one of the system trees",
+        ),
+        (
+            "[profiles.e]\ndescription='x'\nsandbox=true\nsystem_files=[{path='/etc/passwd', content=''}]",
+            "deskgym's own",
+        ),
+        (
+            "[profiles.e]\ndescription='x'\nsandbox=true\nsystem_files=[{path='/etc/x', content='', mode=0o4755}]",
+            "permission bits",
+        ),
+        (
+            "[profiles.e]\ndescription='x'\nsandbox=true\nsystem_files=[{path='/etc/x', text=''}]",
+            "unknown field",
+        ),
+        (
+            // Every Debian system has more than 256 programs in /usr/bin.
+            "[profiles.e]\ndescription='x'\nsandbox=true\nsystem_files=[{path='/usr/bin/google-chrome-stable', content=''}]",
+            "at most 256",
+        ),
+        (
+            &format!(
+                "[profiles.e]\ndescription='x'\nsandbox=true\nsystem_files=[{}]",
+                (0..9)
+                    .map(|i| format!("{{path='/etc/x{i}', content=''}}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            "9 system files; at most 8",
+        ),
     ] {
         let dir = std::env::temp_dir().join(format!(
             "deskgym-cat-bad-{}-{}",
@@ -247,4 +292,71 @@ fn bad_catalogs_are_refused_with_a_reason() {
         assert!(e.contains(why), "{text}: {e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
+}
+
+#[test]
+fn osworld_shows_google_chromes_desktop_entry_and_a_profile_replaces_its_bases() {
+    let c = Catalog::load(None).unwrap();
+    let sandbox = |p: &Profile| p.sandbox(&[], SandboxLimits::default()).unwrap();
+    let osworld = sandbox(c.get("osworld").unwrap());
+    let entry = osworld
+        .system_files
+        .iter()
+        .find(|f| f.path == Path::new("/usr/share/applications/google-chrome.desktop"))
+        .expect("osworld's google-chrome.desktop");
+    assert_eq!(entry.mode, 0o644);
+    // Launchable here: every Exec line names the home's `google-chrome` (which listens
+    // on 1337 already), never Google's /usr/bin path, which no sandbox has.
+    let execs: Vec<&str> = entry
+        .content
+        .lines()
+        .filter(|l| l.starts_with("Exec="))
+        .collect();
+    assert_eq!(
+        execs,
+        [
+            "Exec=google-chrome %U",
+            "Exec=google-chrome",
+            "Exec=google-chrome --incognito"
+        ]
+    );
+    assert!(entry.content.contains("\nName=Google Chrome\n"));
+    assert!(sandbox(c.get("desktop").unwrap()).system_files.is_empty());
+
+    let dir = std::env::temp_dir().join(format!("deskgym-cat-sys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("extra.toml");
+    std::fs::write(
+        &file,
+        r#"
+[profiles.base]
+description = "b"
+sandbox = true
+system_files = [
+  { path = "/etc/deskgym-test.conf", content = "base" },
+  { path = "/usr/share/deskgym-nowhere/x", content = "no such directory here" },
+]
+[profiles.child]
+extends = "base"
+description = "c"
+system_files = [{ path = "/etc/deskgym-test.conf", content = "child", mode = 0o600 }]
+"#,
+    )
+    .unwrap();
+    let c = Catalog::load(Some(&file)).unwrap();
+    let files = |n: &str| sandbox(c.get(n).unwrap()).system_files;
+    // One file per path, the profile's own over its base's; a directory this host
+    // lacks leaves its file out.
+    assert_eq!(
+        files("child"),
+        [SystemFile {
+            path: "/etc/deskgym-test.conf".into(),
+            mode: 0o600,
+            content: "child".into(),
+        }]
+    );
+    assert_eq!(files("base")[0].content, "base");
+    assert_eq!(files("base").len(), 1);
+    drop(c);
+    let _ = std::fs::remove_dir_all(&dir);
 }
