@@ -11,6 +11,7 @@ import logging
 import pathlib
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -174,8 +175,6 @@ def test_a_text_file_opens_in_gedit_as_on_osworlds_image(shim_server: Server, tm
 
 def _until_windows(env: Any, timeout: float = 30) -> list[Any]:
     """The desktop's windows once a file manager's is among them (or at ``timeout``)."""
-    import time
-
     deadline = time.monotonic() + timeout
     while True:
         ws = env.deskgym.windows()
@@ -463,3 +462,33 @@ def test_a_job_that_raises_costs_its_row_never_the_worker() -> None:
     with pytest.raises(SystemExit, match=r"1 tasks have no row .*os/t1: TypeError: unhashable"):
         run._pool(todo, 1, lambda _i: Env(), job)
     assert ran == ["t0", "t2", "t3", "t4", "t5"] and Env.closed == 1
+
+
+def test_a_setup_copies_google_chromes_desktop_entry_and_its_copy_launches_chrome(
+        shim_server: Server, tmp_path: pathlib.Path) -> None:
+    """multi_apps/48c46dc7 copies /usr/share/applications/google-chrome.desktop and seds its
+    Exec lines: the osworld profile shows Google's entry there (a system file, decision 218),
+    whose Exec names the profile's google-chrome (remote debugging on 1337 already), so the
+    copy launches the browser the task reads. Its ``update-desktop-database`` writes only
+    the system's databases and fails as ``user``, as on OSWorld's image (its server runs
+    steps as ``user``)."""
+    task, env = task_with_stand_ins(shim_server, tmp_path, "multi_apps/48c46dc7-fe04-4505-ade7-723cba1aa6f6")
+    try:
+        env.reset(task_config=task)
+        steps = [s["type"] for s in task["config"]]
+        assert steps[4] == "execute" and task["config"][4]["parameters"]["command"] == ["update-desktop-database"]
+        assert [(o.type, o.ok) for o in env.setup_outcomes] == [
+            (t, i != 4) for i, t in enumerate(steps)], env.setup_outcomes
+        r = env.deskgym.exec("grep Exec= ~/.local/share/applications/google-chrome.desktop", shell=True)
+        assert r.stdout_bytes.decode().split("\n")[0] == "Exec=google-chrome %U", r
+        env.deskgym.exec("setsid -f gtk-launch google-chrome https://github.com/ >/dev/null 2>&1", shell=True)
+        probe = ("python3 -c \"import urllib.request,json; print([t['url'] for t in json.load("
+                 "urllib.request.urlopen('http://127.0.0.1:9222/json', timeout=2)) if t['type']=='page'])\"")
+        for _ in range(60):
+            r = env.deskgym.exec(probe, shell=True)
+            if r.exit_code == 0 and "github.com" in r.stdout_bytes.decode():
+                break
+            time.sleep(1)
+        assert "https://github.com/" in r.stdout_bytes.decode(), r
+    finally:
+        env.close()
