@@ -17,7 +17,7 @@
 //! name the right one); programs started on the display get `XAUTHORITY`.
 
 use std::io::{self, Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -76,8 +76,13 @@ impl Xvfb {
         let cookie = Cookie::generate()?;
         let auth_file = write_auth_file(display, &cookie)?;
         let xvfb = Self::spawn(display, width, height, &auth_file);
-        if xvfb.is_ok() {
+        if let Ok(x) = &xvfb {
             register(display, cookie);
+            if let Some(ns) = own_ipc_namespace(x.pid()) {
+                IPC.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push((display, Arc::new(ns)));
+            }
         } else {
             let _ = std::fs::remove_file(&auth_file);
         }
@@ -99,12 +104,23 @@ impl Xvfb {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .process_group(0);
-        // SAFETY: only async-signal-safe calls (fcntl, prctl) between fork and exec.
+        // SAFETY: a plain syscall without arguments.
+        let root = unsafe { libc::geteuid() } == 0;
+        // SAFETY: only async-signal-safe calls (fcntl, unshare, prctl) between fork and exec.
         unsafe {
             cmd.pre_exec(move || {
                 // The pipe is close-on-exec; Xvfb must inherit its write end.
                 if libc::fcntl(wfd, libc::F_SETFD, 0) == -1 {
                     return Err(io::Error::last_os_error());
+                }
+                // An IPC namespace of its own, which the env's sandbox joins: its
+                // programs' MIT-SHM segments (System V) then reach this server and no
+                // other env's processes. Chromium presents a frame through them only
+                // once the server has drawn it; over the socket it calls a frame
+                // presented as soon as it is written (decision 219). Without root
+                // (EPERM) the server stays in ours and the sandbox has its own.
+                if root {
+                    let _ = libc::unshare(libc::CLONE_NEWIPC);
                 }
                 // If the server dies without cleaning up, its displays die with it.
                 libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
@@ -260,6 +276,9 @@ fn release_display(n: u32) {
     LIVE.lock()
         .unwrap_or_else(|p| p.into_inner())
         .retain(|(d, _)| *d != n);
+    IPC.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|(d, _)| *d != n);
 }
 
 fn socket_path(display: u32) -> PathBuf {
@@ -336,6 +355,29 @@ fn register(display: u32, cookie: Cookie) {
     LIVE.lock()
         .unwrap_or_else(|p| p.into_inner())
         .push((display, cookie));
+}
+
+/// The IPC namespace of each of our servers that has one of its own: (display, an open
+/// `/proc/<pid>/ns/ipc`).
+static IPC: Mutex<Vec<(u32, Arc<OwnedFd>)>> = Mutex::new(Vec::new());
+
+/// The IPC namespace `:display`'s server runs in, when it is one of ours with a
+/// namespace of its own (the server runs as root): the env's sandbox joins it, so its
+/// programs share System V memory with their display and no one else (decision 219).
+pub(crate) fn ipc_namespace_of(display: u32) -> Option<Arc<OwnedFd>> {
+    IPC.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .find(|(d, _)| *d == display)
+        .map(|(_, ns)| Arc::clone(ns))
+}
+
+/// `pid`'s IPC namespace, when it differs from this process's.
+fn own_ipc_namespace(pid: u32) -> Option<OwnedFd> {
+    let ns = std::fs::File::open(format!("/proc/{pid}/ns/ipc")).ok()?;
+    let ours = std::fs::metadata("/proc/self/ns/ipc").ok()?;
+    let theirs = ns.metadata().ok()?;
+    (theirs.ino() != ours.ino() || theirs.dev() != ours.dev()).then(|| ns.into())
 }
 
 /// The cookie of `:display`, a server this process started and still runs.

@@ -147,22 +147,6 @@ async fn a_sandbox_sees_only_its_own_env() {
     let _ = std::fs::remove_dir_all(&data);
 }
 
-/// Pids of processes whose command line contains `needle`.
-fn pids_running(needle: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for e in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
-            continue;
-        };
-        if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
-            && String::from_utf8_lossy(&cmd).contains(needle)
-        {
-            found.push(pid);
-        }
-    }
-    found
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_bounds_output_time_and_processes() {
     let Setup {

@@ -330,17 +330,28 @@ struct ChildSetup {
     open_files: u64,
     /// `RLIMIT_DATA`, set only when there is no cgroup to bound memory.
     memory: u64,
+    /// The display's IPC namespace to join (an open `/proc/<pid>/ns/ipc` of its Xvfb),
+    /// where it has one of its own.
+    ipc: Option<i32>,
 }
 
 impl ChildSetup {
-    /// In the child: enters the cgroup, puts the descriptors in place, becomes the
-    /// sandbox's user and sets its limits (async-signal-safe calls only: open/write,
-    /// fcntl, dup2, setgroups, setgid, setuid, prctl, setrlimit).
+    /// In the child: joins the display's IPC namespace, enters the cgroup, puts the
+    /// descriptors in place, becomes the sandbox's user and sets its limits
+    /// (async-signal-safe calls only: setns, open/write, fcntl, dup2, setgroups, setgid,
+    /// setuid, prctl, setrlimit).
     ///
     /// # Safety
     ///
     /// Only in a child between fork and exec, while the [`Cgroup`] at `cgroup` lives.
     unsafe fn run(&self) -> std::io::Result<()> {
+        // First: while root, and before the descriptors move (its number may be a target).
+        // SAFETY: a plain syscall on a descriptor this process holds.
+        if let Some(ns) = self.ipc
+            && unsafe { libc::setns(ns, libc::CLONE_NEWIPC) } != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
         if let Some(cg) = self.cgroup {
             // Before dropping root: a cgroup's procs file is root's to write.
             // SAFETY: the cgroup lives (this function's contract).
@@ -477,14 +488,15 @@ fn control_files(display: u32, cfg: &SandboxConfig) -> Result<Vec<ControlFile>> 
     Ok(files)
 }
 
-/// bwrap's command: an empty environment, the policy's arguments for what this host
-/// shows, then the agent on [`AGENT_FD`] with its session spec; no stdin or stdout,
+/// bwrap's command (started in the display's IPC namespace when `display_ipc`): an
+/// empty environment, the policy's arguments for what this host shows, then the agent on [`AGENT_FD`] with its session spec; no stdin or stdout,
 /// and a process group of its own (what Drop kills). The caller adds stderr.
 fn bwrap_command(
     display: u32,
     cfg: &SandboxConfig,
     agent: &Path,
     files: &[ControlFile],
+    display_ipc: bool,
 ) -> Result<Command> {
     let x_socket = format!("/tmp/.X11-unix/X{display}");
     let host = HostView::read(cfg)?;
@@ -496,6 +508,7 @@ fn bwrap_command(
         x_socket: &x_socket,
         agent,
         data: &data,
+        display_ipc,
     };
     let mut cmd = Command::new(bwrap_binary()?);
     cmd.env_clear()
@@ -548,7 +561,9 @@ impl Sandbox {
         let socket_path = dir.join("agent.sock");
         let socket = bound_socket(&socket_path)?;
         let agent = agent_for(&dir)?;
-        let mut cmd = bwrap_command(display, cfg, &agent, &files)?;
+        // The display's own IPC namespace, held open until bwrap has joined it.
+        let ipc = crate::xvfb::ipc_namespace_of(display);
+        let mut cmd = bwrap_command(display, cfg, &agent, &files, ipc.is_some())?;
         let lim = cfg.limits;
         let max_processes = process_limit(lim.processes, host_uid.is_some());
         let cgroup = Cgroup::create(&name, lim.memory_mb.max(64) << 20)?;
@@ -565,6 +580,7 @@ impl Sandbox {
             max_processes,
             open_files: lim.open_files.max(64),
             memory: lim.memory_mb.max(64) << 20,
+            ipc: ipc.as_deref().map(std::os::fd::AsRawFd::as_raw_fd),
         };
         // SAFETY: the child makes only async-signal-safe calls (`ChildSetup::run`), on
         // what was prepared here; `setup.cgroup` points at `cgroup`, which this function
@@ -574,7 +590,7 @@ impl Sandbox {
             .spawn()
             .map_err(|e| DesktopError::App(format!("cannot start bwrap: {e}")))?;
         cleanup.disarm();
-        drop((socket, data_fds));
+        drop((socket, data_fds, ipc));
         let log = Arc::new(Mutex::new(Vec::new()));
         spawn_log_reader(log_read, log.clone());
         let peer = AgentPeer {

@@ -114,6 +114,9 @@ pub(crate) struct Places<'a> {
     pub(crate) agent: &'a Path,
     /// The control files, in order of their descriptors: (inside path, mode).
     pub(crate) data: &'a [(&'a str, &'a str)],
+    /// Whether bwrap starts in the display's own IPC namespace (shared with that Xvfb
+    /// and no other env), rather than making one for the sandbox.
+    pub(crate) display_ipc: bool,
 }
 
 /// bubblewrap's arguments for a sandbox, up to (not including) `--` and the agent's
@@ -123,7 +126,7 @@ pub(crate) struct Places<'a> {
 pub(crate) fn bwrap_args(cfg: &SandboxConfig, host: &HostView, at: &Places<'_>) -> Vec<OsString> {
     let disk = (cfg.limits.disk_mb.max(16) << 20).to_string();
     let mut a: Vec<OsString> = Vec::new();
-    namespaces(&mut a);
+    namespaces(&mut a, at.display_ipc);
     system_mounts(&mut a, host, &disk);
     layered(&mut a, host);
     masks(&mut a, host);
@@ -153,16 +156,17 @@ fn path(p: &Path) -> OsString {
 }
 
 /// The sandbox's own namespaces: `user` (uid 1000) in a user namespace with no nested
-/// ones, its own pids, IPC, host name and network; its processes in a session of their
-/// own (no terminal of the worker's to push input into), dying with the worker.
-fn namespaces(a: &mut Vec<OsString>) {
+/// ones, its own pids, host name and network, and IPC shared with its display only
+/// (`display_ipc`: bwrap starts in the namespace of the env's Xvfb, decision 219) or its
+/// own; its processes in a session of their own (no terminal of the worker's to push
+/// input into), dying with the worker.
+fn namespaces(a: &mut Vec<OsString>, display_ipc: bool) {
     a.push_strs(&["--unshare-user", "--uid", "1000", "--gid", "1000"]);
-    a.push_strs(&[
-        "--unshare-pid",
-        "--unshare-ipc",
-        "--unshare-uts",
-        "--unshare-cgroup-try",
-    ]);
+    a.push_strs(&["--unshare-pid"]);
+    if !display_ipc {
+        a.push_strs(&["--unshare-ipc"]);
+    }
+    a.push_strs(&["--unshare-uts", "--unshare-cgroup-try"]);
     // No user namespaces inside: their kernel surface is the tenant's way out.
     a.push_strs(&[
         "--disable-userns",
@@ -377,6 +381,7 @@ mod tests {
             x_socket: "/tmp/.X11-unix/X7",
             agent: Path::new("/srv/agent"),
             data: &data,
+            display_ipc: false,
         };
         let args: Vec<String> = bwrap_args(&cfg, &host, &at)
             .into_iter()
@@ -388,6 +393,22 @@ mod tests {
             SNAPSHOT.trim(),
             "the sandbox policy changed; if on purpose, update SNAPSHOT"
         );
+        // Started in its display's IPC namespace, the sandbox makes none of its own;
+        // nothing else differs.
+        let shared: Vec<String> = bwrap_args(
+            &cfg,
+            &host,
+            &Places {
+                display_ipc: true,
+                ..at
+            },
+        )
+        .into_iter()
+        .map(|a| a.into_string().unwrap())
+        .collect();
+        let own: Vec<&String> = args.iter().filter(|a| *a != "--unshare-ipc").collect();
+        assert_eq!(shared.iter().collect::<Vec<_>>(), own);
+        assert_eq!(args.len(), shared.len() + 1);
     }
 
     const SNAPSHOT: &str = "

@@ -246,6 +246,22 @@ pub fn out(r: &pb::ExecResponse) -> String {
     String::from_utf8_lossy(&r.stdout).trim().to_string()
 }
 
+/// Pids of processes whose command line contains `needle`.
+pub fn pids_running(needle: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline"))
+            && String::from_utf8_lossy(&cmd).contains(needle)
+        {
+            found.push(pid);
+        }
+    }
+    found
+}
+
 /// Opens a tunnel; the sender carries the client's bytes, the first message the port.
 pub async fn tunnel(
     c: &mut Client,
