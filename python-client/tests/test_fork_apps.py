@@ -398,8 +398,18 @@ def test_a_fork_gives_a_loading_app_the_pause_the_original_gave_it(server: Serve
     try:
         e = pool.env_ids[0]
         c.reset(e, seed=1)
-        loading = step(c, e, {"verb": "launch_app", "app": "busy"}).observation.frame_hash
+        step(c, e, {"verb": "launch_app", "app": "busy"})
         deadline = time.monotonic() + 60
+        # The loading window as drawn: its title is up and two looks in a row agree.
+        # (The launch's own frame may come before Python and Tk have mapped it; the
+        # window's first drawing then read as the field coming alive.)
+        while True:
+            assert time.monotonic() < deadline, "the busy app's window never showed"
+            if any(w.title.startswith("Busy app: ") for w in c.windows(e)):
+                loading = c.observe(e, settle_ms=200).frame_hash
+                if c.observe(e, settle_ms=200).frame_hash == loading:
+                    break
+            time.sleep(0.1)
         while c.observe(e, settle_ms=200).frame_hash == loading:
             assert time.monotonic() < deadline, "the busy app never came alive"
             time.sleep(0.1)
