@@ -489,8 +489,9 @@ fn control_files(display: u32, cfg: &SandboxConfig) -> Result<Vec<ControlFile>> 
 }
 
 /// bwrap's command (started in the display's IPC namespace when `display_ipc`): an
-/// empty environment, the policy's arguments for what this host shows, then the agent on [`AGENT_FD`] with its session spec; no stdin or stdout,
-/// and a process group of its own (what Drop kills). The caller adds stderr.
+/// empty environment, the policy's arguments for what this host shows, then the agent
+/// on [`AGENT_FD`] with its session spec; no stdin or stdout, and a process group of
+/// its own (what Drop kills). The caller adds stderr.
 fn bwrap_command(
     display: u32,
     cfg: &SandboxConfig,

@@ -13,7 +13,6 @@ import logging
 import os
 import time
 import urllib.request
-import uuid
 from typing import Any
 
 import deskgym
@@ -22,7 +21,7 @@ from deskgym.osworld import _lazy
 from deskgym.osworld.actions import Sleep, translate
 from deskgym.osworld.bridge import Bridge
 from deskgym.osworld.outcomes import SetupOutcome, judge
-from deskgym.osworld.standins import marketplace_install
+from deskgym.osworld.standins import download_name, marketplace_install
 
 _lazy.install()
 
@@ -128,8 +127,8 @@ class RecordingSetupController(SetupController):  # type: ignore[misc]
         found = marketplace_install(command)
         if found is not None:
             i, ext_id, url = found
-            if os.path.exists(os.path.join(self.cache_dir, f"{uuid.uuid5(uuid.NAMESPACE_URL, url)}_{ext_id}.vsix")):
-                dest = f"/tmp/{ext_id}.vsix"
+            dest = f"/tmp/{ext_id}.vsix"
+            if os.path.exists(os.path.join(self.cache_dir, download_name(url, dest))):
                 self._download_setup([{"url": url, "path": dest}])
                 command = [*command[:i], dest, *command[i + 1:]]
         return super()._command_setup(command, **kwargs)
@@ -365,7 +364,7 @@ class DesktopEnv(_OSWorldEnv):  # type: ignore[misc]
                 continue
             for f in step["parameters"]["files"]:
                 url, path = f["url"], f["path"]
-                cached = os.path.join(self.cache_dir, f"{uuid.uuid5(uuid.NAMESPACE_URL, url)}_{os.path.basename(path)}")
+                cached = os.path.join(self.cache_dir, download_name(url, path))
                 if os.path.exists(cached):
                     continue
                 try:

@@ -30,7 +30,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MANIFEST", "MARKETPLACE", "VERSION", "fill", "marketplace_install", "needed", "stand_in", "vsix"]
+__all__ = ["MANIFEST", "MARKETPLACE", "VERSION", "download_name", "fill", "marketplace_install", "needed", "stand_in",
+           "vsix"]
 
 
 def _image(fmt: str) -> Callable[[str], bytes]:
@@ -398,10 +399,8 @@ def stand_in(name: str, tag: str = "input") -> bytes | None:
             return vsix(stem)
         # A marketplace extension's id (``publisher.name``): the stand-in has that
         # identity, so ``code --list-extensions`` names it as the real one would be.
-        publisher, dot, ext_name = base.partition(".")
-        if dot and publisher and ext_name and "." not in ext_name:
-            return vsix(ext_name, publisher=publisher)
-        return vsix(base)
+        ext_id = _extension_id(base)
+        return vsix(ext_id[1], publisher=ext_id[0]) if ext_id else vsix(base)
     if ext in (".zip", ".whl"):
         return _zip(os.path.splitext(os.path.basename(name))[0], tag)
     if ext in _TEXT:
@@ -437,6 +436,19 @@ HISTORY_URL = ("https://huggingface.co/datasets/xlangai/ubuntu_osworld_file_cach
 MARKETPLACE = "https://open-vsx.org/api/{publisher}/{name}/latest"
 
 
+def download_name(url: str, path: str) -> str:
+    """The name desktop-env gives the cached file of a download of ``url`` to ``path``
+    (in the task's cache folder)."""
+    return f"{uuid.uuid5(uuid.NAMESPACE_URL, url)}_{os.path.basename(path)}"
+
+
+def _extension_id(text: str) -> tuple[str, str] | None:
+    """(publisher, name) when ``text`` reads as a marketplace extension's id,
+    ``publisher.name``."""
+    publisher, dot, name = text.partition(".")
+    return (publisher, name) if dot and publisher and name and "." not in name else None
+
+
 def marketplace_install(command: Any) -> tuple[int, str, str] | None:
     """For a setup command that installs a VS Code extension from the marketplace by id
     (``code --install-extension publisher.name``, as an argv list), (the id's index in
@@ -446,10 +458,10 @@ def marketplace_install(command: Any) -> tuple[int, str, str] | None:
         return None
     for i, arg in enumerate(command[:-1]):
         ext = str(command[i + 1])
-        publisher, dot, name = ext.partition(".")
-        if (arg == "--install-extension" and dot and publisher and name and "." not in name
-                and "/" not in ext and not ext.startswith("-") and not ext.lower().endswith(".vsix")):
-            return i + 1, ext, MARKETPLACE.format(publisher=publisher, name=name)
+        ext_id = _extension_id(ext)
+        if (arg == "--install-extension" and ext_id and "/" not in ext and not ext.startswith("-")
+                and not ext.lower().endswith(".vsix")):
+            return i + 1, ext, MARKETPLACE.format(publisher=ext_id[0], name=ext_id[1])
     return None
 
 
@@ -458,9 +470,8 @@ def needed(task: dict[str, Any]) -> list[tuple[str, str, str, str]]:
     fetches: its setup's and postconfig's downloads, the extensions it installs from the
     marketplace (as a download of ``<id>.vsix`` from :data:`MARKETPLACE`), its
     browsing-history template and its evaluator's ``cloud_file`` getters (desktop-env's
-    layout). A download that the
-    ``expected`` side reads back from the desktop (a ``vm_file`` of its path: the gold
-    a postconfig fetches) is a gold one."""
+    layout). A download that the ``expected`` side reads back from the desktop (a
+    ``vm_file`` of its path: the gold a postconfig fetches) is a gold one."""
     out = []
     ev = task.get("evaluator") or {}
     golds: set[str] = set()
@@ -475,11 +486,11 @@ def needed(task: dict[str, Any]) -> list[tuple[str, str, str, str]]:
             for f in step["parameters"]["files"]:
                 name = os.path.basename(f["path"])
                 tag = "gold" if f["path"] in golds else "input"
-                out.append((f"{uuid.uuid5(uuid.NAMESPACE_URL, f['url'])}_{name}", name, tag, f["url"]))
+                out.append((download_name(f["url"], name), name, tag, f["url"]))
         elif step.get("type") in ("command", "execute") and (
                 found := marketplace_install((step.get("parameters") or {}).get("command"))):
             _, ext_id, url = found
-            out.append((f"{uuid.uuid5(uuid.NAMESPACE_URL, url)}_{ext_id}.vsix", f"{ext_id}.vsix", "input", url))
+            out.append((download_name(url, f"{ext_id}.vsix"), f"{ext_id}.vsix", "input", url))
         elif step.get("type") == "update_browse_history":
             out.append(("history_new.sqlite", "history_new.sqlite", "input", HISTORY_URL))
     for key in ("result", "expected"):
