@@ -31,6 +31,12 @@ from deskgym.errors import DeskgymError
 #: clean-clone CI run with a benchmark beside it.
 ACTIVATE_WAIT_S = 60.0
 
+#: The bound of an ``/accessibility`` walk, in ms: the server's most (deskgym's default,
+#: 5 s, suits an RL step). OSWorld's controller waits for its whole tree, and Calc's took
+#: 3.8 s on a release server with nothing beside it and over 5 s on a debug one, so 5 s
+#: would give an OSWorld agent a tree without the spreadsheet on a busy host.
+TREE_TIMEOUT_MS = 30_000
+
 logger = logging.getLogger("deskgym.osworld")
 
 HOME = "/home/user"
@@ -354,7 +360,7 @@ class _Handler(BaseHTTPRequestHandler):
                 png = cursor_png(shot.frame, shot.width, shot.height, shot.pointer.x, shot.pointer.y)
                 self._send(200, png, "image/png")
             elif path == "/accessibility":
-                t = b.env.observe(structured=True, osworld_xml=True)
+                t = b.env.observe(structured=True, osworld_xml=True, timeout_ms=TREE_TIMEOUT_MS)
                 self._json({"AT": t.osworld_xml})
             elif path == "/terminal":
                 self._json({"output": b.terminal_text()})
