@@ -6,8 +6,12 @@
 # `--osworld` adds the `osworld` profile's applications (GIMP, VLC, Thunderbird...);
 # `--web` what the `web` profile (MiniWoB++ tasks) runs: bubblewrap and Chromium, and
 # the `miniwob` package whose pages the server lists as tasks.
+# `DESKGYM_SETUP_ONLY=system` stops before .venv, `=python` does only .venv (scripts/test.sh
+# builds the Rust side while .venv installs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+ONLY="${DESKGYM_SETUP_ONLY:-}"
+case "$ONLY" in ""|system|python) ;; *) echo "setup: DESKGYM_SETUP_ONLY is system or python, not $ONLY" >&2; exit 2;; esac
 DESKTOP=0
 WEB=0
 [ "${1:-}" = "--desktop" ] && DESKTOP=1 && WEB=1
@@ -41,40 +45,45 @@ OSWORLD_PKGS=(gimp vlc thunderbird evince xsel sysstat jq zip expect gnome-shell
 ((OSWORLD)) && PKGS+=("${OSWORLD_PKGS[@]}")
 ((WEB)) && PKGS+=(bubblewrap chromium chromium-driver)
 ((WEB)) && DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}miniwob"
-missing=()
-for p in "${PKGS[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  SUDO=""
-  [ "$(id -u)" = 0 ] || SUDO=sudo
-  echo "setup: installing ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
-
-if ((DESKTOP)); then
-  SUDO=""
-  [ "$(id -u)" = 0 ] || SUDO=sudo
-  if ! locale -a 2>/dev/null | grep -qi '^en_US.utf8$'; then
-    $SUDO sed -i 's/^# *en_US.UTF-8 UTF-8/en_US.UTF-8 UTF-8/' /etc/locale.gen
-    $SUDO locale-gen >/dev/null
+# System packages, the locale, the system Python's modules and the `osworld` home.
+system() {
+  missing=()
+  for p in "${PKGS[@]}"; do
+    dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO=sudo
+    echo "setup: installing ${missing[*]}"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
   fi
-  # pyautogui for the system Python the sandboxes run (`python`, `python3`).
-  # (Found, not imported: importing pyautogui opens the X display.)
-  if ! /usr/bin/python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("pyautogui") is None)'; then
-    $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --disable-pip-version-check pyautogui
-  fi
-fi
 
-# pysrt, which a task's postconfig installs with `sudo pip install pysrt` on OSWorld's
-# image: the sandbox's sudo answers that from the system Python (decision 204), and
-# Debian's python3-pysrt (1.0.1) cannot open a file on Python 3.11.
-if ((OSWORLD)) && ! /usr/bin/python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("pysrt") is None)'; then
-  $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --disable-pip-version-check pysrt
-fi
-# The `osworld` profile's home: each application started once on this machine.
-((OSWORLD)) && $SUDO /usr/bin/python3 scripts/osworld-home.py
+  if ((DESKTOP)); then
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO=sudo
+    if ! locale -a 2>/dev/null | grep -qi '^en_US.utf8$'; then
+      $SUDO sed -i 's/^# *en_US.UTF-8 UTF-8/en_US.UTF-8 UTF-8/' /etc/locale.gen
+      $SUDO locale-gen >/dev/null
+    fi
+    # pyautogui for the system Python the sandboxes run (`python`, `python3`).
+    # (Found, not imported: importing pyautogui opens the X display.)
+    if ! /usr/bin/python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("pyautogui") is None)'; then
+      $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --disable-pip-version-check pyautogui
+    fi
+  fi
+
+  # pysrt, which a task's postconfig installs with `sudo pip install pysrt` on OSWorld's
+  # image: the sandbox's sudo answers that from the system Python (decision 204), and
+  # Debian's python3-pysrt (1.0.1) cannot open a file on Python 3.11.
+  if ((OSWORLD)) && ! /usr/bin/python3 -c 'import importlib.util as u, sys; sys.exit(u.find_spec("pysrt") is None)'; then
+    $SUDO /usr/bin/python3 -m pip install -q --break-system-packages --disable-pip-version-check pysrt
+  fi
+  # The `osworld` profile's home: each application started once on this machine.
+  if ((OSWORLD)); then $SUDO /usr/bin/python3 scripts/osworld-home.py; fi
+}
+if [ "$ONLY" != python ]; then system; fi
+[ "$ONLY" = system ] && { echo "setup: system ok"; exit 0; }
 if ! command -v cargo >/dev/null; then
   echo "setup: cargo not found; install Rust >= 1.85 (https://rustup.rs) and run again" >&2
   exit 1

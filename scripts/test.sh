@@ -5,23 +5,45 @@ cd "$(dirname "$0")/.."
 # Each phase's start, in seconds since this script began: a CI log then says where a slow
 # run's time went (set-up, builds or a test tier), not just its total.
 phase() { echo "== [+${SECONDS}s] $*"; }
-phase setup
-# (`--osworld` brings the desktop and web profiles' too: Chromium, chromium-driver, the miniwob
-# package.) The tests also need the SB3 extra (torch, ~2 min to install the first time) and the
-# static checkers; the main job's setup stays without them.
-DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,train,lint,osworld,agents,ray,wrappers" scripts/setup.sh --osworld
-# VS Code for OSWorld's vs_code tasks (code-server; npm's registry, once per machine).
-scripts/install-code-server.sh
-scripts/setup-lerobot.sh
-scripts/setup-rllib.sh
-scripts/setup-faces.sh
-# OSWorld's wheel without its dependencies (the osworld extra brings the light ones):
-# the OSWorld shim's tests run its controllers, getters and metrics, and the a11y tests
-# its agents' own tree filter (mm_agents) on deskgym's XML.
-.venv/bin/pip install -q --disable-pip-version-check --no-deps desktop-env==1.0.2
-# librosa, which one metric of the solution sample calls (compare_audios; the
-# osworld-full extra has it, with easyocr's torch, which no test needs).
-.venv/bin/pip install -q --disable-pip-version-check librosa
+phase setup-system
+# System packages (`--osworld` brings the desktop and web profiles' too: Chromium,
+# chromium-driver) and the `osworld` home: what the Rust tests need as well.
+DESKGYM_SETUP_ONLY=system scripts/setup.sh --osworld
+# The Python side installs in the background while the Rust side is checked and built:
+# pip works on one core (unpacking and byte-compiling torch's 5 GB is most of it), cargo
+# on both, and one after the other they took 25 minutes of a clean clone's run.
+pylog="$(mktemp -d)"
+python_setup() {
+  # LeRobot's venv (its own Python and torch) and VS Code (npm's registry) need nothing
+  # of .venv: they install beside it.
+  scripts/setup-lerobot.sh > "$pylog/lerobot" 2>&1 &
+  local lerobot=$!
+  scripts/install-code-server.sh > "$pylog/code-server" 2>&1 &
+  local code=$!
+  # .venv with the tests' extras: the SB3 extra (torch), the static checkers, the
+  # miniwob package (`--osworld` adds it).
+  DESKGYM_SETUP_ONLY=python DESKGYM_PIP_EXTRAS="${DESKGYM_PIP_EXTRAS:+$DESKGYM_PIP_EXTRAS,}sb3,train,lint,osworld,agents,ray,wrappers" \
+    scripts/setup.sh --osworld
+  scripts/setup-rllib.sh
+  scripts/setup-faces.sh
+  # OSWorld's wheel without its dependencies (the osworld extra brings the light ones):
+  # the OSWorld shim's tests run its controllers, getters and metrics, and the a11y tests
+  # its agents' own tree filter (mm_agents) on deskgym's XML.
+  .venv/bin/pip install -q --disable-pip-version-check --no-deps desktop-env==1.0.2
+  # librosa, which one metric of the solution sample calls (compare_audios; the
+  # osworld-full extra has it, with easyocr's torch, which no test needs).
+  .venv/bin/pip install -q --disable-pip-version-check librosa
+  local ok=0
+  wait "$lerobot" || ok=$?
+  cat "$pylog/lerobot"
+  wait "$code" || ok=$?
+  cat "$pylog/code-server"
+  return "$ok"
+}
+python_setup > "$pylog/setup" 2>&1 &
+py=$!
+# A failing check still waits for the installs: none is left writing a venv behind it.
+trap 'wait' EXIT
 phase checks
 cargo fmt --all --check
 # Modules depend one way (server, env-worker, the Python package).
@@ -32,6 +54,15 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 # deskgym-server.
 phase build
 cargo build --workspace --bins
+cargo test --workspace --no-run --quiet
+phase setup-python
+status=0
+wait "$py" || status=$?
+cat "$pylog/setup"
+if ((status)); then
+  echo "test: the Python set-up failed (exit $status)" >&2
+  exit "$status"
+fi
 phase rust-tests
 cargo test --workspace
 (cd python-client && ../.venv/bin/python -m mypy deskgym)
