@@ -11,7 +11,7 @@ phase setup-system
 DESKGYM_SETUP_ONLY=system scripts/setup.sh --osworld
 # The Python side installs in the background while the Rust side is checked and built:
 # pip works on one core (unpacking and byte-compiling torch's 5 GB is most of it), cargo
-# on both, and one after the other they took 25 minutes of a clean clone's run.
+# on both, and one after the other they took 27 minutes of a clean clone's run (decision 221).
 pylog="$(mktemp -d)"
 python_setup() {
   # LeRobot's venv (its own Python and torch) and VS Code (npm's registry) need nothing
@@ -43,7 +43,7 @@ python_setup() {
 python_setup > "$pylog/setup" 2>&1 &
 py=$!
 # A failing check still waits for the installs: none is left writing a venv behind it.
-trap 'wait' EXIT
+trap 'wait; rm -rf "$pylog"' EXIT
 phase checks
 cargo fmt --all --check
 # Modules depend one way (server, env-worker, the Python package).
